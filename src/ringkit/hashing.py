@@ -1,0 +1,356 @@
+"""Named hash functions, scalar and vectorised, and how a key becomes a point.
+
+A *key* (str, bytes or int) is encoded to bytes (:func:`encode_key`: str as UTF-8, bytes as is,
+int as its decimal text, so that clients in other languages hashing the text agree), hashed by a
+named function of a known width, and the hash is widened to a 64-bit *point* (:func:`widen`).
+
+Every named hasher is a plain function ``bytes -> int`` importable by its name, returning its
+native width (``fnv1a_32`` returns 32 bits), and registered in :data:`HASHERS` with that width:
+
+>>> hex(fnv1a_32(b"a"))
+'0xe40c292c'
+>>> HASHERS["fnv1a_32"].bits
+32
+>>> hex(widen(0xE40C292C, 32))
+'0xe40c292c00000000'
+
+Widening is ``h << (64 - bits)``: order-preserving, so a ring of widened 32-bit tokens answers
+exactly as the same ring in the 32-bit space would (first token >= point).
+
+``fnv1a_32_mix`` is seed 004's "FNV-1a plus a mixing step so similar names spread out". The seed
+does not define the mix; ringkit uses FNV-1a-32 followed by MurmurHash3's 32-bit finalizer
+(``fmix32``), a well-known avalanche step that makes keys differing in one digit land far apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from ringkit.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_HASH",
+    "HASHERS",
+    "Hasher",
+    "HasherLike",
+    "encode_key",
+    "fnv1a_32",
+    "fnv1a_32_mix",
+    "fnv1a_64",
+    "fmix32",
+    "get_hasher",
+    "hash_many",
+    "md5",
+    "murmur3_32",
+    "murmur3_64",
+    "murmur3_x64_128",
+    "points_many",
+    "sha1",
+    "widen",
+    "xxh3_64",
+]
+
+DEFAULT_HASH = "xxh3_64"
+
+Key = str | bytes | int
+
+_MASK32 = 0xFFFFFFFF
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+
+
+def encode_key(key: Key) -> bytes:
+    """Return the bytes a key is hashed as.
+
+    str is UTF-8, bytes (and bytearray, memoryview) as is, int as its decimal text.
+
+    >>> encode_key("é"), encode_key(b"\\x00"), encode_key(-42)
+    (b'\\xc3\\xa9', b'\\x00', b'-42')
+
+    :raises TypeError: for any other type (bool included: ``True`` is not the text ``"1"``)
+    """
+    if type(key) is str:
+        return key.encode()
+    if type(key) is bytes:
+        return key
+    if isinstance(key, (bytearray, memoryview)):
+        return bytes(key)
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key).encode()
+    if isinstance(key, str):
+        return key.encode()
+    raise TypeError(f"key must be str, bytes or int, got {type(key).__name__}")
+
+
+# -- FNV-1a (Fowler, Noll, Vo; http://www.isthe.com/chongo/tech/comp/fnv/) -------------------
+
+_FNV32_OFFSET, _FNV32_PRIME = 0x811C9DC5, 0x01000193
+_FNV64_OFFSET, _FNV64_PRIME = 0xCBF29CE484222325, 0x100000001B3
+
+
+def fnv1a_32(data: bytes) -> int:
+    """Return the 32-bit FNV-1a hash of `data`.
+
+    >>> hex(fnv1a_32(b"")), hex(fnv1a_32(b"foobar"))
+    ('0x811c9dc5', '0xbf9cf968')
+    """
+    h = _FNV32_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV32_PRIME) & _MASK32
+    return h
+
+
+def fnv1a_64(data: bytes) -> int:
+    """Return the 64-bit FNV-1a hash of `data`.
+
+    >>> hex(fnv1a_64(b"a"))
+    '0xaf63dc4c8601ec8c'
+    """
+    h = _FNV64_OFFSET
+    for byte in data:
+        h = ((h ^ byte) * _FNV64_PRIME) & _MASK64
+    return h
+
+
+def fmix32(h: int) -> int:
+    """Return MurmurHash3's 32-bit finalizer of `h` (a bijection on 32-bit ints)."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    h ^= h >> 16
+    return h
+
+
+def fnv1a_32_mix(data: bytes) -> int:
+    """Return FNV-1a-32 of `data` passed through ``fmix32`` (seed 004's hasher)."""
+    return fmix32(fnv1a_32(data))
+
+
+# -- cryptographic digests, truncated --------------------------------------------------------
+
+
+def sha1(data: bytes) -> int:
+    """Return the first 8 bytes of SHA-1(`data`) as a big-endian integer (seed 000's ``h``)."""
+    return int.from_bytes(hashlib.sha1(data).digest()[:8], "big")
+
+
+def md5(data: bytes) -> int:
+    """Return the first 8 bytes of MD5(`data`) as a big-endian integer.
+
+    This is not ketama's point rule (ketama takes little-endian 32-bit words of the digest; see
+    ``ringkit.compat``).
+    """
+    return int.from_bytes(hashlib.md5(data).digest()[:8], "big")
+
+
+def xxh3_64(data: bytes) -> int:
+    """Return XXH3-64 (seed 0) of `data`: the default hasher, fast and well distributed."""
+    return xxhash.xxh3_64_intdigest(data)  # type: ignore[no-any-return]
+
+
+# -- MurmurHash3 (Austin Appleby, public domain; smhasher MurmurHash3.cpp) ---------------------
+
+
+def _rotl32(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _MASK32
+
+
+def _rotl64(x: int, r: int) -> int:
+    return ((x << r) | (x >> (64 - r))) & _MASK64
+
+
+def murmur3_32(data: bytes, seed: int = 0) -> int:
+    """Return MurmurHash3 x86_32 of `data`, unsigned (as pymemcache and ``mmh3.hash`` compute it).
+
+    >>> hex(murmur3_32(b"hello"))
+    '0x248bfa47'
+    """
+    c1, c2 = 0xCC9E2D51, 0x1B873593
+    length = len(data)
+    h = seed & _MASK32
+    nblocks = length // 4
+    for (k,) in struct.iter_unpack("<I", data[: nblocks * 4]):
+        k = (k * c1) & _MASK32
+        k = _rotl32(k, 15)
+        k = (k * c2) & _MASK32
+        h ^= k
+        h = _rotl32(h, 13)
+        h = (h * 5 + 0xE6546B64) & _MASK32
+    tail = data[nblocks * 4 :]
+    k = 0
+    for i in reversed(range(len(tail))):
+        k = (k << 8) | tail[i]
+    if tail:
+        k = (k * c1) & _MASK32
+        k = _rotl32(k, 15)
+        k = (k * c2) & _MASK32
+        h ^= k
+    h ^= length
+    return fmix32(h)
+
+
+def _fmix64(k: int) -> int:
+    k ^= k >> 33
+    k = (k * 0xFF51AFD7ED558CCD) & _MASK64
+    k ^= k >> 33
+    k = (k * 0xC4CEB9FE1A85EC53) & _MASK64
+    k ^= k >> 33
+    return k
+
+
+def murmur3_x64_128(data: bytes, seed: int = 0, *, signed_tail: bool = False) -> tuple[int, int]:
+    """Return MurmurHash3 x64_128 of `data` as two unsigned 64-bit halves ``(h1, h2)``.
+
+    `signed_tail` reproduces Java ports (Cassandra) that read the tail bytes as signed ``byte``.
+    """
+    c1, c2 = 0x87C37B91114253D5, 0x4CF5AD432745937F
+    length = len(data)
+    h1 = h2 = seed & _MASK64
+    nblocks = length // 16
+    for k1, k2 in struct.iter_unpack("<QQ", data[: nblocks * 16]):
+        k1 = _rotl64((k1 * c1) & _MASK64, 31)
+        h1 ^= (k1 * c2) & _MASK64
+        h1 = (_rotl64(h1, 27) + h2) & _MASK64
+        h1 = (h1 * 5 + 0x52DCE729) & _MASK64
+        k2 = _rotl64((k2 * c2) & _MASK64, 33)
+        h2 ^= (k2 * c1) & _MASK64
+        h2 = (_rotl64(h2, 31) + h1) & _MASK64
+        h2 = (h2 * 5 + 0x38495AB5) & _MASK64
+    tail = data[nblocks * 16 :]
+    k1 = k2 = 0
+    for i in reversed(range(len(tail))):
+        byte = tail[i]
+        if signed_tail and byte >= 0x80:
+            byte -= 0x100
+        if i >= 8:
+            k2 ^= (byte << ((i - 8) * 8)) & _MASK64
+        else:
+            k1 ^= (byte << (i * 8)) & _MASK64
+    if len(tail) > 8:
+        k2 = _rotl64((k2 * c2) & _MASK64, 33)
+        h2 ^= (k2 * c1) & _MASK64
+    if tail:
+        k1 = _rotl64((k1 * c1) & _MASK64, 31)
+        h1 ^= (k1 * c2) & _MASK64
+    h1 ^= length
+    h2 ^= length
+    h1 = (h1 + h2) & _MASK64
+    h2 = (h2 + h1) & _MASK64
+    h1 = _fmix64(h1)
+    h2 = _fmix64(h2)
+    h1 = (h1 + h2) & _MASK64
+    h2 = (h2 + h1) & _MASK64
+    return h1, h2
+
+
+def murmur3_64(data: bytes) -> int:
+    """Return the first 64 bits of MurmurHash3 x64_128 (seed 0), unsigned, as ``mmh3.hash64``."""
+    return murmur3_x64_128(data)[0]
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hasher:
+    """A hash function ``bytes -> int`` with a name and its output width in bits."""
+
+    name: str
+    function: Callable[[bytes], int]
+    bits: int = 64
+
+    def __post_init__(self) -> None:
+        if self.bits not in (32, 64):
+            raise ConfigError(f"hasher bits must be 32 or 64, got {self.bits!r}")
+        if not callable(self.function):
+            raise ConfigError(f"hasher function must be callable, got {self.function!r}")
+
+    def __call__(self, data: bytes) -> int:
+        return self.function(data)
+
+    def point(self, data: bytes) -> int:
+        """Return the 64-bit point of `data`: its hash, widened."""
+        return widen(self.function(data), self.bits)
+
+
+HasherLike = str | Hasher | Callable[[bytes], int]
+
+HASHERS: Mapping[str, Hasher] = MappingProxyType(
+    {
+        hasher.name: hasher
+        for hasher in (
+            Hasher("fnv1a_32", fnv1a_32, 32),
+            Hasher("fnv1a_32_mix", fnv1a_32_mix, 32),
+            Hasher("fnv1a_64", fnv1a_64, 64),
+            Hasher("md5", md5, 64),
+            Hasher("murmur3_32", murmur3_32, 32),
+            Hasher("murmur3_64", murmur3_64, 64),
+            Hasher("sha1", sha1, 64),
+            Hasher("xxh3_64", xxh3_64, 64),
+        )
+    }
+)
+
+
+def get_hasher(spec: HasherLike) -> Hasher:
+    """Return the :class:`Hasher` named or wrapped by `spec`.
+
+    A registered name, a ``Hasher``, or a bare callable ``bytes -> int`` (taken as 64 bits wide;
+    wrap it in ``Hasher(name, function, bits=32)`` to state another width).
+
+    >>> get_hasher("sha1").bits
+    64
+
+    :raises ConfigError: for an unknown name (the message lists the known ones)
+    """
+    if isinstance(spec, Hasher):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return HASHERS[spec]
+        except KeyError:
+            known = ", ".join(sorted(HASHERS))
+            raise ConfigError(f"unknown hasher {spec!r}; known: {known}") from None
+    if callable(spec):
+        return Hasher(getattr(spec, "__name__", "custom"), spec, 64)
+    raise ConfigError(
+        f"hasher must be a name, a Hasher or a callable, got {type(spec).__name__}"
+    )
+
+
+def widen(h: int, bits: int) -> int:
+    """Return the 64-bit point of a `bits`-wide hash: ``h << (64 - bits)`` (order-preserving)."""
+    return h << (64 - bits)
+
+
+def hash_many(keys: Iterable[Key], hasher: HasherLike = DEFAULT_HASH) -> npt.NDArray[np.uint64]:
+    """Return the native hashes of many keys as a uint64 array.
+
+    >>> hash_many(["a", b"a"], "fnv1a_32").tolist()
+    [3826002220, 3826002220]
+    """
+    function = get_hasher(hasher).function
+    return np.fromiter(_hashes(keys, function), dtype=np.uint64)
+
+
+def points_many(keys: Iterable[Key], hasher: HasherLike = DEFAULT_HASH) -> npt.NDArray[np.uint64]:
+    """Return the 64-bit points of many keys as a uint64 array (hashes, widened)."""
+    resolved = get_hasher(hasher)
+    hashes = np.fromiter(_hashes(keys, resolved.function), dtype=np.uint64)
+    if resolved.bits < 64:
+        hashes <<= np.uint64(64 - resolved.bits)
+    return hashes
+
+
+def _hashes(keys: Iterable[Key], function: Callable[[bytes], int]) -> Iterable[int]:
+    # NOTE: str keys are the common case; encoding them inline skips a call per key.
+    for key in keys:
+        yield function(key.encode() if type(key) is str else encode_key(key))

@@ -1,0 +1,106 @@
+"""The protocol every placement follows, and the checks they share.
+
+A *placement* decides which node owns a key. ``HashRing`` and every strategy (modulo, jump,
+rendezvous, maglev, multi-probe, bounded load, fixed partitions, ...) answer the same questions
+(DESIGN.md decision 4), so that movement analysis, statistics, the simulator, the CLI and the
+cluster client work with any of them unchanged:
+
+- looking up: ``node_for(key)``, ``nodes_for(key, n)`` (distinct nodes, in the placement's
+  replica order), ``node_for_many(keys)``;
+- changing membership, each returning a *new* placement (placements are immutable values):
+  ``add(node)``, ``remove(name)``, ``discard(name)``;
+- measuring: ``nodes``, ``shares()``, ``len``, ``in``, ``iter``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol, TypeVar, runtime_checkable
+
+from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
+from ringkit.hashing import Key
+from ringkit.nodes import Node
+
+__all__ = [
+    "Key",
+    "Placement",
+    "check_n",
+    "check_not_empty",
+    "unknown_node",
+]
+
+P = TypeVar("P", bound="Placement")
+
+
+@runtime_checkable
+class Placement(Protocol):
+    """What every placement answers. Implementations are immutable and thread-safe to read."""
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, as validated ``Node`` values."""
+        ...
+
+    def node_for(self, key: Key) -> str:
+        """Return the name of the node that owns `key`."""
+        ...
+
+    def nodes_for(self, key: Key, n: int) -> list[str]:
+        """Return up to `n` distinct node names for `key`, in replica order."""
+        ...
+
+    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key, in order."""
+        ...
+
+    def add(self: P, node: str | Node) -> P:
+        """Return a new placement with `node` added."""
+        ...
+
+    def remove(self: P, name: str) -> P:
+        """Return a new placement without node `name`; raise if it is not there."""
+        ...
+
+    def discard(self: P, name: str) -> P:
+        """Return a new placement without node `name`, or this one if it is not there."""
+        ...
+
+    def shares(self) -> dict[str, float]:
+        """Return each node's fraction of the keyspace (exact or estimated, as documented)."""
+        ...
+
+    def __len__(self) -> int: ...
+
+    def __contains__(self, name: object) -> bool: ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
+def check_n(n: int) -> int:
+    """Validate a replica count: an int >= 1.
+
+    :raises ConfigError: when `n` < 1
+    :raises TypeError: when `n` is not an int
+    """
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"n must be int, got {type(n).__name__}")
+    if n < 1:
+        raise ConfigError(f"n must be >= 1, got {n!r}")
+    return n
+
+
+def check_not_empty(count: int, operation: str) -> None:
+    """Raise :class:`EmptyRingError` when a placement with `count` nodes is asked `operation`."""
+    if count == 0:
+        raise EmptyRingError(f"{operation}() on an empty placement; add a node first")
+
+
+def unknown_node(name: object, names: Sequence[str], kind: str = "placement") -> UnknownNodeError:
+    """Return the error for a node `name` that is not among `names`.
+
+    >>> str(unknown_node("x", ["a", "b"], "ring"))
+    "node 'x' is not in the ring (2 nodes: 'a', 'b')"
+    """
+    return UnknownNodeError(
+        f"node {name!r} is not in the {kind} ({len(names)} nodes: {format_names(names)})"
+    )
