@@ -1,0 +1,54 @@
+"""ringkit: consistent hashing for Python.
+
+Put keys on nodes with a hash ring and virtual nodes, compare it with every other placement,
+see exactly what a membership change moves, and run a sharded cache client on top.
+
+>>> import ringkit
+>>> ring = ringkit.HashRing(["cache-a", "cache-b", "cache-c"])
+>>> ring.node_for("booking:42")
+'cache-b'
+>>> ring.nodes_for("booking:42", 3)
+['cache-b', 'cache-c', 'cache-a']
+>>> bigger = ring.add("cache-d")
+>>> len(ring), len(bigger)
+(3, 4)
+"""
+
+from __future__ import annotations
+
+from ringkit import hashing
+from ringkit.errors import (
+    BackendError,
+    CapacityError,
+    ConfigError,
+    DuplicateNodeError,
+    EmptyRingError,
+    RingkitError,
+    UnknownNodeError,
+    UnsupportedError,
+)
+from ringkit.nodes import Node
+from ringkit.placement import Placement
+from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.strategies.modulo import Modulo
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_VNODES",
+    "Arc",
+    "BackendError",
+    "CapacityError",
+    "ConfigError",
+    "DuplicateNodeError",
+    "EmptyRingError",
+    "HashRing",
+    "Modulo",
+    "Node",
+    "Placement",
+    "RingkitError",
+    "UnknownNodeError",
+    "UnsupportedError",
+    "__version__",
+    "hashing",
+]

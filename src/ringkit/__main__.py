@@ -1,0 +1,5 @@
+"""``python -m ringkit``: the ringkit command."""
+
+from ringkit.cli import main
+
+raise SystemExit(main())

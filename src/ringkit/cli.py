@@ -1,0 +1,54 @@
+"""The ``ringkit`` command: a thin shell over the library.
+
+Each subcommand lives in its own module under ``ringkit.commands`` (to keep modules small,
+STYLE.md 3.4) and offers ``register(subparsers)``, which adds its parser and sets ``run``: a
+function ``(args) -> exit status``. This module only parses, dispatches and turns a
+``RingkitError`` into ``ringkit: error: <message>`` with exit status 1 (usage errors exit 2, as
+argparse does). ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from ringkit import __version__
+from ringkit.errors import RingkitError
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+# One module per subcommand; each has register(subparsers).
+COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser with every subcommand registered."""
+    parser = argparse.ArgumentParser(
+        prog="ringkit",
+        description="Consistent hashing: look up keys, simulate rings, plan migrations.",
+    )
+    parser.add_argument("--version", action="version", version=f"ringkit {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMANDS:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ringkit command with `argv` (default: ``sys.argv[1:]``); return the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        status: int = args.run(args)
+    except RingkitError as error:
+        if args.debug:
+            raise
+        print(f"ringkit: error: {error}", file=sys.stderr)
+        return 1
+    return status

@@ -1,0 +1,1 @@
+"""Subcommands of the ``ringkit`` command, one module each (see ``ringkit.cli``)."""

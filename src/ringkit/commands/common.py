@@ -1,0 +1,44 @@
+"""Argument helpers shared by the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from ringkit.errors import ConfigError
+
+__all__ = ["node_list", "positive_int", "print_json"]
+
+
+def node_list(text: str) -> list[str]:
+    """Parse ``a,b,c`` into node names; refuse empty names.
+
+    >>> node_list("A, B,C")
+    ['A', 'B', 'C']
+    """
+    names = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated node names, got {text!r}")
+    return names
+
+
+def positive_int(text: str) -> int:
+    """Parse an int >= 1 for argparse."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def print_json(data: Any) -> None:
+    """Print `data` as indented JSON."""
+    print(json.dumps(data, indent=2, sort_keys=False))
+
+
+def refuse(message: str) -> ConfigError:
+    """Return a ConfigError for a bad argument combination (printed as ``ringkit: error:``)."""
+    return ConfigError(message)

@@ -1,0 +1,1 @@
+"""Placements other than the hash ring, one algorithm per module, each a ``Placement``."""

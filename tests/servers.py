@@ -1,0 +1,104 @@
+"""Real servers for tests: start memcached / redis-server on a free loopback port, then stop it.
+
+A missing binary skips the test locally and fails it under CI (``CI=true``): CI installs the
+Debian packages, so a missing one there is a broken setup, never a reason to pass.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+__all__ = ["Server", "free_port", "memcached_server", "redis_server", "require_binary"]
+
+
+@dataclass(frozen=True)
+class Server:
+    """A running server process on loopback."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def require_binary(name: str, package: str) -> str:
+    """Return the path of `name`; skip locally, fail under CI, when it is not installed."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (apt-get install -y {package})"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with status {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"server did not listen on port {port} within {timeout_s} s")
+
+
+@contextmanager
+def _serve(command: list[str], port: int) -> Iterator[Server]:
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_port(port, process)
+        yield Server("127.0.0.1", port, process)
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextmanager
+def memcached_server(memory_mb: int = 64) -> Iterator[Server]:
+    """Run a memcached on a free loopback port for the duration of the block."""
+    binary = require_binary("memcached", "memcached")
+    port = free_port()
+    # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
+    command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mb)]
+    if os.geteuid() == 0:
+        command += ["-u", "root"]
+    with _serve(command, port) as server:
+        yield server
+
+
+@contextmanager
+def redis_server() -> Iterator[Server]:
+    """Run a redis-server on a free loopback port, without persistence, for the block."""
+    binary = require_binary("redis-server", "redis-server")
+    port = free_port()
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "no", "--protected-mode", "no"]
+    with _serve(command, port) as server:
+        yield server
