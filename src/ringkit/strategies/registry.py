@@ -1,0 +1,62 @@
+"""Placements by name, so the CLI, the simulator and the web page build them one way.
+
+Each entry maps a strategy name to a factory ``(nodes, options) -> Placement``. ``options`` is a
+:class:`StrategyOptions` value; a factory uses the fields that apply to it and ignores the rest
+(a ring uses ``vnodes``; modulo does not). Add a strategy by adding one entry to ``_FACTORIES``.
+
+>>> build_placement("modulo", ["A", "B"]).node_for("k") in {"A", "B"}
+True
+>>> sorted(STRATEGY_NAMES)[:2]
+['modulo', 'ring']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from ringkit.errors import ConfigError
+from ringkit.hashing import DEFAULT_HASH, HasherLike
+from ringkit.nodes import NodesLike
+from ringkit.placement import Placement
+from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.strategies.modulo import Modulo
+
+__all__ = ["STRATEGY_NAMES", "StrategyOptions", "build_placement"]
+
+
+@dataclass(frozen=True, slots=True)
+class StrategyOptions:
+    """Options shared by the strategy factories; each factory reads the ones that apply."""
+
+    vnodes: int = DEFAULT_VNODES
+    hasher: HasherLike = DEFAULT_HASH
+
+
+Factory = Callable[[NodesLike, StrategyOptions], Placement]
+
+_FACTORIES: Mapping[str, Factory] = MappingProxyType(
+    {
+        "ring": lambda nodes, o: HashRing(nodes, vnodes=o.vnodes, hasher=o.hasher),
+        "modulo": lambda nodes, o: Modulo(nodes, hasher=o.hasher),
+    }
+)
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(sorted(_FACTORIES))
+
+
+def build_placement(
+    strategy: str, nodes: NodesLike, options: StrategyOptions | None = None
+) -> Placement:
+    """Return the placement named `strategy` over `nodes`.
+
+    :raises ConfigError: for an unknown strategy name (the message lists the known ones)
+    """
+    try:
+        factory = _FACTORIES[strategy]
+    except KeyError:
+        raise ConfigError(
+            f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}"
+        ) from None
+    return factory(nodes, options or StrategyOptions())
