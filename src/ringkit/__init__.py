@@ -6,9 +6,9 @@ see exactly what a membership change moves, and run a sharded cache client on to
 >>> import ringkit
 >>> ring = ringkit.HashRing(["cache-a", "cache-b", "cache-c"])
 >>> ring.node_for("booking:42")
-'cache-b'
+'cache-c'
 >>> ring.nodes_for("booking:42", 3)
-['cache-b', 'cache-c', 'cache-a']
+['cache-c', 'cache-b', 'cache-a']
 >>> bigger = ring.add("cache-d")
 >>> len(ring), len(bigger)
 (3, 4)

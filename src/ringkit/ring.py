@@ -165,9 +165,11 @@ class HashRing:
         Keys map into the space by ``hash(key) % space`` (or the widened point when the space is
         2**64). Nodes may be names or ``Node`` values.
 
-        >>> ring = HashRing.from_tokens({"A": [10, 130, 250], "B": [40, 170, 90]}, space=360)
-        >>> ring.shares()["A"]
-        0.5
+        >>> ring = HashRing.from_tokens(
+        ...     {"A": [10, 130, 250], "B": [40, 170, 90], "C": [300, 210, 350]}, space=360
+        ... )
+        >>> ring.owned_points()
+        {'A': 100, 'B': 120, 'C': 140}
 
         :raises ConfigError: for a token outside [0, space), a node with no tokens, or a token
             given twice for one node
