@@ -52,7 +52,7 @@ _UINT32_MAX = 2**32 - 1
 
 
 def _xxh64(data: bytes) -> int:
-    return xxhash.xxh64_intdigest(data)  # type: ignore[no-any-return]
+    return xxhash.xxh64_intdigest(data)
 
 
 # Envoy's hash policies hash a header or cookie value with XXH64 (seed 0), not XXH3.
@@ -194,7 +194,7 @@ class Maglev:
         :raises TypeError: when `key` is not str, bytes or int
         """
         check_not_empty(len(self._names), "node_for")
-        return self._names[self._table[self.slot_for(key)]]
+        return self._names[int(self._table[self.slot_for(key)])]
 
     def nodes_for(self, key: Key, n: int) -> list[str]:
         """Return up to `n` distinct nodes: the owner, then new nodes walking the table forward.
@@ -272,7 +272,9 @@ class Maglev:
     def shares(self) -> dict[str, float]:
         """Return each node's exact share: its slots over ``table_size``."""
         counts = np.bincount(self._table, minlength=len(self._names)).tolist()
-        return {name: count / self._table_size for name, count in zip(self._names, counts)}
+        return {
+            name: count / self._table_size for name, count in zip(self._names, counts, strict=True)
+        }
 
     @property
     def nodes(self) -> tuple[Node, ...]:
@@ -304,9 +306,7 @@ class Maglev:
         names = ", ".join(repr(name) for name in self._names[:5])
         if len(self._names) > 5:
             names += f", … and {len(self._names) - 5} more"
-        return (
-            f"Maglev([{names}], table_size={self._table_size}, hasher={self._hasher.name!r})"
-        )
+        return f"Maglev([{names}], table_size={self._table_size}, hasher={self._hasher.name!r})"
 
     def _check(self) -> None:
         """Assert the table's invariants (for tests)."""

@@ -119,7 +119,7 @@ class MultiProbe:
             distance = (tokens[index] - probe) & _MASK64
             if distance < best_distance:
                 best_distance, best = distance, index
-        return self._names[self._order[best]]
+        return self._names[int(self._order[best])]
 
     def nodes_for(self, key: Key, n: int) -> list[str]:
         """Return up to `n` distinct nodes, nearest token (after any probe) first.

@@ -140,7 +140,8 @@ class Rendezvous:
                 [murmur3_32(_pymemcache_bytes(f"{name}-{text}")) for name in self._names],
                 dtype=np.uint64,
             )
-        return self._score_block(np.array([self._key_hash(key)], dtype=np.uint64))[0]
+        row: npt.NDArray[Any] = self._score_block(np.array([self._key_hash(key)], np.uint64))[0]
+        return row
 
     def _score_block(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[Any]:
         """Return the (keys x nodes) score matrix of the weighted variant."""
