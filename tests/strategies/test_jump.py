@@ -12,8 +12,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringkit import ConfigError, EmptyRingError, JumpHash, UnknownNodeError, UnsupportedError
-from ringkit import jump_hash
+from ringkit import (
+    ConfigError,
+    EmptyRingError,
+    JumpHash,
+    UnknownNodeError,
+    UnsupportedError,
+    jump_hash,
+)
 from ringkit.errors import DuplicateNodeError
 from ringkit.hashing import encode_key, xxh3_64
 from ringkit.strategies.jump import jump_hash_many
