@@ -229,7 +229,6 @@ class RedisBackend:
             socket_connect_timeout=connect_timeout_s,
             max_connections=max_connections,
             retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
-            retry_on_timeout=False,
         )
         self._incr = self._client.register_script(_INCR_SCRIPT)
 

@@ -142,8 +142,10 @@ class Codec:
             _, version, expires_at_ms, kind = _HEADER.unpack_from(data)
             payload = data[_HEADER.size :]
             return Decoded(self._load(kind, payload), version, expires_at_ms)
-        if _is_decimal(data):
-            return Decoded(int(data), 0, 0)
+        # memcached's decr keeps the value's length and pads it with spaces ("10" -> "9 ").
+        digits = data.rstrip(b" ")
+        if _is_decimal(digits):
+            return Decoded(int(digits), 0, 0)
         return Decoded(data, 0, 0)
 
     def _load(self, kind: bytes, payload: bytes) -> Any:
