@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -10,11 +9,9 @@ from typing import Any
 import pytest
 
 from ringkit import HashRing
-from ringkit.cluster import ShardedClient, memory_store
-from servers import Server, memcached_server, redis_server
-
-NAMES = ("s1", "s2", "s3")
-_memory_ids = itertools.count()
+from ringkit.cluster import ShardedClient
+from tests.cluster.helpers import NAMES, memory_urls, server_urls
+from tests.servers import Server, memcached_server, redis_server
 
 
 @pytest.fixture(scope="module")
@@ -27,26 +24,6 @@ def redis_trio() -> Iterator[list[Server]]:
 def memcached_trio() -> Iterator[list[Server]]:
     with ExitStack() as stack:
         yield [stack.enter_context(memcached_server()) for _ in NAMES]
-
-
-def memory_urls(count: int = len(NAMES)) -> dict[str, str]:
-    """Return URLs of fresh, empty memory stores named after this test run."""
-    run = next(_memory_ids)
-    urls = {f"s{i + 1}": f"memory://test-{run}-{i}" for i in range(count)}
-    for url in urls.values():
-        store = memory_store(url.removeprefix("memory://"))
-        store.unavailable = False
-        store.data.clear()
-    return urls
-
-
-def server_urls(kind: str, trio: list[Server]) -> dict[str, str]:
-    scheme = "redis" if kind == "redis" else "memcached"
-    suffix = "/0" if kind == "redis" else ""
-    return {
-        name: f"{scheme}://{server.address}{suffix}"
-        for name, server in zip(NAMES, trio, strict=True)
-    }
 
 
 @pytest.fixture(params=["memory", "redis", "memcached"])

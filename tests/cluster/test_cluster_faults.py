@@ -13,11 +13,11 @@ from contextlib import AbstractContextManager, ExitStack
 
 import pytest
 
-from conftest import memory_urls, server_urls
 from ringkit import HashRing
 from ringkit.cluster import QuorumError, ShardedClient, memory_store
 from ringkit.errors import BackendError
-from servers import Server, memcached_server, redis_server
+from tests.cluster.helpers import memory_urls, server_urls
+from tests.servers import Server, memcached_server, redis_server
 
 START: dict[str, Callable[..., AbstractContextManager[Server]]] = {
     "redis": redis_server,

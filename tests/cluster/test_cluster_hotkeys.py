@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import memory_urls
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, ShardedClient, SpaceSaving
 from ringkit.errors import ConfigError
+from tests.cluster.helpers import memory_urls
 
 KEYS, REQUESTS, SERVERS, S = 100_000, 1_000_000, 8, 1.1
 
