@@ -40,6 +40,8 @@ __all__ = ["JSON", "PICKLE", "Codec", "Decoded", "Serializer", "VersionClock", "
 _MARK = 0xFE
 _HEADER = struct.Struct(">BQQc")  # marker, version, expires_at_ms, kind
 _RESERVED_TAGS = (b"b", b"s")
+# Ints the servers can count with are stored as digits; larger ones go through the serializer.
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +116,7 @@ class Codec:
 
         :raises TypeError: when the serializer cannot encode `value` (named by its type)
         """
-        if type(value) is int:
+        if type(value) is int and _INT_MIN <= value <= _INT_MAX:
             return str(value).encode()
         if isinstance(value, (bytes, bytearray, memoryview)):
             kind, payload = b"b", bytes(value)
