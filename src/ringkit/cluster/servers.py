@@ -1,0 +1,204 @@
+"""The servers behind a client: checked against the placement, called with bookkeeping.
+
+:func:`build_servers` turns ``{node name: URL}`` into :class:`Server` values once, at the
+boundary: every node of the placement must have a URL and every URL must name a node, and every
+URL must parse, so that a bad map fails before anything is written. :meth:`Server.call` runs
+one backend call, times it, counts it, tells the hooks, and marks the server down when the call
+fails; :meth:`Server.usable` skips a down server and re-admits it after a successful probe.
+
+This module also holds the key rules every backend shares (:func:`key_bytes`, :func:`route_key`).
+
+>>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
+(b'42', b'plain', b'empty:{}')
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from typing import TypeVar
+
+from ringkit.cluster.backends import Backend, open_backend
+from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
+from ringkit.cluster.urls import parse_url
+from ringkit.errors import BackendError, ConfigError, UnknownNodeError, format_names
+from ringkit.placement import Placement
+
+__all__ = ["MAX_KEY_BYTES", "Server", "build_servers", "key_bytes", "route_key"]
+
+T = TypeVar("T")
+# memcached's limit; applied to every backend so that switching backends never breaks a key.
+MAX_KEY_BYTES = 250
+
+
+def key_bytes(key: object) -> bytes:
+    """Return `key` as bytes after checking the rules every backend accepts.
+
+    A key is a non-empty str or bytes of at most 250 bytes (UTF-8) with no whitespace or
+    control characters (memcached's text protocol cannot carry them).
+
+    >>> key_bytes("booking:42")
+    b'booking:42'
+
+    :raises TypeError: when `key` is not str or bytes
+    :raises ConfigError: when `key` is empty, too long or has a space or control character
+    """
+    if isinstance(key, str):
+        data = key.encode()
+    elif isinstance(key, bytes):
+        data = key
+    else:
+        raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
+    if not 0 < len(data) <= MAX_KEY_BYTES:
+        raise ConfigError(
+            f"key must be 1..{MAX_KEY_BYTES} bytes, got {len(data)} bytes: {key!r:.60}"
+        )
+    if any(byte <= 0x20 or byte == 0x7F for byte in data):
+        raise ConfigError(f"key must have no whitespace or control characters, got {key!r}")
+    return data
+
+
+def route_key(key: bytes) -> bytes:
+    """Return what routes `key`: the text of its first non-empty ``{tag}``, or the whole key.
+
+    Keys sharing a tag live on the same nodes (Redis Cluster's hash tags, twemproxy hash_tag).
+    """
+    start = key.find(b"{")
+    if start >= 0:
+        end = key.find(b"}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+class Server:
+    """One backend server of a client, with its health, counters and hooks."""
+
+    __slots__ = ("backend", "health", "hooks", "name", "stats")
+
+    def __init__(
+        self, name: str, backend: Backend, health: ServerHealth, hooks: Sequence[Hook]
+    ) -> None:
+        self.name = name
+        self.backend = backend
+        self.health = health
+        self.stats = ServerStats()
+        self.hooks = tuple(hooks)
+
+    def call(
+        self,
+        op: str,
+        action: Callable[[Backend], T],
+        *,
+        hits: Callable[[T], tuple[int, int]] | None = None,
+    ) -> T:
+        """Run `action` on the backend; count it; mark the server down if it fails.
+
+        `hits` maps the result to (hits, misses) for read calls.
+
+        :raises BackendError: when the server fails (it is then marked down)
+        """
+        start = time.perf_counter()
+        try:
+            result = action(self.backend)
+        except BackendError as error:
+            elapsed = time.perf_counter() - start
+            self.health.mark_down(now=time.monotonic())
+            self.stats.record(elapsed, error=True)
+            self._tell(OpEvent(self.name, op, "error", elapsed, str(error)))
+            raise
+        elapsed = time.perf_counter() - start
+        hit, miss = hits(result) if hits is not None else (0, 0)
+        self.stats.record(elapsed, hits=hit, misses=miss)
+        if self.hooks:
+            outcome = "ok" if hits is None else ("hit" if hit else "miss")
+            self._tell(OpEvent(self.name, op, outcome, elapsed))
+        return result
+
+    def _tell(self, event: OpEvent) -> None:
+        for hook in self.hooks:
+            hook(event)
+
+    def usable(self) -> bool:
+        """Return True if the server is up, probing it first when its dead timeout has passed.
+
+        A successful probe deletes the keys hinted while the server was down, then re-admits it.
+        """
+        health = self.health
+        if health.up:
+            return True
+        now = time.monotonic()
+        if not health.claim_probe(now=now):
+            self.stats.bump("skipped")
+            return False
+        try:
+            self.call("ping", lambda backend: backend.ping())
+            hints = health.take_hints()
+            if hints:
+                self.call("invalidate", partial(_delete_all, keys=hints))
+        except BackendError:
+            health.probe_failed(now=time.monotonic())
+            self.stats.bump("skipped")
+            return False
+        health.readmit()
+        self.stats.bump("readmissions")
+        return True
+
+
+def _delete_all(backend: Backend, *, keys: list[bytes]) -> None:
+    for key in keys:
+        backend.delete(key)
+
+
+def build_servers(
+    placement: Placement,
+    servers: Mapping[str, str],
+    *,
+    timeout_s: float,
+    connect_timeout_s: float | None,
+    dead_timeout_s: float,
+    max_hints: int,
+    max_connections: int,
+    hooks: Sequence[Hook],
+) -> dict[str, Server]:
+    """Return a :class:`Server` for every node of `placement`, from ``{node name: URL}``.
+
+    :raises UnknownNodeError: when a URL is given for a name that is not a node of the placement
+    :raises ConfigError: when a node has no URL, a URL does not parse or a timeout is not > 0
+    """
+    if not isinstance(servers, Mapping):
+        raise TypeError(
+            f"servers must be a mapping of node name to URL, got {type(servers).__name__}"
+        )
+    for label, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
+        if value is not None and not value > 0:
+            raise ConfigError(f"{label} must be > 0, got {value!r}")
+    names = [node.name for node in placement.nodes]
+    unknown = [name for name in servers if name not in placement]
+    if unknown:
+        raise UnknownNodeError(
+            f"server {unknown[0]!r} is not a node of the placement "
+            f"({len(names)} nodes: {format_names(names)})"
+        )
+    missing = [name for name in names if name not in servers]
+    if missing:
+        raise ConfigError(
+            f"node {missing[0]!r} has no server URL; servers must map every "
+            f"node of the placement, missing: {format_names(missing)}"
+        )
+    urls = {name: parse_url(servers[name]) for name in names}
+    return {
+        name: Server(
+            name,
+            open_backend(
+                url,
+                timeout_s=timeout_s,
+                connect_timeout_s=connect_timeout_s,
+                max_connections=max_connections,
+            ),
+            ServerHealth(name, dead_timeout_s=dead_timeout_s, max_hints=max_hints),
+            hooks,
+        )
+        for name, url in urls.items()
+    }
