@@ -27,8 +27,10 @@ from ringkit.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
+from ringkit.movement import MovedArc, Movement, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.plan import MigrationPlan, Transfer
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.strategies.modulo import Modulo
 
@@ -43,12 +45,17 @@ __all__ = [
     "DuplicateNodeError",
     "EmptyRingError",
     "HashRing",
+    "MigrationPlan",
     "Modulo",
+    "MovedArc",
+    "Movement",
     "Node",
     "Placement",
     "RingkitError",
+    "Transfer",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "diff",
     "hashing",
 ]
