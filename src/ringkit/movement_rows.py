@@ -18,6 +18,7 @@ what ``hash % N`` (:class:`ringkit.Modulo` over the same nodes, in the order its
 from __future__ import annotations
 
 import math
+from itertools import islice
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +34,7 @@ from ringkit.arcdiff import (
     preference_rows,
 )
 from ringkit.hashing import Key, hash_many, points_many
+from ringkit.preference import walk_distinct
 from ringkit.ring import SPACE_64, HashRing
 
 __all__ = [
@@ -74,53 +76,23 @@ def _ring_token_rows(ring: HashRing, replicas: int, table: dict[str, int]) -> In
     zone_of = np.array([zone_index.setdefault(z, len(zone_index)) for z in zone_keys])
     zoned = any(node.zone is not None for node in ring.nodes)
     if zoned and replicas > len(zone_index):
-        rows = _walk_rows(ring, replicas, owners.tolist(), zone_of.tolist(), len(zone_index))
+        rows = _walk_rows(ring, replicas, owners.tolist(), zone_of.tolist())
     else:
         rows = preference_rows(owners, zone_of, replicas)
     mapped: IntArray = _ids([node.name for node in ring.nodes], table)[rows]
     return mapped
 
 
-def _walk_rows(
-    ring: HashRing, replicas: int, owners: list[int], zone_of: list[int], zones_total: int
-) -> IntArray:
+def _walk_rows(ring: HashRing, replicas: int, owners: list[int], zone_of: list[int]) -> IntArray:
     """Per-token preference rows by the ring's own walk (zones with more replicas than zones).
 
     Runtime: O(n·w) in Python for n tokens and walks of w steps; such rings are small.
     """
-    count, width = len(owners), min(replicas, len(ring))
-    rows = np.empty((count, width), dtype=np.int64)
-    for start in range(count):
-        rows[start] = _preference(owners, zone_of, zones_total, start, width)
+    width = min(replicas, len(ring))
+    rows = np.empty((len(owners), width), dtype=np.int64)
+    for start in range(len(owners)):
+        rows[start] = list(islice(walk_distinct(owners, start, zone_of), width))
     return rows
-
-
-def _preference(
-    owners: list[int], zone_of: list[int], zones_total: int, start: int, width: int
-) -> list[int]:
-    # Same rule as HashRing.iter_nodes: one node per zone first, held-back nodes after.
-    seen_nodes: set[int] = set()
-    seen_zones: set[int] = set()
-    held: list[int] = []
-    row: list[int] = []
-    for step in range(len(owners)):
-        owner = owners[(start + step) % len(owners)]
-        if owner in seen_nodes:
-            continue
-        seen_nodes.add(owner)
-        if len(seen_zones) < zones_total:
-            if zone_of[owner] in seen_zones:
-                held.append(owner)
-                continue
-            seen_zones.add(zone_of[owner])
-            row.append(owner)
-            if len(seen_zones) == zones_total:
-                row.extend(held)
-        else:
-            row.append(owner)
-        if len(row) >= width:
-            break
-    return row[:width]
 
 
 def _ring_locate(ring: HashRing) -> Locate:
