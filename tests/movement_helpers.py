@@ -23,7 +23,9 @@ IDENTITY = Hasher("identity", _identity, 64)
 NAMES = "ABCDEF"
 
 
-def point_ring(tokens: dict[str, Iterable[int]], space: int, zones: dict[str, str] | None = None) -> HashRing:
+def point_ring(
+    tokens: dict[str, Iterable[int]], space: int, zones: dict[str, str] | None = None
+) -> HashRing:
     """Return a ring at explicit tokens where key ``p`` (an int) is at point ``p % space``."""
     zones = zones or {}
     spec = {Node(name, zone=zones.get(name)): list(values) for name, values in tokens.items()}
@@ -56,9 +58,7 @@ def token_maps(draw: st.DrawFn, space: int, min_nodes: int = 1) -> dict[str, lis
     """Draw node -> distinct tokens in [0, space)."""
     names = draw(st.lists(st.sampled_from(NAMES), min_size=min_nodes, max_size=5, unique=True))
     token = st.integers(0, space - 1)
-    return {
-        name: draw(st.lists(token, min_size=1, max_size=4, unique=True)) for name in names
-    }
+    return {name: draw(st.lists(token, min_size=1, max_size=4, unique=True)) for name in names}
 
 
 class StandInPartitions:

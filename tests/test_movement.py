@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
+import ringkit
 from movement_helpers import (
     IDENTITY,
     brute_streams,
@@ -13,13 +15,19 @@ from movement_helpers import (
     replica_sets,
     token_maps,
 )
-
-import ringkit
 from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
 from ringkit.hashing import Hasher
 
-SEED_003_POINTS = {b"k1": 5, b"k2": 20, b"k3": 30, b"k4": 45, b"k5": 55, b"k6": 70, b"k7": 80,
-                   b"k8": 95}
+SEED_003_POINTS = {
+    b"k1": 5,
+    b"k2": 20,
+    b"k3": 30,
+    b"k4": 45,
+    b"k5": 55,
+    b"k6": 70,
+    b"k7": 80,
+    b"k8": 95,
+}
 SEED_003 = Hasher("seed003", SEED_003_POINTS.__getitem__, 64)
 
 
@@ -56,9 +64,7 @@ def test_seed_003_keys_given_to_diff_are_counted_beside_modulo() -> None:
     movement = diff(old, old.add("E", tokens=[50]), keys=keys)
     assert (movement.keys_total, movement.keys_moved) == (8, 1)
     # hash % 4 -> hash % 5 over the eight points, nodes in order A, B, C, D, then E:
-    expected = sum(
-        "ABCD"[p % 4] != "ABCDE"[p % 5] for p in SEED_003_POINTS.values()
-    )
+    expected = sum("ABCD"[p % 4] != "ABCDE"[p % 5] for p in SEED_003_POINTS.values())
     assert movement.modulo_keys_moved == expected
     assert movement.modulo_fraction == pytest.approx(4 / 5)
 
@@ -112,7 +118,9 @@ def test_key_level_moves_equal_brute_force(drawn, keys: list[int]) -> None:
     space, before, after = drawn
     old, new = point_ring(before, space), point_ring(after, space)
     movement = diff(old, new)
-    expected = [(k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)]
+    expected = [
+        (k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)
+    ]
     assert movement.moved_keys(keys) == expected
     points = list(range(space))
     assert movement.moved_points(points) == [
@@ -120,8 +128,10 @@ def test_key_level_moves_equal_brute_force(drawn, keys: list[int]) -> None:
     ]
 
 
-@given(st.integers(2, 60).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=2))),
-       st.data())
+@given(
+    st.integers(2, 60).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=2))),
+    st.data(),
+)
 def test_a_removal_sends_arcs_only_from_the_removed_node_to_its_clockwise_successors(
     drawn, data: st.DataObject
 ) -> None:
@@ -133,9 +143,7 @@ def test_a_removal_sends_arcs_only_from_the_removed_node_to_its_clockwise_succes
     for arc in movement.arcs:
         assert arc.source == removed
         # the successor: the first surviving token clockwise from the arc's end
-        successor = min(
-            (int(t) for t in new.tokens), key=lambda t: (t - arc.end) % space
-        )
+        successor = min((int(t) for t in new.tokens), key=lambda t: (t - arc.end) % space)
         assert arc.destination == new.node_for(successor)
     # brute force, not owned_points(): a ring whose tokens all coincide trips it (see report)
     assert movement.moved_total == sum(old.node_for(p) == removed for p in range(space))
@@ -183,8 +191,10 @@ def test_identical_rings_move_nothing() -> None:
 # -- replicas ----------------------------------------------------------------------------------
 
 
-@given(st.integers(1, 40).flatmap(lambda s: st.tuples(st.just(s), token_maps(s), token_maps(s))),
-       st.integers(1, 4))
+@given(
+    st.integers(1, 40).flatmap(lambda s: st.tuples(st.just(s), token_maps(s), token_maps(s))),
+    st.integers(1, 4),
+)
 def test_gained_and_lost_replica_ranges_equal_brute_force(drawn, replicas: int) -> None:
     space, before, after = drawn
     old, new = point_ring(before, space), point_ring(after, space)
@@ -193,15 +203,20 @@ def test_gained_and_lost_replica_ranges_equal_brute_force(drawn, replicas: int) 
     for node in sorted({*before, *after}):
         gained = {p for arc in movement.gained(node) for p in points_of(arc.start, arc.end, space)}
         lost = {p for arc in movement.lost(node) for p in points_of(arc.start, arc.end, space)}
-        assert gained == {p for p in range(space) if node in new_sets[p] and node not in old_sets[p]}
+        assert gained == {
+            p for p in range(space) if node in new_sets[p] and node not in old_sets[p]
+        }
         assert lost == {p for p in range(space) if node in old_sets[p] and node not in new_sets[p]}
-    streams = {(p, arc.destination) for arc in movement.arcs
-               for p in points_of(arc.start, arc.end, space)}
+    streams = {
+        (p, arc.destination) for arc in movement.arcs for p in points_of(arc.start, arc.end, space)
+    }
     assert streams == brute_streams(old_sets, new_sets)
 
 
-@given(st.integers(3, 40).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=3))),
-       st.data())
+@given(
+    st.integers(3, 40).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=3))),
+    st.data(),
+)
 def test_with_three_replicas_the_plan_restores_exactly_three_distinct_copies(
     drawn, data: st.DataObject
 ) -> None:
@@ -209,8 +224,12 @@ def test_with_three_replicas_the_plan_restores_exactly_three_distinct_copies(
     old = point_ring(tokens, space)
     change = data.draw(st.sampled_from(["add", "remove"]))
     if change == "add" or len(tokens) == 3:
-        new = old.add("N", tokens=data.draw(st.lists(st.integers(0, space - 1), min_size=1,
-                                                     max_size=3, unique=True)))
+        new = old.add(
+            "N",
+            tokens=data.draw(
+                st.lists(st.integers(0, space - 1), min_size=1, max_size=3, unique=True)
+            ),
+        )
     else:
         new = old.remove(data.draw(st.sampled_from(sorted(tokens))))
     movement = diff(old, new, replicas=3)
@@ -221,22 +240,29 @@ def test_with_three_replicas_the_plan_restores_exactly_three_distinct_copies(
             assert transfer.source in holders[p], "a source must hold what it sends"
             holders[p].add(transfer.destination)
     for p in range(space):
-        dropped = {n for n in holders[p] if any(p in points_of(a.start, a.end, space)
-                                                 for a in movement.lost(n))}
+        dropped = {
+            n
+            for n in holders[p]
+            if any(p in points_of(a.start, a.end, space) for a in movement.lost(n))
+        }
         assert holders[p] - dropped == set(new.nodes_for(p, 3))
         assert len(holders[p] - dropped) == min(3, len(new))
 
 
-@given(st.integers(2, 30).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=2))),
-       st.integers(1, 4), st.sampled_from(["z1", "z2"]))
+@given(
+    st.integers(2, 30).flatmap(lambda s: st.tuples(st.just(s), token_maps(s, min_nodes=2))),
+    st.integers(1, 4),
+    st.sampled_from(["z1", "z2"]),
+)
 def test_zoned_rings_follow_the_rings_own_preference_lists(drawn, replicas: int, zone: str) -> None:
     space, tokens = drawn
     zones = {name: (zone if i % 2 else "z0") for i, name in enumerate(sorted(tokens))}
     old = point_ring(tokens, space, zones)
     new = old.remove(sorted(tokens)[0])
     movement = diff(old, new, replicas=replicas)
-    streams = {(p, arc.destination) for arc in movement.arcs
-               for p in points_of(arc.start, arc.end, space)}
+    streams = {
+        (p, arc.destination) for arc in movement.arcs for p in points_of(arc.start, arc.end, space)
+    }
     assert streams == brute_streams(replica_sets(old, replicas), replica_sets(new, replicas))
 
 

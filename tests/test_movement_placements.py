@@ -7,8 +7,8 @@ import math
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from movement_helpers import StandInMaglev, StandInPartitions
 
+from movement_helpers import StandInMaglev, StandInPartitions
 from ringkit import ConfigError, HashRing, Modulo, MovedArc, UnsupportedError, diff
 from ringkit.movement_rows import modulo_fraction, modulo_order
 
@@ -35,14 +35,22 @@ def test_adjacent_partitions_coalesce_across_the_wrap() -> None:
 
 
 @given(
-    st.lists(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=2, unique=True),
-             min_size=1, max_size=12),
+    st.lists(
+        st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=2, unique=True),
+        min_size=1,
+        max_size=12,
+    ),
     st.data(),
 )
 def test_partition_replica_moves_equal_brute_force(old_rows, data: st.DataObject) -> None:
     count = len(old_rows)
-    new_rows = data.draw(st.lists(st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=2,
-                                           unique=True), min_size=count, max_size=count))
+    new_rows = data.draw(
+        st.lists(
+            st.lists(st.sampled_from("ABCDE"), min_size=2, max_size=2, unique=True),
+            min_size=count,
+            max_size=count,
+        )
+    )
     old = StandInPartitions(old_rows, sorted({n for row in old_rows for n in row}))
     new = StandInPartitions(new_rows, sorted({n for row in new_rows for n in row}))
     movement = diff(old, new, replicas=2)
@@ -88,8 +96,7 @@ def test_maglev_with_replicas_falls_back_to_keys() -> None:
 # -- any placement, over keys -------------------------------------------------------------------
 
 
-@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=60, unique=True),
-       st.integers(1, 3))
+@given(st.lists(st.integers(0, 10**6), min_size=1, max_size=60, unique=True), st.integers(1, 3))
 def test_modulo_over_keys_equals_brute_force_and_its_own_baseline(keys, replicas: int) -> None:
     old = Modulo(["A", "B", "C", "D"])  # the default hasher: Modulo does not expose its own
     new = old.remove("B").add("E")
@@ -120,8 +127,9 @@ def test_a_diff_over_keys_has_no_arcs_but_plans_per_pair() -> None:
     assert sum(t.keys or 0 for t in plan.transfers) == len(moved)
     assert plan.total_bytes == 10 * len(moved)
     assert {(t.source, t.destination) for t in plan.transfers} == {(s, d) for _, s, d in moved}
-    assert str(plan.transfers[0]).endswith(f"keys from {plan.transfers[0].source} to "
-                                           f"{plan.transfers[0].destination}")
+    assert str(plan.transfers[0]).endswith(
+        f"keys from {plan.transfers[0].source} to {plan.transfers[0].destination}"
+    )
     with pytest.raises(UnsupportedError, match="use moved_keys"):
         movement.moved_points([1])
     with pytest.raises(UnsupportedError, match="has no arcs"):
@@ -138,7 +146,9 @@ def test_placements_without_structure_need_keys() -> None:
 
 @given(st.lists(st.sampled_from("ABCDEFGH"), min_size=1, max_size=8, unique=True), st.data())
 def test_modulo_order_is_what_modulo_add_and_remove_leave(old_names, data: st.DataObject) -> None:
-    removed = data.draw(st.lists(st.sampled_from(old_names), unique=True, max_size=len(old_names) - 1))
+    removed = data.draw(
+        st.lists(st.sampled_from(old_names), unique=True, max_size=len(old_names) - 1)
+    )
     added = data.draw(st.lists(st.sampled_from("IJK"), unique=True))
     placement = Modulo(old_names)
     for name in removed:
@@ -149,13 +159,17 @@ def test_modulo_order_is_what_modulo_add_and_remove_leave(old_names, data: st.Da
     assert modulo_order(old_names, survivors + added) == list(placement)
 
 
-@given(st.lists(st.sampled_from("ABCDEFGH"), min_size=1, max_size=8, unique=True), st.data(),
-       st.integers(1, 3))
+@given(
+    st.lists(st.sampled_from("ABCDEFGH"), min_size=1, max_size=8, unique=True),
+    st.data(),
+    st.integers(1, 3),
+)
 def test_modulo_fraction_equals_enumeration_over_every_residue(
     old_names, data: st.DataObject, replicas: int
 ) -> None:
-    new_names = data.draw(st.lists(st.sampled_from("ABCDEFGHIJ"), min_size=1, max_size=9,
-                                   unique=True))
+    new_names = data.draw(
+        st.lists(st.sampled_from("ABCDEFGHIJ"), min_size=1, max_size=9, unique=True)
+    )
     order = modulo_order(old_names, new_names)
     n, m = len(old_names), len(order)
     lcm = n * m // math.gcd(n, m)

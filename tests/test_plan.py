@@ -26,8 +26,9 @@ def seed_003_ring() -> HashRing:
 def test_seed_003_plan_is_one_range_read_with_its_key_and_bytes() -> None:
     old = seed_003_ring()
     movement = diff(old, old.add("E", tokens=[50]))
-    plan = movement.plan(KEYS, [100 * i for i in range(1, 9)], setup_s=2.0,
-                         bandwidth_bytes_per_s=100.0)
+    plan = movement.plan(
+        KEYS, [100 * i for i in range(1, 9)], setup_s=2.0, bandwidth_bytes_per_s=100.0
+    )
     assert plan.transfers == (
         Transfer("C", "E", 35, 50, 15, keys=1, size_bytes=400, duration_s=6.0, wave=0),
     )
@@ -38,8 +39,9 @@ def test_seed_003_plan_is_one_range_read_with_its_key_and_bytes() -> None:
 
 def test_without_sizes_bytes_are_the_arcs_share_of_total_bytes() -> None:
     old = seed_003_ring()
-    plan = diff(old, old.remove("C")).plan(setup_s=1.0, bandwidth_bytes_per_s=10.0,
-                                           total_bytes=1000)
+    plan = diff(old, old.remove("C")).plan(
+        setup_s=1.0, bandwidth_bytes_per_s=10.0, total_bytes=1000
+    )
     (transfer,) = plan.transfers
     assert (transfer.keys, transfer.size_bytes) == (None, None)
     assert transfer.duration_s == pytest.approx(1.0 + 0.25 * 1000 / 10.0)
@@ -72,8 +74,15 @@ def test_a_destination_limit_spreads_a_join_over_waves() -> None:
 
 
 candidates = st.lists(
-    st.tuples(st.sampled_from("ABCD"), st.sampled_from("WXYZ"), st.integers(0, 99),
-              st.integers(0, 99), st.integers(1, 100), st.none(), st.integers(0, 10**6)),
+    st.tuples(
+        st.sampled_from("ABCD"),
+        st.sampled_from("WXYZ"),
+        st.integers(0, 99),
+        st.integers(0, 99),
+        st.integers(1, 100),
+        st.none(),
+        st.integers(0, 10**6),
+    ),
     max_size=40,
 )
 
@@ -82,12 +91,19 @@ candidates = st.lists(
 def test_waves_respect_the_stream_limits_and_the_cost_model(
     drawn, per_source: int, per_destination: int | None
 ) -> None:
-    plan = build_plan(drawn, space=100, max_streams_per_source=per_source,
-                      max_streams_per_destination=per_destination, setup_s=0.5,
-                      bandwidth_bytes_per_s=1000.0)
+    plan = build_plan(
+        drawn,
+        space=100,
+        max_streams_per_source=per_source,
+        max_streams_per_destination=per_destination,
+        setup_s=0.5,
+        bandwidth_bytes_per_s=1000.0,
+    )
     assert isinstance(plan, MigrationPlan)
-    assert sorted((t.source, t.destination, t.start, t.end, t.length, t.keys, t.size_bytes)
-                  for t in plan.transfers) == sorted(drawn)
+    assert sorted(
+        (t.source, t.destination, t.start, t.end, t.length, t.keys, t.size_bytes)
+        for t in plan.transfers
+    ) == sorted(drawn)
     for index, wave in enumerate(plan.waves):
         assert wave, "no empty waves"
         assert max(Counter(t.source for t in wave).values()) <= per_source
@@ -108,7 +124,9 @@ def test_bad_plan_options_are_refused_naming_the_value() -> None:
         movement.plan(max_streams_per_destination=0)
     with pytest.raises(ConfigError, match="setup_s must be a finite number >= 0, got -1"):
         movement.plan(setup_s=-1)
-    with pytest.raises(ConfigError, match="bandwidth_bytes_per_s must be a finite number > 0, got 0"):
+    with pytest.raises(
+        ConfigError, match="bandwidth_bytes_per_s must be a finite number > 0, got 0"
+    ):
         movement.plan(bandwidth_bytes_per_s=0)
     with pytest.raises(ConfigError, match="sizes need keys"):
         movement.plan(sizes=[1, 2])

@@ -24,6 +24,7 @@ import numpy.typing as npt
 __all__ = [
     "Changes",
     "Runs",
+    "arc_lengths_exact",
     "changes",
     "coalesce",
     "exact_total",
@@ -31,6 +32,7 @@ __all__ = [
     "owner_rows",
     "preference_rows",
     "segment_lengths",
+    "streams_at",
 ]
 
 UInt64Array = npt.NDArray[np.uint64]
@@ -174,8 +176,13 @@ def changes(old_rows: IntArray, new_rows: IntArray) -> Changes:
     source = old_rows[gain_segment, 0].copy()
     source[paired] = loss_node[loss_offset[gain_segment[paired]] + gain_rank[paired]]
     return Changes(
-        gain_segment.astype(np.int64), gain_node, loss_segment.astype(np.int64), loss_node,
-        gain_segment.astype(np.int64), source, gain_node,
+        gain_segment.astype(np.int64),
+        gain_node,
+        loss_segment.astype(np.int64),
+        loss_node,
+        gain_segment.astype(np.int64),
+        source,
+        gain_node,
     )
 
 
@@ -233,9 +240,42 @@ def _join_wrap(runs: Runs, count: int) -> Runs:
     keep = np.ones(len(runs.first), dtype=bool)
     keep[list(drop)] = False
     renumber = np.cumsum(keep) - 1
-    return Runs(
-        runs.first[keep], runs.last[keep], runs.key[keep], renumber[target[runs.run_of]]
+    return Runs(runs.first[keep], runs.last[keep], runs.key[keep], renumber[target[runs.run_of]])
+
+
+def streams_at(
+    points: UInt64Array, ends: UInt64Array, stream_segment: IntArray
+) -> tuple[IntArray, IntArray]:
+    """Return (point index, stream index) for every stream whose segment holds a point.
+
+    `stream_segment` is ascending. Only the segments with streams are searched, so the search
+    stays in cache however large the rings are.
+    Runtime: O(p log s) for p points and s moved segments.
+    """
+    moved = np.unique(stream_segment)
+    if not len(moved) or not len(points):
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty
+    starts, moved_ends = ends[moved - 1], ends[moved]
+    slot = np.searchsorted(moved_ends, points, side="left")
+    slot[slot == len(moved_ends)] = 0  # past the last moved end: the wrapping segment, if any
+    start, end = starts[slot], moved_ends[slot]
+    inside = np.where(
+        start < end, (points > start) & (points <= end), (points > start) | (points <= end)
     )
+    hits = np.flatnonzero(inside)
+    low = np.searchsorted(stream_segment, moved[slot[hits]], side="left")
+    high = np.searchsorted(stream_segment, moved[slot[hits]], side="right")
+    counts = high - low
+    base = np.repeat(low - (np.cumsum(counts) - counts), counts)
+    return np.repeat(hits, counts), base + np.arange(int(counts.sum()))
+
+
+def arc_lengths_exact(starts: UInt64Array, ends: UInt64Array, space: int) -> list[int]:
+    """Return exact arc lengths as ints; start == end is the whole circle (`space`)."""
+    raw = segment_lengths(starts, ends, space).tolist()
+    full = (starts == ends).tolist()
+    return [space if whole else length for length, whole in zip(raw, full, strict=True)]
 
 
 def dense_ids(values: Any, table: dict[str, int]) -> IntArray:

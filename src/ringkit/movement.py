@@ -34,18 +34,24 @@ from ringkit.arcdiff import (
     IntArray,
     Runs,
     UInt64Array,
+    arc_lengths_exact,
     changes,
     coalesce,
     exact_total,
-    segment_lengths,
+    streams_at,
 )
 from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
 from ringkit.hashing import DEFAULT_HASH, Key
 from ringkit.movement_rows import (
     Locate,
+    Units,
+    as_sequence,
+    check_points,
+    check_replicas,
     key_rows,
     modulo_fraction,
     modulo_streams,
+    optimum_fraction,
     units_for,
 )
 from ringkit.placement import unknown_node
@@ -53,10 +59,12 @@ from ringkit.plan import (
     DEFAULT_BANDWIDTH_BYTES_PER_S,
     DEFAULT_MAX_STREAMS,
     DEFAULT_SETUP_S,
-    Candidate,
     MigrationPlan,
+    arc_candidates,
     build_plan,
     check_plan_options,
+    check_sizes,
+    pair_candidates,
 )
 from ringkit.ring import Arc
 
@@ -142,7 +150,7 @@ class Movement:
         if "arcs" not in self._cache:
             runs = self._runs()
             starts, ends = self._bounds(runs.first, runs.last)
-            lengths = _lengths(starts, ends, self.space)
+            lengths = arc_lengths_exact(starts, ends, self.space)
             count = len(self._names)
             sources, destinations = runs.key // count, runs.key % count
             order = np.lexsort((destinations, sources, ends))
@@ -151,9 +159,8 @@ class Movement:
                 MovedArc(start, end, names[source], names[destination], length)
                 for start, end, source, destination, length in zip(
                     starts[order].tolist(), ends[order].tolist(), sources[order].tolist(),
-                    destinations[order].tolist(), [lengths[i] for i in order.tolist()],
-                    strict=True,
-                )
+                    destinations[order].tolist(), [lengths[i] for i in order.tolist()], strict=True,
+                )  # fmt: skip
             )
         arcs: tuple[MovedArc, ...] = self._cache["arcs"]
         return arcs
@@ -194,7 +201,7 @@ class Movement:
         chosen = segments[nodes == self._names.index(node)]
         runs = coalesce(chosen, np.zeros(len(chosen), dtype=np.int64), len(self._ends))
         starts, ends = self._bounds(runs.first, runs.last)
-        lengths = _lengths(starts, ends, self.space)
+        lengths = arc_lengths_exact(starts, ends, self.space)
         arcs = [
             Arc(start, end, node, length)
             for start, end, length in zip(starts.tolist(), ends.tolist(), lengths, strict=True)
@@ -221,33 +228,16 @@ class Movement:
 
     def _point_streams(self, points: UInt64Array) -> tuple[IntArray, IntArray]:
         """Return (point index, stream index) for every stream covering a point."""
-        segments = self._changes.stream_segment
-        moved = np.unique(segments)
-        if not len(moved) or not len(points):
-            empty = np.empty(0, dtype=np.int64)
-            return empty, empty
-        starts, ends = self._bounds(moved, moved)
-        slot = np.searchsorted(ends, points, side="left")
-        slot[slot == len(ends)] = 0  # past the last moved end: the wrapping segment, if any
-        start, end = starts[slot], ends[slot]
-        inside = np.where(
-            start < end, (points > start) & (points <= end), (points > start) | (points <= end)
-        )
-        hits = np.flatnonzero(inside)
-        low = np.searchsorted(segments, moved[slot[hits]], side="left")
-        high = np.searchsorted(segments, moved[slot[hits]], side="right")
-        counts = high - low
-        total = int(counts.sum())
-        base = np.repeat(low - (np.cumsum(counts) - counts), counts)
-        return np.repeat(hits, counts), base + np.arange(total)
+        return streams_at(points, self._ends, self._changes.stream_segment)
 
     def _key_streams(self, keys: Sequence[Key]) -> tuple[IntArray, IntArray, IntArray]:
         """Return (key index, source id, destination id) for every stream a key needs."""
         if self._locate is None:
             old, new = self._placements
             table = {name: index for index, name in enumerate(self._names)}
-            found = changes(key_rows(old, keys, self.replicas, table),
-                            key_rows(new, keys, self.replicas, table))
+            found = changes(
+                key_rows(old, keys, self.replicas, table), key_rows(new, keys, self.replicas, table)
+            )
             return found.stream_segment, found.stream_source, found.stream_destination
         index, stream = self._point_streams(self._locate(keys))
         return index, self._changes.stream_source[stream], self._changes.stream_destination[stream]
@@ -263,14 +253,16 @@ class Movement:
         """
         if self._locate is None:
             raise UnsupportedError("a diff over keys has no points; use moved_keys()")
-        array = _check_points(points, self.space)
+        array = check_points(points, self.space)
         index, stream = self._point_streams(array)
         names = self._names
         return [
             (point, names[source], names[destination])
             for point, source, destination in zip(
-                array[index].tolist(), self._changes.stream_source[stream].tolist(),
-                self._changes.stream_destination[stream].tolist(), strict=True,
+                array[index].tolist(),
+                self._changes.stream_source[stream].tolist(),
+                self._changes.stream_destination[stream].tolist(),
+                strict=True,
             )
         ]
 
@@ -281,7 +273,7 @@ class Movement:
 
         :raises TypeError: when a key is not str, bytes or int
         """
-        sequence = _as_sequence(keys)
+        sequence = as_sequence(keys)
         index, sources, destinations = self._key_streams(sequence)
         names = self._names
         return [
@@ -312,117 +304,37 @@ class Movement:
         :raises ConfigError: for sizes without keys, sizes not aligned with keys, a negative
             size, or invalid limits or cost model
         """
-        check_plan_options(max_streams_per_source, max_streams_per_destination, setup_s,
-                           bandwidth_bytes_per_s)
-        key_list = self._keys if keys is None else _as_sequence(keys)
-        size_array = _check_sizes(sizes, key_list)
-        if self._locate is None:
-            candidates = self._pair_candidates(key_list, size_array)
-        else:
-            candidates = self._arc_candidates(key_list, size_array)
-        return build_plan(
-            candidates, space=self.space, max_streams_per_source=max_streams_per_source,
-            max_streams_per_destination=max_streams_per_destination, setup_s=setup_s,
-            bandwidth_bytes_per_s=bandwidth_bytes_per_s, total_bytes=total_bytes,
+        check_plan_options(
+            max_streams_per_source, max_streams_per_destination, setup_s, bandwidth_bytes_per_s
         )
-
-    def _arc_candidates(
-        self, keys: Sequence[Key] | None, sizes: npt.NDArray[np.int64] | None
-    ) -> list[Candidate]:
-        runs = self._runs()
-        starts, ends = self._bounds(runs.first, runs.last)
-        lengths = _lengths(starts, ends, self.space)
-        count = len(self._names)
-        key_counts: list[int | None] = [None] * len(runs.first)
-        byte_counts: list[int | None] = [None] * len(runs.first)
-        if keys is not None and self._locate is not None:
-            index, stream = self._point_streams(self._locate(keys))
-            run = runs.run_of[stream]
-            key_counts = np.bincount(run, minlength=len(runs.first)).tolist()
-            if sizes is not None:
-                totals = np.zeros(len(runs.first), dtype=np.int64)
-                np.add.at(totals, run, sizes[index])
-                byte_counts = totals.tolist()
-        return [
-            (self._names[key // count], self._names[key % count], start, end, length, k, b)
-            for key, start, end, length, k, b in zip(
-                runs.key.tolist(), starts.tolist(), ends.tolist(), lengths, key_counts,
-                byte_counts, strict=True,
+        key_list = self._keys if keys is None else as_sequence(keys)
+        size_array = check_sizes(sizes, key_list)
+        if self._locate is None:
+            assert key_list is not None  # a diff over keys always has them
+            index, sources, destinations = self._key_streams(key_list)
+            sized = None if size_array is None else size_array[index]
+            candidates = pair_candidates(self._names, sources, destinations, sized)
+        else:
+            runs = self._runs()
+            starts, ends = self._bounds(runs.first, runs.last)
+            hit_runs = hit_sizes = None
+            if key_list is not None:
+                index, stream = self._point_streams(self._locate(key_list))
+                hit_runs = runs.run_of[stream]
+                hit_sizes = None if size_array is None else size_array[index]
+            lengths = arc_lengths_exact(starts, ends, self.space)
+            candidates = arc_candidates(
+                self._names, runs.key, (starts, ends, lengths), hit_runs, hit_sizes
             )
-        ]
-
-    def _pair_candidates(
-        self, keys: Sequence[Key] | None, sizes: npt.NDArray[np.int64] | None
-    ) -> list[Candidate]:
-        assert keys is not None  # a diff over keys always has them
-        index, sources, destinations = self._key_streams(keys)
-        count = len(self._names)
-        pair = sources * count + destinations
-        result: list[Candidate] = []
-        for key in np.unique(pair).tolist():
-            chosen = pair == key
-            moved = int(np.count_nonzero(chosen))
-            size = None if sizes is None else int(sizes[index[chosen]].sum())
-            names = self._names[key // count], self._names[key % count]
-            result.append((*names, None, None, moved, moved, size))
-        return result
-
-
-def _lengths(starts: UInt64Array, ends: UInt64Array, space: int) -> list[int]:
-    """Return exact arc lengths as ints; start == end is the whole circle (`space`)."""
-    raw = segment_lengths(starts, ends, space).tolist()
-    full = (starts == ends).tolist()
-    return [space if whole else length for length, whole in zip(raw, full, strict=True)]
-
-
-def _as_sequence(keys: Iterable[Key]) -> Sequence[Key]:
-    if isinstance(keys, (str, bytes)):
-        raise TypeError(f"keys must be an iterable of keys, got a single {type(keys).__name__}")
-    return keys if isinstance(keys, Sequence) else list(keys)
-
-
-def _check_points(points: npt.ArrayLike, space: int) -> UInt64Array:
-    array = np.asarray(points)
-    if array.dtype.kind not in "iu" and array.size:
-        raise TypeError(f"points must be ints, got an array of {array.dtype}")
-    if array.size and (int(array.min()) < 0 or int(array.max()) >= space):
-        bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
-        raise ConfigError(f"point must be in [0, {space}), got {bad!r}")
-    return array.astype(np.uint64).reshape(-1)
-
-
-def _check_sizes(
-    sizes: Iterable[int] | None, keys: Sequence[Key] | None
-) -> npt.NDArray[np.int64] | None:
-    if sizes is None:
-        return None
-    if keys is None:
-        raise ConfigError("sizes need keys: pass keys= to plan() or to diff()")
-    array = np.fromiter(sizes, dtype=np.int64)
-    if len(array) != len(keys):
-        raise ConfigError(f"sizes must align with keys: got {len(array)} sizes for {len(keys)} keys")
-    if len(array) and int(array.min()) < 0:
-        raise ConfigError(f"sizes must be >= 0, got {int(array.min())!r}")
-    return array
-
-
-def _check_replicas(replicas: object) -> int:
-    if isinstance(replicas, bool) or not isinstance(replicas, int):
-        raise TypeError(f"replicas must be int, got {type(replicas).__name__}")
-    if replicas < 1:
-        raise ConfigError(f"replicas must be >= 1, got {replicas!r}")
-    return replicas
-
-
-def _optimum(old: Any, new: Any) -> float:
-    """Return the least fraction any placement must move: the sum of fair-share gains."""
-    before = {node.name: node.weight for node in old.nodes}
-    after = {node.name: node.weight for node in new.nodes}
-    total_before, total_after = sum(before.values()), sum(after.values())
-    return sum(
-        max(0.0, weight / total_after - before.get(name, 0.0) / total_before)
-        for name, weight in after.items()
-    )
+        return build_plan(
+            candidates,
+            space=self.space,
+            max_streams_per_source=max_streams_per_source,
+            max_streams_per_destination=max_streams_per_destination,
+            setup_s=setup_s,
+            bandwidth_bytes_per_s=bandwidth_bytes_per_s,
+            total_bytes=total_bytes,
+        )
 
 
 def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = None) -> Movement:
@@ -443,21 +355,12 @@ def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = 
     :raises ConfigError: when `replicas` < 1, or `keys` are needed and missing
     :raises EmptyRingError: when either placement has no nodes
     """
-    replicas = _check_replicas(replicas)
-    for side, placement in (("old", old), ("new", new)):
-        if len(placement) == 0:
-            raise EmptyRingError(f"diff() needs nodes on both sides; the {side} placement is empty")
-    key_list = None if keys is None else _as_sequence(keys)
+    replicas = check_replicas(replicas)
+    key_list = None if keys is None else as_sequence(keys)
     before = tuple(node.name for node in old.nodes)
     after = tuple(node.name for node in new.nodes)
     names = tuple(sorted({*before, *after}))
-    table = {name: index for index, name in enumerate(names)}
-    units = units_for(old, new, replicas, key_list, table)
-    if units is None:
-        raise ConfigError(
-            f"diff of {type(old).__name__} and {type(new).__name__} needs keys=: they share no "
-            "exact structure (same-space rings, partition or maglev tables); pass a key sample"
-        )
+    units = _units(old, new, replicas, key_list, names)
     found = changes(units.old_rows, units.new_rows)
     segments = found.stream_segment
     moved = exact_total(units.ends[segments - 1], units.ends[segments], units.space)
@@ -465,9 +368,10 @@ def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = 
     capacity = units.new_rows.shape[1] * units.space if units.basis == "points" else copies
     movement = Movement(
         units.basis, replicas, units.space, before, after, moved, moved / capacity,
-        _optimum(old, new), modulo_fraction(before, after, replicas), None, None, None,
-        names, units.ends, found, units.locate, (old, new), key_list,
-    )
+        optimum_fraction(old, new), modulo_fraction(before, after, replicas), None, None, None,
+        _names=names, _ends=units.ends, _changes=found, _locate=units.locate,
+        _placements=(old, new), _keys=key_list,
+    )  # fmt: skip
     if key_list is None:
         return movement
     hasher = getattr(new, "hasher", None) or DEFAULT_HASH
@@ -477,3 +381,19 @@ def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = 
         keys_moved=len(movement._key_streams(key_list)[0]),
         modulo_keys_moved=modulo_streams(before, after, hasher, key_list, replicas),
     )
+
+
+def _units(
+    old: Any, new: Any, replicas: int, keys: Sequence[Key] | None, names: tuple[str, ...]
+) -> Units:
+    for side, placement in (("old", old), ("new", new)):
+        if len(placement) == 0:
+            raise EmptyRingError(f"diff() needs nodes on both sides; the {side} placement is empty")
+    table = {name: index for index, name in enumerate(names)}
+    units = units_for(old, new, replicas, keys, table)
+    if units is None:
+        raise ConfigError(
+            f"diff of {type(old).__name__} and {type(new).__name__} needs keys=: they share no "
+            "exact structure (same-space rings, partition or maglev tables); pass a key sample"
+        )
+    return units

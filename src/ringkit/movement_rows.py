@@ -18,12 +18,13 @@ what ``hash % N`` (:class:`ringkit.Modulo` over the same nodes, in the order its
 from __future__ import annotations
 
 import math
-from itertools import islice
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ringkit.arcdiff import (
     IntArray,
@@ -33,16 +34,21 @@ from ringkit.arcdiff import (
     owner_rows,
     preference_rows,
 )
+from ringkit.errors import ConfigError
 from ringkit.hashing import Key, hash_many, points_many
 from ringkit.preference import walk_distinct
 from ringkit.ring import SPACE_64, HashRing
 
 __all__ = [
     "Units",
+    "as_sequence",
+    "check_points",
+    "check_replicas",
     "key_rows",
     "modulo_fraction",
-    "modulo_streams",
     "modulo_order",
+    "modulo_streams",
+    "optimum_fraction",
     "units_for",
 ]
 
@@ -178,9 +184,8 @@ def units_for(
             return _ring_units(old, new, replicas, table)
     elif _is_table(old) and _is_table(new) and old.partition_count == new.partition_count:
         return _table_units(old, new, replicas, table)
-    elif _is_maglev(old) and _is_maglev(new) and replicas == 1:
-        if len(old.table) == len(new.table):
-            return _slot_units(old, new, table)
+    elif _is_maglev(old) and _is_maglev(new) and replicas == 1 and len(old.table) == len(new.table):
+        return _slot_units(old, new, table)
     if keys is None:
         return None
     ends = np.arange(len(keys), dtype=np.uint64)
@@ -234,7 +239,9 @@ def modulo_fraction(old: Sequence[str], new: Sequence[str], replicas: int) -> fl
     if replicas == 1:
         g = math.gcd(n, m)
         position = {name: index for index, name in enumerate(order)}
-        stay = sum(1 for i, name in enumerate(old) if name in position and (i - position[name]) % g == 0)
+        stay = sum(
+            1 for i, name in enumerate(old) if name in position and (i - position[name]) % g == 0
+        )
         return 1 - stay * g / (n * m)
     lcm = n * m // math.gcd(n, m)
     if lcm <= _RESIDUES_EXACT:
@@ -250,3 +257,55 @@ def modulo_streams(
 ) -> int:
     """Return how many (key, source, destination) streams ``hash % N`` needs over `keys`."""
     return _modulo_count(hash_many(keys, hasher), old, new, replicas)
+
+
+# -- checks shared by diff and Movement --------------------------------------------------------
+
+
+def as_sequence(keys: Iterable[Key]) -> Sequence[Key]:
+    """Return `keys` as a sequence (a list if it is only iterable).
+
+    :raises TypeError: for a single str or bytes, which is one key, not a list of them
+    """
+    if isinstance(keys, (str, bytes)):
+        raise TypeError(f"keys must be an iterable of keys, got a single {type(keys).__name__}")
+    return keys if isinstance(keys, Sequence) else list(keys)
+
+
+def check_points(points: npt.ArrayLike, space: int) -> UInt64Array:
+    """Return `points` as a uint64 array after checking they lie in [0, space).
+
+    :raises TypeError: for points that are not ints
+    :raises ConfigError: for a point outside [0, space)
+    """
+    array = np.asarray(points)
+    if array.dtype.kind not in "iu" and array.size:
+        raise TypeError(f"points must be ints, got an array of {array.dtype}")
+    if array.size and (int(array.min()) < 0 or int(array.max()) >= space):
+        bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
+        raise ConfigError(f"point must be in [0, {space}), got {bad!r}")
+    return array.astype(np.uint64).reshape(-1)
+
+
+def check_replicas(replicas: object) -> int:
+    """Return `replicas` after checking it is an int >= 1.
+
+    :raises TypeError: when it is not an int
+    :raises ConfigError: when it is < 1
+    """
+    if isinstance(replicas, bool) or not isinstance(replicas, int):
+        raise TypeError(f"replicas must be int, got {type(replicas).__name__}")
+    if replicas < 1:
+        raise ConfigError(f"replicas must be >= 1, got {replicas!r}")
+    return replicas
+
+
+def optimum_fraction(old: Any, new: Any) -> float:
+    """Return the least fraction any placement must move: the sum of fair-share gains."""
+    before = {node.name: node.weight for node in old.nodes}
+    after = {node.name: node.weight for node in new.nodes}
+    total_before, total_after = sum(before.values()), sum(after.values())
+    return math.fsum(
+        max(0.0, weight / total_after - before.get(name, 0.0) / total_before)
+        for name, weight in after.items()
+    )

@@ -22,10 +22,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from ringkit.errors import ConfigError
+from ringkit.hashing import Key
 
 __all__ = [
     "DEFAULT_BANDWIDTH_BYTES_PER_S",
@@ -34,8 +38,11 @@ __all__ = [
     "Candidate",
     "MigrationPlan",
     "Transfer",
+    "arc_candidates",
     "build_plan",
     "check_plan_options",
+    "check_sizes",
+    "pair_candidates",
 ]
 
 DEFAULT_SETUP_S = 0.5
@@ -190,18 +197,25 @@ def build_plan(
 
     :raises ConfigError: for invalid limits or cost model (see :func:`check_plan_options`)
     """
-    check_plan_options(max_streams_per_source, max_streams_per_destination, setup_s,
-                       bandwidth_bytes_per_s)
+    check_plan_options(
+        max_streams_per_source, max_streams_per_destination, setup_s, bandwidth_bytes_per_s
+    )
     durations = [
         _duration(c, space, total_bytes, setup_s, bandwidth_bytes_per_s) for c in candidates
     ]
     order = sorted(
         range(len(candidates)),
-        key=lambda i: (-durations[i], -candidates[i][4], candidates[i][0], candidates[i][1],
-                       candidates[i][2] or 0),
+        key=lambda i: (
+            -durations[i],
+            -candidates[i][4],
+            candidates[i][0],
+            candidates[i][1],
+            candidates[i][2] or 0,
+        ),
     )
-    waves = _waves([candidates[i][:2] for i in order], max_streams_per_source,
-                   max_streams_per_destination)
+    waves = _waves(
+        [candidates[i][:2] for i in order], max_streams_per_source, max_streams_per_destination
+    )
     transfers = [
         Transfer(*candidates[i], duration_s=durations[i], wave=wave)
         for i, wave in zip(order, waves, strict=True)
@@ -221,3 +235,73 @@ def build_plan(
         setup_s=setup_s,
         bandwidth_bytes_per_s=bandwidth_bytes_per_s,
     )
+
+
+def check_sizes(
+    sizes: Iterable[int] | None, keys: Sequence[Key] | None
+) -> npt.NDArray[np.int64] | None:
+    """Return byte sizes aligned with `keys` as an int64 array, or None without sizes.
+
+    :raises ConfigError: for sizes without keys, a length mismatch, or a negative size
+    """
+    if sizes is None:
+        return None
+    if keys is None:
+        raise ConfigError("sizes need keys: pass keys= to plan() or to diff()")
+    array = np.fromiter(sizes, dtype=np.int64)
+    if len(array) != len(keys):
+        raise ConfigError(
+            f"sizes must align with keys: got {len(array)} sizes for {len(keys)} keys"
+        )
+    if len(array) and int(array.min()) < 0:
+        raise ConfigError(f"sizes must be >= 0, got {int(array.min())!r}")
+    return array
+
+
+def arc_candidates(
+    names: Sequence[str],
+    pair_keys: npt.NDArray[np.int64],
+    arcs: tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], list[int]],
+    hit_arcs: npt.NDArray[np.int64] | None,
+    hit_sizes: npt.NDArray[np.int64] | None,
+) -> list[Candidate]:
+    """Return one candidate per arc, counting the keys (and bytes) that hit each.
+
+    `pair_keys` encode ``source * len(names) + destination``; `arcs` are (starts, ends,
+    lengths); `hit_arcs` is the arc of each key hit and `hit_sizes` its size.
+    """
+    starts, ends, lengths = arcs
+    count = len(pair_keys)
+    keys: list[int | None] = [None] * count
+    sizes: list[int | None] = [None] * count
+    if hit_arcs is not None:
+        keys = list(np.bincount(hit_arcs, minlength=count).tolist())
+        if hit_sizes is not None:
+            totals = np.zeros(count, dtype=np.int64)
+            np.add.at(totals, hit_arcs, hit_sizes)
+            sizes = list(totals.tolist())
+    width = len(names)
+    return [
+        (names[pair // width], names[pair % width], start, end, length, k, b)
+        for pair, start, end, length, k, b in zip(
+            pair_keys.tolist(), starts.tolist(), ends.tolist(), lengths, keys, sizes, strict=True
+        )
+    ]
+
+
+def pair_candidates(
+    names: Sequence[str],
+    sources: npt.NDArray[np.int64],
+    destinations: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64] | None,
+) -> list[Candidate]:
+    """Return one key-level candidate per (source, destination) pair of key streams."""
+    width = len(names)
+    pairs = sources * width + destinations
+    result: list[Candidate] = []
+    for pair in np.unique(pairs).tolist():
+        chosen = pairs == pair
+        moved = int(np.count_nonzero(chosen))
+        size = None if sizes is None else int(sizes[chosen].sum())
+        result.append((names[pair // width], names[pair % width], None, None, moved, moved, size))
+    return result
