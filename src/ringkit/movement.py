@@ -150,17 +150,16 @@ class Movement:
         if "arcs" not in self._cache:
             runs = self._runs()
             starts, ends = self._bounds(runs.first, runs.last)
-            lengths = arc_lengths_exact(starts, ends, self.space)
             count = len(self._names)
-            sources, destinations = runs.key // count, runs.key % count
-            order = np.lexsort((destinations, sources, ends))
+            order = np.lexsort((runs.key % count, runs.key // count, ends))
+            starts, ends, keys = starts[order], ends[order], runs.key[order]
+            lengths = arc_lengths_exact(starts, ends, self.space)
             names = self._names
             self._cache["arcs"] = tuple(
-                MovedArc(start, end, names[source], names[destination], length)
-                for start, end, source, destination, length in zip(
-                    starts[order].tolist(), ends[order].tolist(), sources[order].tolist(),
-                    destinations[order].tolist(), [lengths[i] for i in order.tolist()], strict=True,
-                )  # fmt: skip
+                MovedArc(start, end, names[key // count], names[key % count], length)
+                for start, end, key, length in zip(
+                    starts.tolist(), ends.tolist(), keys.tolist(), lengths, strict=True
+                )
             )
         arcs: tuple[MovedArc, ...] = self._cache["arcs"]
         return arcs
