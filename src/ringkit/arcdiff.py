@@ -9,7 +9,8 @@ vectorised numpy over segments; :mod:`ringkit.movement` wraps it in public types
 
 Segment ``i`` is ``(ends[i - 1], ends[i]]``; segment 0 wraps: ``(ends[-1], ends[0]]``.
 
->>> merged_boundaries(np.array([10, 35], np.uint64), np.array([35, 50], np.uint64)).tolist()
+>>> ends, _, _ = merged_boundaries(np.array([10, 35], np.uint64), np.array([35, 50], np.uint64))
+>>> ends.tolist()
 [10, 35, 50]
 """
 
@@ -29,7 +30,6 @@ __all__ = [
     "coalesce",
     "exact_total",
     "merged_boundaries",
-    "owner_rows",
     "preference_rows",
     "segment_lengths",
     "streams_at",
@@ -42,17 +42,35 @@ _SPACE_64 = 1 << 64
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
-def merged_boundaries(old_tokens: UInt64Array, new_tokens: UInt64Array) -> UInt64Array:
-    """Return the sorted union of two sorted token arrays (the segment ends).
+def merged_boundaries(
+    old_tokens: UInt64Array, new_tokens: UInt64Array
+) -> tuple[UInt64Array, IntArray, IntArray]:
+    """Return the segment ends (the sorted union of two sorted token arrays) and, for each end,
+    the index of the first old and the first new token >= it (the owning tokens; wrapped to 0).
 
-    Runtime: O(n): the concatenation is two sorted runs, which timsort merges in one pass.
+    Runtime: O(n): the concatenation is two sorted runs, which a stable argsort (timsort)
+    merges in one pass; counting the old tokens before each end replaces two binary searches.
+
+    >>> old, new = np.array([10, 35], np.uint64), np.array([35, 50], np.uint64)
+    >>> ends, old_index, new_index = merged_boundaries(old, new)
+    >>> ends.tolist(), old_index.tolist(), new_index.tolist()
+    ([10, 35, 50], [0, 1, 0], [0, 0, 1])
     """
     both = np.concatenate((old_tokens, new_tokens))
-    both.sort(kind="stable")
-    keep = np.empty(len(both), dtype=bool)
-    keep[:1] = True
-    np.not_equal(both[1:], both[:-1], out=keep[1:])
-    return both[keep]
+    order = np.argsort(both, kind="stable")
+    merged = both[order]
+    first = np.empty(len(merged), dtype=bool)
+    first[:1] = True
+    np.not_equal(merged[1:], merged[:-1], out=first[1:])
+    is_old = order < len(old_tokens)
+    old_before = np.cumsum(is_old) - is_old  # old tokens strictly before each merged position
+    positions = np.flatnonzero(first)
+    old_index = old_before[positions]
+    new_index = positions - old_index
+    # Past the last token of a ring: its first token owns the segment (wrap-around).
+    old_index[old_index == len(old_tokens)] = 0
+    new_index[new_index == len(new_tokens)] = 0
+    return merged[positions], old_index, new_index
 
 
 def segment_lengths(starts: UInt64Array, ends: UInt64Array, space: int) -> UInt64Array:
@@ -87,16 +105,6 @@ def exact_total(starts: UInt64Array, ends: UInt64Array, space: int) -> int:
     return (high << 32) + low + space * int(np.count_nonzero(full))
 
 
-def owner_rows(tokens: UInt64Array, ends: UInt64Array, token_rows: IntArray) -> IntArray:
-    """Return each segment's preference row in a ring: the row of the first token >= its end.
-
-    Past the last token the search wraps to token 0 (the ring's own rule).
-    """
-    index = np.searchsorted(tokens, ends, side="left")
-    index[index == len(tokens)] = 0
-    return token_rows[index]
-
-
 def preference_rows(owners: IntArray, zone_of: IntArray, replicas: int) -> IntArray:
     """Return, per token, the first `replicas` owners of distinct zones walking clockwise.
 
@@ -110,7 +118,9 @@ def preference_rows(owners: IntArray, zone_of: IntArray, replicas: int) -> IntAr
     """
     count = len(owners)
     zones = zone_of[owners]
-    width = min(replicas, len(np.unique(zones)))
+    width = min(replicas, int(zone_of.max()) + 1)  # zone ids are 0 … z-1, every node has tokens
+    if width == 1:
+        return owners[:, None]
     rows = np.full((count, width), -1, dtype=np.int64)
     row_zones = np.full((count, width), -1, dtype=np.int64)
     rows[:, 0], row_zones[:, 0] = owners, zones
@@ -163,6 +173,20 @@ def changes(old_rows: IntArray, new_rows: IntArray) -> Changes:
     no gain (it shrinks) needs no stream.
     Runtime: O(m·R²) for m segments.
     """
+    if old_rows.shape[1] == new_rows.shape[1] == 1:
+        return _changes_single(old_rows[:, 0], new_rows[:, 0])
+    if old_rows.shape == new_rows.shape:
+        # Most rows are equal entry by entry; compare sets only where some entry differs.
+        rows = np.flatnonzero((old_rows != new_rows).any(axis=1))
+        found = _changes_sets(old_rows[rows], new_rows[rows])
+        return Changes(
+            rows[found.gain_segment], found.gain_node, rows[found.loss_segment], found.loss_node,
+            rows[found.stream_segment], found.stream_source, found.stream_destination,
+        )  # fmt: skip
+    return _changes_sets(old_rows, new_rows)
+
+
+def _changes_sets(old_rows: IntArray, new_rows: IntArray) -> Changes:
     gained = (new_rows >= 0) & ~_membership(new_rows, old_rows)
     lost = (old_rows >= 0) & ~_membership(old_rows, new_rows)
     gain_segment, gain_column = np.nonzero(gained)
@@ -184,6 +208,13 @@ def changes(old_rows: IntArray, new_rows: IntArray) -> Changes:
         source,
         gain_node,
     )
+
+
+def _changes_single(old: IntArray, new: IntArray) -> Changes:
+    # One replica: a segment moved iff its owner changed; the old owner sends, the new receives.
+    segment = np.flatnonzero(old != new)
+    source, destination = old[segment], new[segment]
+    return Changes(segment, destination, segment, source, segment, source, destination)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,6 @@ from ringkit.arcdiff import (
     UInt64Array,
     changes,
     merged_boundaries,
-    owner_rows,
     preference_rows,
 )
 from ringkit.errors import ConfigError
@@ -118,9 +117,9 @@ def _ring_units(old: HashRing, new: HashRing, replicas: int, table: dict[str, in
 def _merge(
     old: HashRing, new: HashRing, replicas: int, table: dict[str, int]
 ) -> tuple[UInt64Array, IntArray, IntArray]:
-    ends = merged_boundaries(old.tokens, new.tokens)
-    old_rows = owner_rows(old.tokens, ends, _ring_token_rows(old, replicas, table))
-    new_rows = owner_rows(new.tokens, ends, _ring_token_rows(new, replicas, table))
+    ends, old_index, new_index = merged_boundaries(old.tokens, new.tokens)
+    old_rows = _ring_token_rows(old, replicas, table)[old_index]
+    new_rows = _ring_token_rows(new, replicas, table)[new_index]
     return ends, old_rows, new_rows
 
 
