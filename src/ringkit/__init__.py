@@ -27,8 +27,10 @@ from ringkit.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
+from ringkit.movement import MovedArc, Movement, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.plan import MigrationPlan, Transfer
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.jump import JumpHash, jump_hash
@@ -51,15 +53,20 @@ __all__ = [
     "HashRing",
     "JumpHash",
     "Maglev",
+    "MigrationPlan",
     "Modulo",
+    "MovedArc",
+    "Movement",
     "MultiProbe",
     "Node",
     "Placement",
     "Rendezvous",
     "RingkitError",
+    "Transfer",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "diff",
     "hashing",
     "jump_hash",
 ]
