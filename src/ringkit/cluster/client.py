@@ -36,10 +36,13 @@ from ringkit.cluster._reads import read_all, read_first
 from ringkit.cluster.backends import Backend
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.membership import Membership, fenced_call
 from ringkit.cluster.serializers import Codec, Decoded, Serializer, VersionClock, get_serializer
 from ringkit.cluster.servers import Server, build_servers, key_bytes, route_key
+from ringkit.cluster.view import ClusterView
 from ringkit.errors import BackendError, ConfigError, UnsupportedError
 from ringkit.placement import Placement
+from ringkit.ring import HashRing
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
 
@@ -82,7 +85,7 @@ def _check_ttl(ttl_s: float | None) -> float | None:
     return ttl_s
 
 
-class ShardedClient:
+class ShardedClient(Membership):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
@@ -108,6 +111,8 @@ class ShardedClient:
         max_connections: int = 32,
         hot_keys: HotKeys | None = None,
         hooks: Sequence[Hook] = (),
+        view: ClusterView | None = None,
+        view_check_s: float | None = None,
     ) -> None:
         self._replicas = _check_positive_int("replicas", replicas)
         self._quorum = _check_positive_int("write_quorum", write_quorum)
@@ -117,13 +122,12 @@ class ShardedClient:
             raise ConfigError(f"read must be one of {', '.join(_READ_MODES)}, got {read!r}")
         self._max_value_bytes = _check_positive_int("max_value_bytes", max_value_bytes)
         self._read_all = read == "all"
-        self._read_repair = read_repair
+        self._repair_setting = read_repair
         self._codec = Codec(get_serializer(serializer))
         self._clock = VersionClock()
         self._hot = hot_keys
-        self._servers = build_servers(
-            placement,
-            servers,
+        self._build = partial(
+            build_servers,
             timeout_s=timeout_s,
             connect_timeout_s=connect_timeout_s,
             dead_timeout_s=dead_timeout_s,
@@ -131,10 +135,21 @@ class ShardedClient:
             max_connections=_check_positive_int("max_connections", max_connections),
             hooks=hooks,
         )
+        self._servers = self._build(placement, servers)
         # One reference, read once per call: publishing a new placement is one assignment.
         self._placement = placement
         if hot_keys is not None:
             hot_keys.bind(self._drop_copies)
+        self._init_membership(placement, servers, view, view_check_s)
+
+    def _open_server(self, name: str, url: str) -> Server:
+        # A server that joins through a new view: same options as the others.
+        return self._build(HashRing([name], vnodes=1), {name: url})[name]
+
+    @property
+    def _read_repair(self) -> bool:
+        # No repair while data moves: a repair is a plain write and could overwrite a newer copy.
+        return self._repair_setting and not self._route().transitional
 
     # -- routing -------------------------------------------------------------------------------
 
@@ -147,14 +162,21 @@ class ShardedClient:
         """Return the nodes that hold `key`: the first `replicas` of its preference list."""
         return self._replica_names(key_bytes(key))
 
-    def _replica_names(self, key: bytes) -> list[str]:
-        placement, route = self._placement, route_key(key)
+    def _replica_names(self, key: bytes, placement: Placement | None = None) -> list[str]:
+        placement, route = placement or self._route().placement, route_key(key)
         if self._replicas == 1:
             return [placement.node_for(route)]
         return placement.nodes_for(route, self._replicas)
 
     def read_order(self, key: bytes) -> list[str]:
-        """Return the servers a read of `key` tries, in order (hot keys rotate their copies)."""
+        """Return the servers a read of `key` tries, in order (hot keys rotate their copies).
+
+        While data moves, the new owners come first, then the old ones.
+        """
+        view = self._route()
+        if view.transitional:
+            names = [self._replica_names(key, ring) for ring in view.read_placements]
+            return list(dict.fromkeys(name for group in names for name in group))
         replicas = self._replica_names(key)
         spread = self._hot.spread_for(key) if self._hot is not None else 0
         if spread <= 1:
@@ -163,7 +185,13 @@ class ShardedClient:
         first = copies[self._hot.next_slot() % len(copies)] if self._hot else copies[0]
         return [first, *(name for name in [*replicas, *copies] if name != first)]
 
-    def _write_names(self, key: bytes) -> list[str]:
+    def _write_names(self, key: bytes, *, deleting: bool = False) -> list[str]:
+        view = self._route()
+        if view.transitional:
+            # A delete also reaches the old owners, or a read falling back would find the value.
+            rings = view.read_placements if deleting else view.write_placements
+            names = [self._replica_names(key, ring) for ring in rings]
+            return list(dict.fromkeys(name for group in names for name in group))
         replicas = self._replica_names(key)
         spread = self._hot.spread_for(key) if self._hot is not None else 0
         if spread <= self._replicas:
@@ -193,6 +221,7 @@ class ShardedClient:
         found = self.get_many([key])
         return found.get(key)
 
+    @fenced_call
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
 
@@ -229,6 +258,7 @@ class ShardedClient:
         """
         self.set_many({key: value}, ttl_s=ttl_s)
 
+    @fenced_call
     def set_many(self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None) -> None:
         """Store every item; one round trip per server. Validates everything before writing.
 
@@ -289,7 +319,7 @@ class ShardedClient:
         replicas = self._replica_names(data)
         answers: list[T] = []
         acked: MutableSet[tuple[str, bytes]] = builtins.set()
-        for name in self._write_names(data):
+        for name in self._write_names(data, deleting=op == "delete"):
             ok, answer = self._try(name, op, action, [data])
             if ok:
                 acked.add((name, data))
@@ -298,6 +328,7 @@ class ShardedClient:
         self._check_quorum({data: replicas}, acked)
         return answers
 
+    @fenced_call
     def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:
         """Store `value` only where `key` is absent; return what the first replica answered.
 
@@ -308,11 +339,13 @@ class ShardedClient:
         stored = self._encode(data, value, ttl_s)
         return self._each(data, "add", lambda b: b.add(data, stored, ttl_s))[0]
 
+    @fenced_call
     def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
         data = key_bytes(key)
         return any(self._each(data, "delete", lambda b: b.delete(data)))
 
+    @fenced_call
     def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; return the new value, or None if it is missing.
 
@@ -338,6 +371,7 @@ class ShardedClient:
             raise TypeError(f"delta must be int, got {type(delta).__name__}")
         return self.incr(key, -delta)
 
+    @fenced_call
     def touch(self, key: str | bytes, ttl_s: float) -> bool:
         """Give `key` a new TTL on its replicas; return True if any replica had it."""
         if _check_ttl(ttl_s) is None:

@@ -1,0 +1,328 @@
+"""The per-server index of keys by ring point: moving an arc is one range read, not a scan.
+
+Seed 000: "the migration is expressible as 'fetch the arc between these two hash values', which
+is a range read". On Redis every key ringkit writes is also recorded in the sorted set
+``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``, all with score 0. Members
+of equal score sort bytewise, and fixed-width big-endian points sort bytewise exactly as they do
+numerically, so the keys of the arc (start, end] are one ``ZRANGEBYLEX`` from
+``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of mantissa), which
+cannot hold a 64-bit point exactly: that is why the point lives in the member, not the score.
+
+Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
+and indexes them. Entries of keys that expired are dropped when a range read meets them. On the
+memory backend the "index" is a scan of the store, which is in-process and small.
+
+Copies are moved with ``DUMP`` / ``RESTORE`` and the TTL left (``PTTL``), and a copy never
+overwrites a newer value: it lands only where the key is absent, or where both copies are
+ringkit values and the one landing has the higher version.
+
+>>> lex_ranges(10, 20, 2**64)
+[(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
+>>> len(lex_ranges(20, 10, 2**64))  # a wrapping arc is two ranges
+2
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ringkit.cluster.backends import MemoryStore
+
+__all__ = ["Index", "Record", "RedisIndex", "ScanIndex", "lex_ranges", "member"]
+
+_SPACE_64 = 1 << 64
+_INDEX_KEY = b"ringkit:index"
+_EPOCH_KEY = b"ringkit:epoch"
+_RESERVED = b"ringkit:"
+_MARK = 0xFE
+
+
+def member(point: int, key: bytes) -> bytes:
+    """Return the index member of `key` at `point`: 8 big-endian bytes, then the key."""
+    return point.to_bytes(8, "big") + key
+
+
+def _in_arc(point: int, start: int, end: int) -> bool:
+    if start < end:
+        return start < point <= end
+    return point > start or point <= end  # wraps (start == end: the whole circle)
+
+
+def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
+    """Return the ZRANGEBYLEX (min, max) pairs covering the points of the arc (start, end].
+
+    Runtime: O(1).
+    """
+
+    def low(point: int) -> bytes:
+        return b"[" + point.to_bytes(8, "big")
+
+    def high(point: int) -> bytes:  # up to and including every member at `point`
+        return b"+" if point + 1 >= _SPACE_64 else b"(" + (point + 1).to_bytes(8, "big")
+
+    if start < end:
+        return [(low(start + 1), high(end))]
+    ranges = [(b"-", high(end))]
+    if start + 1 < space:
+        ranges.insert(0, (low(start + 1), b"+"))
+    return ranges
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One key read for moving: its payload, the TTL left (-1: none) and version (b"": none)."""
+
+    key: bytes
+    payload: bytes
+    pttl_ms: int
+    version: bytes
+
+    @property
+    def size_bytes(self) -> int:
+        """Bytes moved for this key."""
+        return len(self.key) + len(self.payload)
+
+
+class Index(Protocol):
+    """What the coordinator needs from a server to move arcs."""
+
+    def backfill(self) -> int: ...
+    def count(self, start: int, end: int, space: int) -> int: ...
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
+    def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
+    def restore(self, records: Sequence[Record]) -> int: ...
+    def delete(self, keys: Sequence[bytes]) -> int: ...
+
+
+# KEYS: keys. Returns payload, pttl, first 9 bytes of a string (for the version), per key.
+_DUMP = """
+local out = {}
+for _, key in ipairs(KEYS) do
+  local payload = redis.call('DUMP', key)
+  if payload then
+    out[#out + 1] = payload
+    out[#out + 1] = redis.call('PTTL', key)
+    local head = ''
+    if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
+    out[#out + 1] = head
+  else
+    out[#out + 1] = ''; out[#out + 1] = -2; out[#out + 1] = ''
+  end
+end
+return out
+"""
+# KEYS: epoch, index, k1..kn; ARGV: epoch, then payload, pttl, version, member per key.
+# Lands where the key is absent, or replaces an older ringkit value; returns how many landed.
+_RESTORE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
+local landed = 0
+for i = 3, #KEYS do
+  local at = 4 * (i - 3) + 2
+  local key, version = KEYS[i], ARGV[at + 2]
+  local go = redis.call('EXISTS', key) == 0
+  if not go and version ~= '' and redis.call('TYPE', key).ok == 'string' then
+    local head = redis.call('GETRANGE', key, 0, 8)
+    if #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) < version then
+      redis.call('DEL', key)
+      go = true
+    end
+  end
+  if go then
+    local ttl = tonumber(ARGV[at + 1])
+    if ttl < 0 then ttl = 0 end
+    redis.call('RESTORE', key, ttl, ARGV[at])
+    redis.call('ZADD', KEYS[2], 0, ARGV[at + 3])
+    landed = landed + 1
+  end
+end
+return landed
+"""
+# KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
+_DELETE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
+local gone = 0
+for i = 3, #KEYS do
+  redis.call('ZREM', KEYS[2], ARGV[i - 1])
+  gone = gone + redis.call('DEL', KEYS[i])
+end
+return gone
+"""
+
+# Runs a script (or a command, by name) and maps its errors, StaleViewError included.
+Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
+
+
+def _version(head: bytes) -> bytes:
+    return head[1:9] if len(head) >= 9 and head[0] == _MARK else b""
+
+
+class RedisIndex:
+    """The sorted-set index of one Redis server, and its DUMP / RESTORE moves."""
+
+    def __init__(
+        self, client: Any, point_of: Callable[[bytes], int], epoch_of: Callable[[], int],
+        run: Runner,
+    ) -> None:  # fmt: skip
+        self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
+        self._dump = client.register_script(_DUMP)
+        self._scripts = {"restore": client.register_script(_RESTORE)}
+        self._scripts["delete"] = client.register_script(_DELETE)
+
+    def backfill(self) -> int:
+        """Index every key of the server that has no entry (SCAN); return the keys seen.
+
+        Runtime: O(n) for n keys on the server, in pages of 1000.
+        """
+        seen = 0
+        pipe = self._client.pipeline(transaction=False)
+        for key in self._client.scan_iter(count=1000):
+            if key.startswith(_RESERVED):
+                continue
+            pipe.zadd(_INDEX_KEY, {member(self._point_of(key), key): 0})
+            seen += 1
+            if seen % 1000 == 0:
+                pipe.execute()
+        pipe.execute()
+        return seen
+
+    def count(self, start: int, end: int, space: int) -> int:
+        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""
+        return sum(
+            int(self._client.zlexcount(_INDEX_KEY, low, high))
+            for low, high in lex_ranges(start, end, space)
+        )
+
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
+        """Yield the keys on the arc (start, end] in pages of at most `batch`, by point.
+
+        Each page resumes after the last member read, so pages stay O(log n + batch).
+        """
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while True:
+                found = self._client.zrangebylex(_INDEX_KEY, cursor, high, start=0, num=batch)
+                if not found:
+                    break
+                yield [entry[8:] for entry in found]
+                if len(found) < batch:
+                    break
+                cursor = b"(" + found[-1]
+
+    def dump(self, keys: Sequence[bytes]) -> list[Record]:
+        """Return the records of the keys still there; drop index entries of vanished ones."""
+        if not keys:
+            return []
+        flat = self._dump(keys=list(keys))
+        records, gone = [], []
+        for i, key in enumerate(keys):
+            payload, pttl, head = flat[3 * i : 3 * i + 3]
+            if payload == b"" or int(pttl) == -2:
+                gone.append(member(self._point_of(key), key))
+            else:
+                records.append(Record(key, payload, int(pttl), _version(head)))
+        if gone:
+            self._client.zrem(_INDEX_KEY, *gone)
+        return records
+
+    def restore(self, records: Sequence[Record]) -> int:
+        """Copy `records` here where absent or older; return how many landed.
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        if not records:
+            return 0
+        args: list[object] = [self._epoch_of()]
+        for record in records:
+            point = self._point_of(record.key)
+            args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
+        keys = [_EPOCH_KEY, _INDEX_KEY, *(record.key for record in records)]
+        return int(self._run(self._scripts["restore"], keys, args))
+
+    def delete(self, keys: Sequence[bytes]) -> int:
+        """Delete `keys` and their index entries; return how many existed.
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        if not keys:
+            return 0
+        args: list[object] = [self._epoch_of()]
+        args += [member(self._point_of(key), key) for key in keys]
+        return int(self._run(self._scripts["delete"], [_EPOCH_KEY, _INDEX_KEY, *keys], args))
+
+
+class ScanIndex:
+    """The memory backend's stand-in for an index: a scan of the store, under its lock."""
+
+    def __init__(
+        self, store: MemoryStore, point_of: Callable[[bytes], int], epoch_of: Callable[[], int]
+    ) -> None:
+        self._store, self._point_of, self._epoch_of = store, point_of, epoch_of
+
+    def backfill(self) -> int:
+        """Nothing to do: every scan sees every key. Returns 0."""
+        return 0
+
+    def _keys(self, start: int, end: int) -> list[bytes]:
+        with self._store.lock:
+            keys = [key for key in self._store.data if not key.startswith(_RESERVED)]
+        points = {key: self._point_of(key) for key in keys}
+        chosen = [key for key in keys if _in_arc(points[key], start, end)]
+        return sorted(chosen, key=lambda key: (points[key], key))
+
+    def count(self, start: int, end: int, space: int) -> int:
+        """Return how many keys lie on the arc (start, end]. Runtime: O(n) for n keys."""
+        return len(self._keys(start, end))
+
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
+        """Yield the keys on the arc (start, end] in pages of at most `batch`."""
+        keys = self._keys(start, end)
+        for at in range(0, len(keys), batch):
+            yield keys[at : at + batch]
+
+    def dump(self, keys: Sequence[bytes]) -> list[Record]:
+        """Return the records of the keys still there (value, TTL left, version)."""
+        records = []
+        now = time.monotonic()
+        with self._store.lock:
+            for key in keys:
+                value = self._store.live(key, now)
+                if value is not None:
+                    expiry = self._store.data[key][1]
+                    pttl = max(1, int((expiry - now) * 1000)) if expiry else -1
+                    records.append(Record(key, value, pttl, _version(value[:9])))
+        return records
+
+    def _check(self) -> None:
+        from ringkit.cluster.fencing import StaleViewError
+
+        found = self._store.data.get(_EPOCH_KEY)
+        current = int(found[0]) if found else 0
+        if current > self._epoch_of():
+            raise StaleViewError(f"memory://{self._store.name}", current, self._epoch_of())
+
+    def restore(self, records: Sequence[Record]) -> int:
+        """Copy `records` here where absent or older; return how many landed."""
+        landed = 0
+        now = time.monotonic()
+        with self._store.lock:
+            self._check()
+            for record in records:
+                there = self._store.live(record.key, now)
+                newer = record.version and _version(there or b"")
+                if there is None or (newer and _version(there) < record.version):
+                    expiry = now + record.pttl_ms / 1000 if record.pttl_ms > 0 else 0.0
+                    self._store.data[record.key] = (record.payload, expiry)
+                    landed += 1
+        return landed
+
+    def delete(self, keys: Sequence[bytes]) -> int:
+        """Delete `keys`; return how many existed."""
+        with self._store.lock:
+            self._check()
+            return sum(self._store.data.pop(key, None) is not None for key in keys)

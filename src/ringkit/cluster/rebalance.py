@@ -1,0 +1,402 @@
+"""Online rebalancing: change membership on live servers without losing a key.
+
+Seed 004: "data still has to move … systems stream that data in the background and keep
+serving reads from the old owner until the copy is done". A :class:`Rebalancer` is the
+coordinator of one change:
+
+1. publish a transitional *moving* view (epoch + 1) on every server: from then on every server
+   refuses calls routed by the old view, reads try the new owners and fall back to the old ones,
+   and writes go to the new owners;
+2. stream exactly the moved arcs of :func:`ringkit.diff` (replicas included) with range reads
+   on each source's index, DUMP / RESTORE with the TTL left, landing only where the key is absent
+   or older (a newer write is never overwritten), a checkpoint after each transfer;
+3. publish the final view (epoch + 2), then delete the moved copies from the old owners.
+
+An interrupted rebalance continues with :meth:`Rebalancer.resume` (finished transfers are
+skipped; the copy is idempotent), and a failed one is undone with :meth:`Rebalancer.rollback`,
+itself a rebalance back to the old placement in which writes go to both sides. When a source is
+down (a failed server removed with ``replicas >= 2``), its arcs are rebuilt from the surviving
+copies. Every view and plan goes to the audit log.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from ringkit.cluster.backends import open_backend
+from ringkit.cluster.fencing import FencedBackend, StaleViewError, fence
+from ringkit.cluster.progress import Progress, Throttle
+from ringkit.cluster.servers import route_key
+from ringkit.cluster.urls import parse_url
+from ringkit.cluster.view import AuditLog, ClusterView
+from ringkit.errors import BackendError, ConfigError, UnsupportedError
+from ringkit.movement import Movement, diff
+from ringkit.plan import Transfer
+from ringkit.ring import HashRing
+
+__all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceOptions:
+    """How a rebalance runs: page size, throttles, progress, audit file and a transfer hook.
+
+    `on_transfer` is called after each finished transfer with it and the number finished so
+    far; an exception raised there stops the rebalance (which can then be resumed).
+    """
+
+    batch: int = 500
+    keys_per_s: float | None = None
+    max_streams_per_source: int = 2
+    scan: bool = True
+    progress: bool = False
+    audit_path: str | None = None
+    timeout_s: float = 2.0
+    on_transfer: Callable[[Transfer, int], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "max_streams_per_source"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        Throttle(self.keys_per_s)  # validates
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceReport:
+    """What a rebalance did. `keys_streamed` counts keys read from sources on moved arcs."""
+
+    outcome: str
+    epoch: int
+    transfers: int
+    transfers_skipped: int
+    keys_planned: int
+    keys_streamed: int
+    keys_copied: int
+    bytes_copied: int
+    keys_deleted: int
+    elapsed_s: float
+
+    @property
+    def keys_per_s(self) -> float:
+        """Keys streamed per second of the whole rebalance."""
+        return self.keys_streamed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def read_views(backends: Mapping[str, object], at_least: int = 0) -> ClusterView | None:
+    """Return the newest view stored on the servers (None if none holds one).
+
+    Servers that fail are skipped; `at_least` stops the search once a view that new is found.
+
+    :raises BackendError: when no server answered
+    """
+    best: ClusterView | None = None
+    answered = 0
+    for _name, backend in sorted(backends.items()):
+        if not isinstance(backend, FencedBackend):
+            continue
+        try:
+            data = backend.read_view()
+        except BackendError:
+            continue
+        answered += 1
+        if data:
+            view = ClusterView.from_json(data)
+            if best is None or view.epoch > best.epoch:
+                best = view
+        if best is not None and at_least and best.epoch >= at_least:
+            break
+    if not answered and backends:
+        raise BackendError(f"no server answered for the cluster view (asked {len(backends)})")
+    return best
+
+
+def _transfer_id(transfer: Transfer) -> str:
+    return f"{transfer.source}>{transfer.destination}:{transfer.start}:{transfer.end}"
+
+
+@dataclass
+class _Tally:
+    streamed: int = 0
+    copied: int = 0
+    bytes: int = 0
+    planned: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, streamed: int, copied: int, size: int) -> None:
+        with self.lock:
+            self.streamed += streamed
+            self.copied += copied
+            self.bytes += size
+
+
+class Rebalancer:
+    """The coordinator of one membership change on the servers of `view`.
+
+    Changing: ``change``. Recovering: ``resume``, ``rollback``. ``view`` is the newest view it
+    published or found; `on_view` is told of every view it publishes.
+    """
+
+    def __init__(
+        self,
+        view: ClusterView,
+        *,
+        options: RebalanceOptions | None = None,
+        on_view: Callable[[ClusterView], None] | None = None,
+    ) -> None:
+        self.view = view
+        self.options = options or RebalanceOptions()
+        self._on_view = on_view
+        self._epoch = view.epoch
+        self._backends: dict[str, FencedBackend] = {}
+        self._urls: dict[str, str] = dict(view.servers)
+        self._down: set[str] = set()
+        self.audit = AuditLog(self.options.audit_path)
+
+    # -- servers -------------------------------------------------------------------------------
+
+    def _point_of(self, key: bytes) -> int:
+        placement = self.view.placement
+        assert isinstance(placement, HashRing)  # checked before any key moves
+        return placement.point_for(route_key(key))
+
+    def _backend(self, name: str) -> FencedBackend:
+        backend = self._backends.get(name)
+        if backend is None:
+            url = parse_url(self._urls[name])
+            raw = open_backend(url, timeout_s=self.options.timeout_s)
+            backend = self._backends[name] = fence(raw, lambda: self._epoch, self._point_of)
+        return backend
+
+    def _refresh(self) -> None:
+        self._urls.update(self.view.servers)
+        found = read_views({name: self._backend(name) for name in self._urls})
+        if found is not None and found.epoch > self.view.epoch:
+            self.view = found
+            self._urls.update(found.servers)
+
+    def _probe(self, view: ClusterView) -> None:
+        self._urls.update(view.servers)
+        needed = {node.name for node in view.placement.nodes}
+        for name in sorted(view.servers):
+            try:
+                self._backend(name).ping()
+            except BackendError as error:
+                if name in needed:
+                    raise BackendError(
+                        f"server {name!r} is down and is a node of the new placement: {error}"
+                    ) from None
+                self._down.add(name)
+
+    def _publish(self, view: ClusterView, targets: Mapping[str, str] | None = None) -> None:
+        self._epoch = view.epoch
+        line = self.audit.record("view", view.to_dict(redact_passwords=True))
+        data = view.to_json()
+        # A removed server gets the final view too: a stale client that reaches it learns it.
+        for name in sorted(targets or view.servers):
+            if name in self._down:
+                continue
+            backend = self._backend(name)
+            held = backend.publish(view.epoch, data)
+            if held > view.epoch:
+                raise StaleViewError(name, held, view.epoch)
+            backend.append_audit(line)
+        self.view = view
+        if self._on_view is not None:
+            self._on_view(view)
+
+    # -- changing ------------------------------------------------------------------------------
+
+    def change(
+        self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
+    ) -> RebalanceReport:
+        """Move the cluster from its current placement to `new`, served by `servers`.
+
+        :raises ConfigError: when a rebalance is in progress (resume or roll it back first)
+        :raises BackendError: when a server of `new` is down, or keys would have no source
+        """
+        self._refresh()
+        current = self.view
+        if current.transitional:
+            raise ConfigError(
+                f"a rebalance is in progress (epoch {current.epoch}, {current.state}); "
+                f"resume it or roll it back first"
+            )
+        moving = ClusterView(
+            current.epoch + 1, new, dict(servers), current.replicas,
+            previous=current.placement, state="moving", change=dict(change),
+        )  # fmt: skip
+        return self._run(moving)
+
+    def resume(self) -> RebalanceReport:
+        """Finish the rebalance in progress (skipping finished transfers), if there is one."""
+        self._refresh()
+        if not self.view.transitional:
+            return RebalanceReport("nothing", self.view.epoch, 0, 0, 0, 0, 0, 0, 0, 0.0)
+        return self._run(self.view)
+
+    def rollback(self) -> RebalanceReport:
+        """Undo the ``moving`` rebalance in progress: move back to its previous placement.
+
+        :raises ConfigError: when no ``moving`` rebalance is in progress
+        """
+        self._refresh()
+        current = self.view
+        if current.state != "moving" or current.previous is None:
+            raise ConfigError(
+                f"no rebalance to roll back: the view at epoch {current.epoch} is {current.state}"
+            )
+        back = ClusterView(
+            current.epoch + 1, current.previous, dict(current.servers), current.replicas,
+            previous=current.placement, state="rolling_back",
+            change={"rollback": str(current.epoch)},
+        )  # fmt: skip
+        return self._run(back, outcome="rolled_back")
+
+    def _run(self, view: ClusterView, outcome: str = "done") -> RebalanceReport:
+        started = time.perf_counter()
+        old, new = view.previous, view.placement
+        if not (isinstance(old, HashRing) and isinstance(new, HashRing)):
+            raise UnsupportedError("online rebalancing needs HashRing placements")
+        if old.hasher != new.hasher or old.space != new.space:
+            raise UnsupportedError("online rebalancing cannot change the hasher or the space")
+        self._probe(view)
+        self._publish(view)
+        movement = diff(old, new, replicas=view.replicas)
+        plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
+        self.audit.record("plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]})
+        tally, skipped = self._stream(view, plan.transfers)
+        final = ClusterView(
+            view.epoch + 1, new, {node.name: view.servers[node.name] for node in new.nodes},
+            view.replicas, change=dict(view.change),
+        )  # fmt: skip
+        self._publish(final, view.servers)
+        deleted = self._cleanup(movement, new.space)
+        for name in sorted(view.servers):
+            if name not in self._down:
+                self._backend(name).write_checkpoint(None)
+        report = RebalanceReport(
+            outcome, final.epoch, len(plan.transfers), skipped, tally.planned, tally.streamed,
+            tally.copied, tally.bytes, deleted, time.perf_counter() - started,
+        )  # fmt: skip
+        self.audit.record("done", {"epoch": final.epoch, "outcome": outcome})
+        return report
+
+    # -- streaming -----------------------------------------------------------------------------
+
+    def _checkpoint(self, view: ClusterView) -> set[str]:
+        done: set[str] = set()
+        for name in sorted(view.servers):
+            if name in self._down:
+                continue
+            data = self._backend(name).read_checkpoint()
+            if data:
+                saved = json.loads(data)
+                if saved.get("epoch") == view.epoch:
+                    done.update(saved.get("done", []))
+        return done
+
+    def _save(self, view: ClusterView, done: set[str]) -> None:
+        data = json.dumps({"epoch": view.epoch, "done": sorted(done)}).encode()
+        for name in sorted(view.servers):
+            if name not in self._down:
+                self._backend(name).write_checkpoint(data)
+
+    def _sources(self, view: ClusterView, transfer: Transfer) -> list[str]:
+        if transfer.source not in self._down:
+            return [transfer.source]
+        assert view.previous is not None
+        survivors = [
+            node.name
+            for node in view.previous.nodes
+            if node.name not in self._down and node.name != transfer.destination
+        ]
+        if view.replicas < 2 or not survivors:
+            raise BackendError(
+                f"server {transfer.source!r} is down and its keys have no other copy "
+                f"(replicas={view.replicas}); they cannot be rebuilt"
+            )
+        return survivors  # each surviving copy of the arc: the newest version wins
+
+    def _stream(self, view: ClusterView, transfers: tuple[Transfer, ...]) -> tuple[_Tally, int]:
+        done = self._checkpoint(view)
+        todo = [t for t in transfers if _transfer_id(t) not in done]
+        sources = {_transfer_id(t): self._sources(view, t) for t in todo}
+        names = sorted({name for chosen in sources.values() for name in chosen})
+        if self.options.scan:
+            for name in names:
+                self._backend(name).index.backfill()
+        space = view.placement.space if isinstance(view.placement, HashRing) else 1 << 64
+        tally = _Tally()
+        for t in todo:
+            for name in sources[_transfer_id(t)]:
+                tally.planned += self._backend(name).index.count(t.start or 0, t.end or 0, space)
+        limits = {name: threading.Semaphore(self.options.max_streams_per_source) for name in names}
+        throttle = Throttle(self.options.keys_per_s)
+        workers = max(1, min(16, self.options.max_streams_per_source * max(len(names), 1)))
+        title = f"epoch {view.epoch}: {len(todo)} transfers"
+        with Progress(tally.planned, show=self.options.progress, title=title) as progress:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures: dict[Future[None], Transfer] = {
+                    pool.submit(
+                        self._transfer, t, sources[_transfer_id(t)], space,
+                        (tally, progress, throttle, limits),
+                    ): t
+                    for t in todo
+                }  # fmt: skip
+                try:
+                    for future in as_completed(futures):
+                        future.result()
+                        transfer = futures[future]
+                        done.add(_transfer_id(transfer))
+                        self._save(view, done)
+                        if self.options.on_transfer is not None:
+                            self.options.on_transfer(transfer, len(done))
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+        return tally, len(transfers) - len(todo)
+
+    def _transfer(
+        self,
+        transfer: Transfer,
+        sources: list[str],
+        space: int,
+        shared: tuple[_Tally, Progress, Throttle, Mapping[str, threading.Semaphore]],
+    ) -> None:
+        tally, progress, throttle, limits = shared
+        start, end = transfer.start or 0, transfer.end or 0
+        target = self._backend(transfer.destination).index
+        for name in sources:
+            index = self._backend(name).index
+            with limits[name]:
+                for keys in index.pages(start, end, space, self.options.batch):
+                    throttle.take(len(keys))
+                    records = index.dump(keys)
+                    copied = target.restore(records)
+                    size = sum(record.size_bytes for record in records)
+                    tally.add(len(records), copied, size)
+                    progress.advance(len(records), size)
+
+    def _cleanup(self, movement: Movement, space: int) -> int:
+        deleted = 0
+        for name in movement.nodes_before:
+            if name in self._down:
+                continue
+            index = self._backend(name).index
+            for arc in movement.lost(name):
+                for keys in index.pages(arc.start, arc.end, space, self.options.batch):
+                    deleted += index.delete(keys)
+        return deleted
+
+    def close(self) -> None:
+        """Close the coordinator's connections."""
+        for backend in self._backends.values():
+            backend.close()

@@ -1,0 +1,202 @@
+"""The cluster view: the placement, its servers and an epoch that every client agrees on.
+
+Seed 004: "everyone must agree on the ring. If two app servers have different views of
+membership, they send the same key to different places." A :class:`ClusterView` is the
+placement (a :class:`~ringkit.ring.HashRing`), the server URL of each node, the replica count
+and a monotonically increasing *epoch*. The coordinator of a change writes each new view on
+every server under the reserved key ``ringkit:view`` (so no extra service is needed); a client
+that meets a newer epoch reads it from there. Static setups can keep the view in a file or an
+environment variable (:func:`load_view`).
+
+A change goes through three views: the *stable* one, a transitional *moving* one (``previous``
+is the old placement: reads try the new owners, then the old; writes go to the new owners),
+and the stable final one. A rollback is a *rolling_back* view from the abandoned placement back
+to the old one (reads try the abandoned owners first, writes go to both sides).
+
+>>> from ringkit.ring import HashRing
+>>> view = ClusterView(3, HashRing(["a", "b"]), {"a": "memory://a", "b": "memory://b"})
+>>> again = ClusterView.from_json(view.to_json())
+>>> again.epoch, again.state, sorted(again.servers), again.placement == view.placement
+(3, 'stable', ['a', 'b'], True)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ringkit.cluster.urls import parse_url, redact
+from ringkit.errors import ConfigError, UnsupportedError
+from ringkit.placement import Placement
+from ringkit.ring import HashRing
+
+__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view"]
+
+STATES = ("stable", "moving", "rolling_back")
+VIEW_ENV = "RINGKIT_VIEW"
+_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """One membership view: placement, server URLs, replicas, epoch and transition state.
+
+    Invariants: every node of `placement` (and of `previous`) has a URL in `servers`;
+    `previous` is set exactly when `state` is not ``"stable"``; `epoch` >= 0.
+    """
+
+    epoch: int
+    placement: Placement
+    servers: Mapping[str, str]
+    replicas: int = 1
+    previous: Placement | None = None
+    state: str = "stable"
+    change: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
+            raise ConfigError(f"epoch must be an int >= 0, got {self.epoch!r}")
+        if self.state not in STATES:
+            raise ConfigError(f"view state must be one of {', '.join(STATES)}, got {self.state!r}")
+        if (self.previous is None) != (self.state == "stable"):
+            raise ConfigError(
+                f"a {self.state} view must {'not ' if self.state == 'stable' else ''}"
+                f"have a previous placement"
+            )
+        for ring in (self.placement, self.previous):
+            names = [] if ring is None else [node.name for node in ring.nodes]
+            missing = [name for name in names if name not in self.servers]
+            if missing:
+                raise ConfigError(f"node {missing[0]!r} of the view has no server URL")
+        for url in self.servers.values():
+            parse_url(url)
+
+    @property
+    def transitional(self) -> bool:
+        """True while data moves (``moving`` or ``rolling_back``)."""
+        return self.state != "stable"
+
+    @property
+    def read_placements(self) -> tuple[Placement, ...]:
+        """The placements reads try, in order."""
+        if self.previous is None:
+            return (self.placement,)
+        if self.state == "moving":
+            return (self.placement, self.previous)
+        return (self.previous, self.placement)
+
+    @property
+    def write_placements(self) -> tuple[Placement, ...]:
+        """The placements writes go to (both sides while rolling back)."""
+        if self.previous is not None and self.state == "rolling_back":
+            return (self.placement, self.previous)
+        return (self.placement,)
+
+    def to_dict(self, *, redact_passwords: bool = False) -> dict[str, Any]:
+        """Return the JSON-ready form (URLs with ``***`` for passwords when asked)."""
+        servers = {
+            name: redact(url) if redact_passwords else url for name, url in self.servers.items()
+        }
+        return {
+            "format": _FORMAT,
+            "epoch": self.epoch,
+            "state": self.state,
+            "replicas": self.replicas,
+            "placement": _ring_dict(self.placement),
+            "previous": None if self.previous is None else _ring_dict(self.previous),
+            "servers": dict(sorted(servers.items())),
+            "change": dict(self.change),
+        }
+
+    def to_json(self) -> bytes:
+        """Return the view as compact JSON bytes (as stored on the servers)."""
+        return json.dumps(self.to_dict(), separators=(",", ":")).encode()
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClusterView:
+        """Return the view described by `data` (the form of :meth:`to_dict`).
+
+        :raises ConfigError: when a field is missing or invalid
+        """
+        try:
+            previous = data.get("previous")
+            return cls(
+                epoch=data["epoch"],
+                placement=HashRing.from_dict(data["placement"]),
+                servers=dict(data["servers"]),
+                replicas=int(data.get("replicas", 1)),
+                previous=None if previous is None else HashRing.from_dict(previous),
+                state=data.get("state", "stable"),
+                change=dict(data.get("change", {})),
+            )
+        except (KeyError, TypeError) as error:
+            raise ConfigError(f"cluster view is missing or has a bad field: {error}") from None
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> ClusterView:
+        """Return the view stored as JSON `text`.
+
+        :raises ConfigError: when `text` is not JSON or not a view
+        """
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise ConfigError(f"cluster view is not valid JSON: {error}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"cluster view must be a JSON object, got {type(data).__name__}")
+        return cls.from_dict(data)
+
+
+def _ring_dict(placement: Placement) -> dict[str, Any]:
+    if not isinstance(placement, HashRing):
+        raise UnsupportedError(
+            f"a cluster view can be stored only for a HashRing, got {type(placement).__name__}"
+        )
+    return placement.to_dict()
+
+
+def load_view(source: str | os.PathLike[str] | None = None) -> ClusterView:
+    """Return the view in file `source`, or else in the environment variable RINGKIT_VIEW.
+
+    The variable holds either the JSON itself or the path of a file with it.
+
+    :raises ConfigError: when neither is given, or the text is not a valid view
+    """
+    if source is None:
+        text = os.environ.get(VIEW_ENV)
+        if not text:
+            raise ConfigError(f"no cluster view: pass a file or set {VIEW_ENV}")
+        if text.lstrip().startswith("{"):
+            return ClusterView.from_json(text)
+        source = text
+    try:
+        return ClusterView.from_json(Path(source).read_bytes())
+    except OSError as error:
+        raise ConfigError(f"cannot read cluster view file {str(source)!r}: {error}") from None
+
+
+class AuditLog:
+    """Every view and every plan, as JSON lines: appended to a local file when one is given.
+
+    The coordinator also appends each record to every server's ``ringkit:audit`` log, so the
+    history travels with the cluster. Views are recorded with their passwords redacted.
+    """
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        self.records: list[dict[str, Any]] = []
+
+    def record(self, kind: str, data: Mapping[str, Any]) -> bytes:
+        """Add one record of `kind` (view, plan, done, rollback); return its JSON line."""
+        entry = {"at": round(time.time(), 3), "kind": kind, **data}
+        self.records.append(entry)
+        line = json.dumps(entry, separators=(",", ":"), default=str)
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+        return line.encode()
