@@ -1,0 +1,247 @@
+"""Online rebalancing on real redis-server processes: nothing lost under load, resume, rollback."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+import redis
+
+from ringkit import HashRing, diff
+from ringkit.cluster import ShardedClient
+from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, fence
+from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
+from ringkit.cluster.servers import route_key
+from ringkit.plan import Transfer
+from tests.servers import Server, redis_server
+
+NAMES = ("s1", "s2", "s3", "s4")
+KEYS = [f"booking:{i}" for i in range(1500)]
+
+
+@pytest.fixture(scope="module")
+def quartet() -> Iterator[list[Server]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(redis_server()) for _ in NAMES]
+
+
+@pytest.fixture
+def urls(quartet: list[Server]) -> dict[str, str]:
+    result = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, quartet, strict=True)}
+    for server in quartet:
+        redis.Redis(host=server.host, port=server.port).flushdb()
+    return result
+
+
+def _client(urls: dict[str, str], names: tuple[str, ...], **options: Any) -> ShardedClient:
+    chosen = {name: urls[name] for name in names}
+    return ShardedClient(HashRing(list(chosen)), chosen, **options)
+
+
+def _raw(url: str) -> redis.Redis:
+    host, port = url.removeprefix("redis://").removesuffix("/0").split(":")
+    return redis.Redis(host=host, port=int(port))
+
+
+class _Load:
+    """Bounded readers and writers: each writer owns the keys i % writers == its number."""
+
+    def __init__(self, client: ShardedClient, writers: int = 2) -> None:
+        self.client, self.writers = client, writers
+        self.latest: dict[str, int] = {}
+        self.failed_reads: list[str] = []
+        self.errors: list[BaseException] = []
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
+        ]
+
+    def _run(self, number: int) -> None:
+        rng = random.Random(number)
+        mine = [key for i, key in enumerate(KEYS) if i % self.writers == number]
+        deadline = time.monotonic() + 30  # bounded in time and in count
+        for step in range(20_000):
+            if self.stop.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                key = rng.choice(KEYS)
+                if self.client.get(key) is None:
+                    self.failed_reads.append(key)
+                if step % 3 == 0:
+                    target = rng.choice(mine)
+                    self.client.set(target, {"key": target, "n": step})
+                    self.latest[target] = step
+            except Exception as error:  # any failure is a test failure, reported below
+                self.errors.append(error)
+                return
+
+    def __enter__(self) -> _Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+
+def _check_all(urls: dict[str, str], names: tuple[str, ...], latest: dict[str, int]) -> None:
+    fresh = _client(urls, names)
+    found = fresh.get_many(KEYS)
+    missing = [key for key in KEYS if key not in found]
+    assert missing == [], f"{len(missing)} keys lost, first {missing[:3]}"
+    for key, step in latest.items():
+        assert found[key] == {"key": key, "n": step}, key
+    fresh.close()
+
+
+def _seed(urls: dict[str, str], names: tuple[str, ...]) -> ShardedClient:
+    client = _client(urls, names)
+    client.set_many({key: {"key": key, "n": -1} for key in KEYS})
+    return client
+
+
+def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+    load_client = _client(urls, ("s1", "s2", "s3"))
+    old = admin.view.placement
+    with _Load(load_client) as load:
+        added = admin.add_server("s4", urls["s4"])
+        middle = admin.view.placement
+        removed = admin.remove_server("s1")
+        time.sleep(0.2)
+    assert load.errors == []
+    assert load.failed_reads == []
+    assert len(load.latest) > 50  # the load really ran during both changes
+    assert added.keys_streamed == diff(old, middle).plan(keys=KEYS).total_keys
+    assert removed.keys_streamed == diff(middle, admin.view.placement).plan(keys=KEYS).total_keys
+    assert added.keys_deleted == added.keys_streamed
+    assert (admin.epoch, admin.view.state) == (4, "stable")
+    assert load_client.epoch == 4  # the load's stale client converged
+    _check_all(urls, ("s2", "s3", "s4"), load.latest)
+    assert _raw(urls["s1"]).dbsize() <= 4  # only ringkit's bookkeeping keys are left
+
+
+def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+
+    class Killed(Exception):
+        pass
+
+    def kill(transfer: Transfer, done: int) -> None:
+        if done == 10:
+            raise Killed
+
+    load_client = _client(urls, ("s1", "s2", "s3"))
+    old = admin.view.placement
+    with _Load(load_client) as load:
+        with pytest.raises(Killed):
+            admin.add_server("s4", urls["s4"], options=RebalanceOptions(on_transfer=kill))
+        assert admin.view.state == "moving"
+        with pytest.raises(Exception, match="in progress"):
+            admin.add_server("s5", urls["s4"])
+        # A new coordinator (another process) starts from the servers' view.
+        report = Rebalancer(_client(urls, ("s1",)).view).resume()
+    assert load.errors == [] and load.failed_reads == []
+    assert report.outcome == "done" and report.transfers_skipped == 10
+    planned = diff(old, old.add("s4")).plan(keys=KEYS).total_keys
+    assert report.keys_streamed < planned
+    _check_all(urls, NAMES, load.latest)
+
+
+def test_rollback_keeps_writes_made_during_the_move(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+
+    def stop(transfer: Transfer, done: int) -> None:
+        if done == 5:
+            raise RuntimeError("injected failure")
+
+    with pytest.raises(RuntimeError, match="injected"):
+        admin.add_server("s4", urls["s4"], options=RebalanceOptions(on_transfer=stop))
+    admin.set_many({key: {"key": key, "n": 7} for key in KEYS[:300]})  # lands on new owners
+    report = Rebalancer(admin.view).rollback()
+    assert report.outcome == "rolled_back"
+    _check_all(urls, ("s1", "s2", "s3"), {key: 7 for key in KEYS[:300]})
+    assert _raw(urls["s4"]).dbsize() <= 4  # the abandoned server holds no data
+
+
+def test_failed_server_is_rebuilt_from_surviving_replicas(quartet: list[Server]) -> None:
+    with redis_server() as doomed:
+        urls = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, quartet, strict=True)}
+        urls["s4"] = f"redis://{doomed.address}/0"
+        for server in quartet:
+            redis.Redis(host=server.host, port=server.port).flushdb()
+        admin = _client(urls, NAMES, replicas=2)
+        admin.set_many({key: key for key in KEYS})
+        doomed.process.kill()
+        doomed.process.wait()
+        report = admin.remove_server("s4")
+    assert report.keys_copied > 0
+    survivors = ("s1", "s2", "s3")
+    fresh = _client(urls, survivors, replicas=2)
+    fresh.refresh_view()
+    for key in KEYS[:300]:
+        for name in fresh.replicas_for(key):
+            assert fresh.server(name).backend.get_many([key.encode()]), (key, name)
+    assert fresh.get_many(KEYS) == {key: key for key in KEYS}
+
+
+def test_stale_write_after_the_switch_is_redirected(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+    stale = _client(urls, ("s1", "s2", "s3"))
+    admin.add_server("s4", urls["s4"])
+    moved = next(key for key in KEYS if admin.replicas_for(key) == ["s4"])
+    stale.set(moved, "after the switch")
+    assert stale.epoch == admin.epoch == 2
+    assert _client(urls, NAMES).get(moved) == "after the switch"
+    old_owner = HashRing(["s1", "s2", "s3"]).node_for(route_key(moved.encode()))
+    assert _raw(urls[old_owner]).get(moved) is None
+
+
+def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+    admin.add_server("s4", urls["s4"])
+    stale = fence(_client(urls, ("s1",)).server("s1").backend, lambda: 1, lambda key: 0)
+    with pytest.raises(StaleViewError, match="at epoch 2, the call was routed by epoch 1"):
+        stale.set_many({b"x": b"y"}, None)
+    assert _raw(urls["s1"]).get(b"x") is None
+    assert int(_raw(urls["s1"]).get(EPOCH_KEY)) == 2
+
+
+def test_reads_converge_with_a_periodic_check(urls: dict[str, str]) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+    reader = _client(urls, ("s1", "s2", "s3"), view_check_s=0.01)
+    admin.add_server("s4", urls["s4"])
+    time.sleep(0.02)
+    assert reader.get(KEYS[0]) is not None
+    assert reader.epoch == 2 and "s4" in reader.view.placement
+
+
+def test_ttl_and_foreign_keys_move(urls: dict[str, str]) -> None:
+    admin = _client(urls, ("s1", "s2", "s3"))
+    admin.set_many({key: key for key in KEYS[:400]}, ttl_s=100)
+    ring = HashRing(["s1", "s2", "s3", "s4"])
+    foreign = next(key for key in KEYS[400:] if ring.node_for(key.encode()) == "s4")
+    old_owner = HashRing(["s1", "s2", "s3"]).node_for(foreign.encode())
+    _raw(urls[old_owner]).rpush(foreign, b"a", b"b")  # no index entry, not a string
+    admin.add_server("s4", urls["s4"])
+    new = _raw(urls["s4"])
+    moved = [key for key in KEYS[:400] if admin.replicas_for(key) == ["s4"]]
+    assert moved and all(0 < new.pttl(key) <= 100_000 for key in moved)
+    assert new.lrange(foreign, 0, -1) == [b"a", b"b"]
+    assert _raw(urls[old_owner]).exists(foreign) == 0
+
+
+def test_audit_log_records_every_view_and_plan(urls: dict[str, str], tmp_path: Any) -> None:
+    admin = _seed(urls, ("s1", "s2", "s3"))
+    path = tmp_path / "audit.jsonl"
+    admin.add_server("s4", urls["s4"], options=RebalanceOptions(audit_path=str(path)))
+    kinds = [line.split('"kind":"')[1].split('"')[0] for line in path.read_text().splitlines()]
+    assert kinds == ["view", "plan", "view", "done"]
+    assert len(_raw(urls["s4"]).lrange(b"ringkit:audit", 0, -1)) == 2  # both views
