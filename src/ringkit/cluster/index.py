@@ -94,7 +94,7 @@ class Index(Protocol):
     def count(self, start: int, end: int, space: int) -> int: ...
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
     def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
-    def restore(self, records: Sequence[Record]) -> int: ...
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int: ...
     def delete(self, keys: Sequence[bytes]) -> int: ...
 
 
@@ -115,22 +115,24 @@ for _, key in ipairs(KEYS) do
 end
 return out
 """
-# KEYS: epoch, index, k1..kn; ARGV: epoch, then payload, pttl, version, member per key.
-# Lands where the key is absent, or replaces an older ringkit value; returns how many landed.
+# KEYS: epoch, index, k1..kn; ARGV: epoch, mode, then payload, pttl, version, member per key.
+# Lands where the key is absent or holds an older ringkit version; where either copy has no
+# version, only in mode '1' (a rollback: the source side took every write). Returns the count.
 _RESTORE = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local landed = 0
 for i = 3, #KEYS do
-  local at = 4 * (i - 3) + 2
+  local at = 4 * (i - 3) + 3
   local key, version = KEYS[i], ARGV[at + 2]
   local go = redis.call('EXISTS', key) == 0
-  if not go and version ~= '' and redis.call('TYPE', key).ok == 'string' then
-    local head = redis.call('GETRANGE', key, 0, 8)
-    if #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) < version then
-      redis.call('DEL', key)
-      go = true
-    end
+  if not go then
+    local head = ''
+    if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
+    local theirs = ''
+    if #head == 9 and string.byte(head, 1) == 254 then theirs = string.sub(head, 2, 9) end
+    if version ~= '' and theirs ~= '' then go = theirs < version else go = ARGV[2] == '1' end
+    if go then redis.call('DEL', key) end
   end
   if go then
     local ttl = tonumber(ARGV[at + 1])
@@ -230,14 +232,16 @@ class RedisIndex:
             self._client.zrem(_INDEX_KEY, *gone)
         return records
 
-    def restore(self, records: Sequence[Record]) -> int:
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
         """Copy `records` here where absent or older; return how many landed.
+
+        With `replace_unversioned`, a copy without a version comparison replaces what is here.
 
         :raises StaleViewError: when this server has moved past the coordinator's epoch
         """
         if not records:
             return 0
-        args: list[object] = [self._epoch_of()]
+        args: list[object] = [self._epoch_of(), "1" if replace_unversioned else "0"]
         for record in records:
             point = self._point_of(record.key)
             args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
@@ -306,7 +310,7 @@ class ScanIndex:
         if current > self._epoch_of():
             raise StaleViewError(f"memory://{self._store.name}", current, self._epoch_of())
 
-    def restore(self, records: Sequence[Record]) -> int:
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
         """Copy `records` here where absent or older; return how many landed."""
         landed = 0
         now = time.monotonic()
@@ -314,8 +318,12 @@ class ScanIndex:
             self._check()
             for record in records:
                 there = self._store.live(record.key, now)
-                newer = record.version and _version(there or b"")
-                if there is None or (newer and _version(there) < record.version):
+                theirs = _version(there or b"")
+                if record.version and theirs:
+                    go = theirs < record.version
+                else:
+                    go = there is None or replace_unversioned
+                if go:
                     expiry = now + record.pttl_ms / 1000 if record.pttl_ms > 0 else 0.0
                     self._store.data[record.key] = (record.payload, expiry)
                     landed += 1

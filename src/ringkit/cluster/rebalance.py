@@ -372,6 +372,7 @@ class Rebalancer:
         shared: tuple[_Tally, Progress, Throttle, Mapping[str, threading.Semaphore]],
     ) -> None:
         tally, progress, throttle, limits = shared
+        rollback = self.view.state == "rolling_back"
         start, end = transfer.start or 0, transfer.end or 0
         target = self._backend(transfer.destination).index
         for name in sources:
@@ -380,7 +381,7 @@ class Rebalancer:
                 for keys in index.pages(start, end, space, self.options.batch):
                     throttle.take(len(keys))
                     records = index.dump(keys)
-                    copied = target.restore(records)
+                    copied = target.restore(records, replace_unversioned=rollback)
                     size = sum(record.size_bytes for record in records)
                     tally.add(len(records), copied, size)
                     progress.advance(len(records), size)
