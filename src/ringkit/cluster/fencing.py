@@ -251,10 +251,11 @@ class FencedRedis(FencedBackend):
     def _run(self, script: Any, keys: Sequence[bytes], args: Sequence[object]) -> Any:
         """Run a script (by name, or a registered one) or a plain command; map its errors."""
         try:
+            arguments: list[Any] = list(args)
             if not isinstance(script, str):
-                return script(keys=keys, args=args)
+                return script(keys=keys, args=arguments)
             if script in self._scripts:
-                return self._scripts[script](keys=keys, args=args)
+                return self._scripts[script](keys=keys, args=arguments)
             return self._redis.execute_command(script, *keys, *args)
         except self._errors as error:
             text = str(error)
@@ -265,7 +266,9 @@ class FencedRedis(FencedBackend):
                 raise ValueError(
                     f"value of key {keys[-1]!r} is not a decimal integer; incr/decr need one"
                 ) from None
-            raise BackendError(f"server {self.url} failed: {type(error).__name__}: {text}") from None
+            raise BackendError(
+                f"server {self.url} failed: {type(error).__name__}: {text}"
+            ) from None
 
     def _call(self, script: str, keys: Sequence[bytes], args: Sequence[object]) -> Any:
         return self._run(script, [EPOCH_KEY, *keys], [self.epoch_of(), *args])
@@ -285,7 +288,9 @@ class FencedRedis(FencedBackend):
         return bool(self._call("add", [b"ringkit:index", key], args))
 
     def delete(self, key: bytes) -> bool:
-        return bool(self._call("delete", [b"ringkit:index", key], [member(self.point_of(key), key)]))
+        return bool(
+            self._call("delete", [b"ringkit:index", key], [member(self.point_of(key), key)])
+        )
 
     def incr(self, key: bytes, delta: int) -> int | None:
         result = self._call("incr", [key], [delta])

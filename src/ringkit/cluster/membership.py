@@ -19,7 +19,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
 from ringkit.cluster.fencing import StaleViewError, fence
 from ringkit.cluster.servers import Server, route_key
@@ -60,7 +60,7 @@ def fenced_call(method: Callable[Concatenate[M, P], R]) -> Callable[Concatenate[
                 local.view = None
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    return wrapper
+    return cast(Callable[Concatenate[M, P], R], wrapper)
 
 
 class Membership:

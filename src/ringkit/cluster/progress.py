@@ -72,7 +72,10 @@ class Progress:
         return self
 
     def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         if self._bar is not None:
             self._bar.stop()
@@ -83,9 +86,11 @@ def _make_bar(total_keys: int, title: str) -> tuple[Any, Any]:
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
-        Progress as RichProgress,
         TextColumn,
         TimeRemainingColumn,
+    )
+    from rich.progress import (
+        Progress as RichProgress,
     )
 
     def size(task: Any) -> str:

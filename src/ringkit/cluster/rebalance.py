@@ -271,7 +271,9 @@ class Rebalancer:
         self._publish(view)
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
-        self.audit.record("plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]})
+        self.audit.record(
+            "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
+        )
         tally, skipped = self._stream(view, plan.transfers)
         final = ClusterView(
             view.epoch + 1, new, {node.name: view.servers[node.name] for node in new.nodes},
@@ -342,26 +344,26 @@ class Rebalancer:
         throttle = Throttle(self.options.keys_per_s)
         workers = max(1, min(16, self.options.max_streams_per_source * max(len(names), 1)))
         title = f"epoch {view.epoch}: {len(todo)} transfers"
-        with Progress(tally.planned, show=self.options.progress, title=title) as progress:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                futures: dict[Future[None], Transfer] = {
-                    pool.submit(
-                        self._transfer, t, sources[_transfer_id(t)], space,
-                        (tally, progress, throttle, limits),
-                    ): t
-                    for t in todo
-                }  # fmt: skip
-                try:
-                    for future in as_completed(futures):
-                        future.result()
-                        transfer = futures[future]
-                        done.add(_transfer_id(transfer))
-                        self._save(view, done)
-                        if self.options.on_transfer is not None:
-                            self.options.on_transfer(transfer, len(done))
-                except BaseException:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
+        progress = Progress(tally.planned, show=self.options.progress, title=title)
+        with progress, ThreadPoolExecutor(max_workers=workers) as pool:
+            futures: dict[Future[None], Transfer] = {
+                pool.submit(
+                    self._transfer, t, sources[_transfer_id(t)], space,
+                    (tally, progress, throttle, limits),
+                ): t
+                for t in todo
+            }  # fmt: skip
+            try:
+                for future in as_completed(futures):
+                    future.result()
+                    transfer = futures[future]
+                    done.add(_transfer_id(transfer))
+                    self._save(view, done)
+                    if self.options.on_transfer is not None:
+                        self.options.on_transfer(transfer, len(done))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
         return tally, len(transfers) - len(todo)
 
     def _transfer(
