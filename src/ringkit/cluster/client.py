@@ -36,8 +36,9 @@ from ringkit.cluster._reads import read_all, read_first
 from ringkit.cluster.backends import Backend
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Codec, Decoded, Serializer, VersionClock, get_serializer
-from ringkit.cluster.servers import Server, build_servers, key_bytes, route_key
+from ringkit.cluster.servers import Server, build_servers, key_bytes
 from ringkit.errors import BackendError, ConfigError, UnsupportedError
 from ringkit.placement import Placement
 
@@ -131,54 +132,34 @@ class ShardedClient:
             max_connections=_check_positive_int("max_connections", max_connections),
             hooks=hooks,
         )
-        # One reference, read once per call: publishing a new placement is one assignment.
-        self._placement = placement
-        if hot_keys is not None:
-            hot_keys.bind(self._drop_copies)
+        # One placement reference, read once per call: publishing a new one is one assignment.
+        self._router = Router(placement, replicas=replicas, hot_keys=hot_keys)
 
     # -- routing -------------------------------------------------------------------------------
 
     @property
     def placement(self) -> Placement:
         """The placement that routes keys."""
-        return self._placement
+        return self._router.placement
 
     def replicas_for(self, key: str | bytes) -> list[str]:
         """Return the nodes that hold `key`: the first `replicas` of its preference list."""
-        return self._replica_names(key_bytes(key))
-
-    def _replica_names(self, key: bytes) -> list[str]:
-        placement, route = self._placement, route_key(key)
-        if self._replicas == 1:
-            return [placement.node_for(route)]
-        return placement.nodes_for(route, self._replicas)
+        return self._router.replica_names(key_bytes(key))
 
     def read_order(self, key: bytes) -> list[str]:
         """Return the servers a read of `key` tries, in order (hot keys rotate their copies)."""
-        replicas = self._replica_names(key)
-        spread = self._hot.spread_for(key) if self._hot is not None else 0
-        if spread <= 1:
-            return replicas
-        copies = self._placement.nodes_for(route_key(key), spread)
-        first = copies[self._hot.next_slot() % len(copies)] if self._hot else copies[0]
-        return [first, *(name for name in [*replicas, *copies] if name != first)]
+        return self._router.read_order(key)
 
-    def _write_names(self, key: bytes) -> list[str]:
-        replicas = self._replica_names(key)
-        spread = self._hot.spread_for(key) if self._hot is not None else 0
-        if spread <= self._replicas:
-            return replicas
-        copies = self._placement.nodes_for(route_key(key), spread)
-        return replicas + [name for name in copies if name not in replicas]
-
-    def _drop_copies(self, keys: frozenset[bytes]) -> None:
-        # A key left the hot set: delete its extra copies so they never serve a stale value.
-        spread = self._hot.spread if self._hot is not None else 0
+    def _record(self, keys: Iterable[bytes]) -> None:
+        hot = self._hot
+        if hot is None:
+            return
         for data in keys:
-            replicas = self._replica_names(data)
-            for name in self._placement.nodes_for(route_key(data), spread):
-                if name not in replicas:
-                    self._try(name, "delete", partial(_delete, key=data), [data])
+            hot.record(data)
+        for data in hot.drain_left():
+            # A key left the hot set: delete its extra copies so they never serve stale values.
+            for name in self._router.extra_copies(data):
+                self._try(name, "delete", partial(_delete, key=data), [data])
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -201,9 +182,7 @@ class ShardedClient:
         :raises BackendError: when no replica of some key could be reached
         """
         given = {key_bytes(key): key for key in keys}
-        if self._hot is not None:
-            for data in given:
-                self._hot.record(data)
+        self._record(given)
         reader = read_all if self._read_all else read_first
         found = reader(self, list(given))
         return {given[data]: decoded.value for data, decoded in found.items()}
@@ -242,8 +221,8 @@ class ShardedClient:
         groups: dict[str, dict[bytes, bytes]] = {}
         replicas: dict[bytes, list[str]] = {}
         for data, stored in encoded.items():
-            replicas[data] = self._replica_names(data)
-            for name in self._write_names(data):
+            replicas[data] = self._router.replica_names(data)
+            for name in self._router.write_names(data):
                 groups.setdefault(name, {})[data] = stored
         acked: MutableSet[tuple[str, bytes]] = builtins.set()
         for name, group in groups.items():
@@ -286,10 +265,10 @@ class ShardedClient:
     def _each(self, key: str | bytes, op: str, action: Callable[[Backend], T]) -> list[T]:
         """Run a single-key write on every target of `key`; return the replicas' answers."""
         data = key_bytes(key)
-        replicas = self._replica_names(data)
+        replicas = self._router.replica_names(data)
         answers: list[T] = []
         acked: MutableSet[tuple[str, bytes]] = builtins.set()
-        for name in self._write_names(data):
+        for name in self._router.write_names(data):
             ok, answer = self._try(name, op, action, [data])
             if ok:
                 acked.add((name, data))
@@ -384,7 +363,7 @@ class ShardedClient:
     def __repr__(self) -> str:
         urls = {name: server.backend.url.redacted() for name, server in self._servers.items()}
         return (
-            f"ShardedClient({type(self._placement).__name__} of {len(urls)} nodes, "
+            f"ShardedClient({type(self.placement).__name__} of {len(urls)} nodes, "
             f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
         )
 
