@@ -18,13 +18,8 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ringkit.cluster.backends import (
-    _INCR_SCRIPT,
-    MemoryBackend,
-    _memcached_expire,
-    _milliseconds,
-    _not_integer,
-)
+from ringkit.cluster.backends import _INCR_SCRIPT, _memcached_expire, _milliseconds
+from ringkit.cluster.memory import MemoryBackend, _not_integer
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
