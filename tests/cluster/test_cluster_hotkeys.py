@@ -93,7 +93,7 @@ def test_zipf_million_requests_top10_found_and_load_relieved() -> None:
     targets[is_hot] = copies[hot_rows, slots % SERVERS]
     hot_targets = targets[is_hot]
     for slot, key in enumerate(requests[is_hot][:500].tolist()):
-        assert client.read_order(b"key:%d" % key)[0] == names[hot_targets[slot]]
+        assert client.router.read_order(b"key:%d" % key)[0] == names[hot_targets[slot]]
     after = np.bincount(targets, minlength=SERVERS)
     assert after.sum() == REQUESTS
     assert after.max() <= 1.5 * fair

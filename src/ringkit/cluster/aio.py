@@ -353,7 +353,7 @@ class AsyncShardedClient(ClientCore[AsyncServer]):
         """Probe every down server whose dead timeout has passed; return those still down."""
         for server in self._servers.values():
             await server.usable()
-        return self.down_servers()
+        return self.down_servers
 
     async def flush(self) -> None:
         """Delete every key on every server."""

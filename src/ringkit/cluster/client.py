@@ -224,7 +224,7 @@ class ShardedClient(ClientCore[Server]):
         """Probe every down server whose dead timeout has passed; return those still down."""
         for server in self._servers.values():
             server.usable()
-        return self.down_servers()
+        return self.down_servers
 
     def flush(self) -> None:
         """Delete every key on every server (``flush_all`` / ``FLUSHDB``)."""

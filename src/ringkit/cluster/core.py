@@ -92,7 +92,21 @@ def check_delta(delta: object) -> int:
 
 
 class ClientCore(Generic[S]):
-    """Options, routing, value encoding and quorum checks; subclasses open the servers."""
+    """Options, routing, value encoding and quorum checks; subclasses open the servers.
+
+    Options (keyword-only, all validated here, before any server is contacted):
+
+    - `replicas`: copies of each key, on the first R distinct nodes of its preference list;
+    - `write_quorum`: replicas that must acknowledge a write (<= replicas), else QuorumError;
+    - `read`: ``"first"`` (first healthy replica, fall back on miss / error / timeout) or
+      ``"all"`` (ask every replica, keep the highest version); `read_repair` fixes the rest;
+    - `serializer`: ``"json"`` (default), ``"pickle"`` or a :class:`Serializer`;
+    - `timeout_s`, `connect_timeout_s`: per call (pymemcache's timeout / connect_timeout);
+    - `dead_timeout_s`: how long a failed server is skipped before a probe; `max_hints`: keys
+      remembered per down server, deleted there on re-admission;
+    - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
+    - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent.
+    """
 
     def __init__(
         self,
@@ -169,9 +183,10 @@ class ClientCore(Generic[S]):
         """Return the nodes that hold `key`: the first `replicas` of its preference list."""
         return self._router.replica_names(key_bytes(key))
 
-    def read_order(self, key: bytes) -> list[str]:
-        """Return the servers a read of `key` tries, in order (hot keys rotate their copies)."""
-        return self._router.read_order(key)
+    @property
+    def router(self) -> Router:
+        """The router: replicas, read order and write targets of keys, under the placement."""
+        return self._router
 
     def server(self, name: str) -> S:
         """Return the server named `name` (its backend, health and counters)."""
@@ -228,8 +243,9 @@ class ClientCore(Generic[S]):
         """Return each server's counters: hits, misses, errors, failovers, latency."""
         return {name: server.stats.snapshot() for name, server in self._servers.items()}
 
+    @property
     def down_servers(self) -> list[str]:
-        """Return the names of the servers marked down right now."""
+        """The names of the servers marked down right now."""
         return [name for name, server in self._servers.items() if not server.health.up]
 
     def __repr__(self) -> str:
