@@ -14,6 +14,7 @@ This module also holds the key rules every backend shares (:func:`key_bytes`, :f
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
@@ -30,6 +31,7 @@ __all__ = ["MAX_KEY_BYTES", "Server", "check_server_map", "key_bytes", "route_ke
 T = TypeVar("T")
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
+_FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
 
 
 def key_bytes(key: object) -> bytes:
@@ -54,7 +56,7 @@ def key_bytes(key: object) -> bytes:
         raise ConfigError(
             f"key must be 1..{MAX_KEY_BYTES} bytes, got {len(data)} bytes: {key!r:.60}"
         )
-    if any(byte <= 0x20 or byte == 0x7F for byte in data):
+    if _FORBIDDEN.search(data):
         raise ConfigError(f"key must have no whitespace or control characters, got {key!r}")
     return data
 
