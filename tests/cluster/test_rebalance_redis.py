@@ -216,7 +216,8 @@ def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) ->
 
 def test_reads_converge_with_a_periodic_check(urls: dict[str, str]) -> None:
     admin = _seed(urls, ("s1", "s2", "s3"))
-    reader = _client(urls, ("s1", "s2", "s3"), view_check_s=0.01)
+    reader = _client(urls, ("s1", "s2", "s3"))
+    reader.view_check_s = 0.01
     admin.add_server("s4", urls["s4"])
     time.sleep(0.02)
     assert reader.get(KEYS[0]) is not None

@@ -80,7 +80,7 @@ class Membership(RuleBasedStateMachine):
             run(self._options(stop))
         except _Stop:
             self.write("k0")  # traffic while the change hangs
-            rebalancer = Rebalancer(self.client.view, on_view=self.client._adopt)
+            rebalancer = Rebalancer(self.client.view, on_view=self.client.adopt_view)
             if finish == "resume":
                 rebalancer.resume()
             else:

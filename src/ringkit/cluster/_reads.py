@@ -50,7 +50,7 @@ def read_first(client: ShardedClient, keys: list[bytes]) -> dict[bytes, Decoded]
 
     :raises BackendError: when no server of some key answered at all
     """
-    orders = {key: client.read_order(key) for key in keys}
+    orders = {key: client.router.read_order(key) for key in keys}
     position = dict.fromkeys(keys, 0)
     missed: dict[bytes, list[str]] = {}
     answered: set[bytes] = set()
@@ -98,7 +98,7 @@ def read_all(client: ShardedClient, keys: list[bytes]) -> dict[bytes, Decoded]:
     """
     groups: dict[str, list[bytes]] = {}
     for key in keys:
-        for name in dict.fromkeys(client.read_order(key)):
+        for name in dict.fromkeys(client.router.read_order(key)):
             if client.server(name).usable():
                 groups.setdefault(name, []).append(key)
     answers: dict[bytes, dict[str, bytes | None]] = {}

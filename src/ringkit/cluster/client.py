@@ -25,39 +25,28 @@ True
 
 from __future__ import annotations
 
-import builtins
-import math
-import time
-from collections.abc import Callable, Iterable, Mapping, MutableSet, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
 from ringkit.cluster._reads import read_all, read_first
-from ringkit.cluster.backends import Backend
-from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, StatsSnapshot
-from ringkit.cluster.hotkeys import HotKeys
-from ringkit.cluster.membership import Membership, fenced_call
-from ringkit.cluster.serializers import Codec, Decoded, Serializer, VersionClock, get_serializer
-from ringkit.cluster.servers import Server, build_servers, key_bytes, route_key
-from ringkit.cluster.view import ClusterView
-from ringkit.errors import BackendError, ConfigError, UnsupportedError
-from ringkit.placement import Placement
-from ringkit.ring import HashRing
+from ringkit.cluster.backends import Backend, open_backend
+from ringkit.cluster.core import (
+    DEFAULT_MAX_VALUE_BYTES,
+    ClientCore,
+    QuorumError,
+    check_delta,
+    check_ttl,
+)
+from ringkit.cluster.health import Hook, ServerHealth
+from ringkit.cluster.membership import Membership, ServerOptions, fenced_call
+from ringkit.cluster.servers import Server, key_bytes
+from ringkit.cluster.urls import ServerURL
+from ringkit.errors import BackendError, ConfigError
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
 
 T = TypeVar("T")
-# Below memcached's default 1 MiB item limit, which also counts the key and item header.
-DEFAULT_MAX_VALUE_BYTES = 1_000_000
-_READ_MODES = ("first", "all")
-
-
-class QuorumError(BackendError):
-    """Fewer replicas than the write quorum acknowledged a write; `keys` lists those keys."""
-
-    def __init__(self, message: str, keys: Sequence[bytes]) -> None:
-        super().__init__(message)
-        self.keys = list(keys)
 
 
 def _delete(backend: Backend, *, key: bytes) -> bool:
@@ -68,145 +57,48 @@ def _set_many(backend: Backend, *, items: dict[bytes, bytes], ttl_s: float | Non
     backend.set_many(items, ttl_s)
 
 
-def _check_positive_int(label: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
-    return value
-
-
-def _check_ttl(ttl_s: float | None) -> float | None:
-    if ttl_s is not None and not (
-        isinstance(ttl_s, (int, float))
-        and math.isfinite(ttl_s)
-        and ttl_s > 0
-        and not isinstance(ttl_s, bool)
-    ):
-        raise ConfigError(f"ttl_s must be a number > 0 or None, got {ttl_s!r}")
-    return ttl_s
-
-
-class ShardedClient(Membership):
+class ShardedClient(Membership, ClientCore[Server]):  # type: ignore[misc]
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Operating: ``placement``, ``stats``, ``down_servers``,
-    ``check_health``, ``flush``, ``close``. Safe to share between threads; survives a fork.
+    ``incr``, ``decr``, ``touch``. Operating: ``placement``, ``replicas_for``, ``stats``,
+    ``down_servers``, ``check_health``, ``flush``, ``close``. Safe to share between threads;
+    survives a fork. Options (keyword-only): see :class:`~ringkit.cluster.core.ClientCore`.
     """
 
-    def __init__(
+    def _open_server(
         self,
-        placement: Placement,
-        servers: Mapping[str, str],
+        name: str,
+        url: ServerURL,
+        health: ServerHealth,
         *,
-        replicas: int = 1,
-        write_quorum: int = 1,
-        read: str = "first",
-        read_repair: bool = True,
-        serializer: str | Serializer = "json",
-        timeout_s: float = 1.0,
-        connect_timeout_s: float | None = None,
-        dead_timeout_s: float = DEFAULT_DEAD_TIMEOUT_S,
-        max_hints: int = 100_000,
-        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
-        max_connections: int = 32,
-        hot_keys: HotKeys | None = None,
-        hooks: Sequence[Hook] = (),
-        view: ClusterView | None = None,
-        view_check_s: float | None = None,
-    ) -> None:
-        self._replicas = _check_positive_int("replicas", replicas)
-        self._quorum = _check_positive_int("write_quorum", write_quorum)
-        if write_quorum > replicas:
-            raise ConfigError(f"write_quorum must be <= replicas ({replicas}), got {write_quorum}")
-        if read not in _READ_MODES:
-            raise ConfigError(f"read must be one of {', '.join(_READ_MODES)}, got {read!r}")
-        self._max_value_bytes = _check_positive_int("max_value_bytes", max_value_bytes)
-        self._read_all = read == "all"
-        self._repair_setting = read_repair
-        self._codec = Codec(get_serializer(serializer))
-        self._clock = VersionClock()
-        self._hot = hot_keys
-        self._build = partial(
-            build_servers,
+        timeout_s: float,
+        connect_timeout_s: float | None,
+        max_connections: int,
+        hooks: Sequence[Hook],
+    ) -> Server:
+        backend = open_backend(
+            url,
             timeout_s=timeout_s,
             connect_timeout_s=connect_timeout_s,
-            dead_timeout_s=dead_timeout_s,
-            max_hints=max_hints,
-            max_connections=_check_positive_int("max_connections", max_connections),
-            hooks=hooks,
+            max_connections=max_connections,
         )
-        self._servers = self._build(placement, servers)
-        # One reference, read once per call: publishing a new placement is one assignment.
-        self._placement = placement
-        if hot_keys is not None:
-            hot_keys.bind(self._drop_copies)
-        self._init_membership(placement, servers, view, view_check_s)
+        self._server_options = ServerOptions(
+            timeout_s, connect_timeout_s, max_connections, tuple(hooks),
+            health.dead_timeout_s, health.max_hints,
+        )  # fmt: skip
+        return self._joined(Server(name, backend, health, hooks))
 
-    def _open_server(self, name: str, url: str) -> Server:
-        # A server that joins through a new view: same options as the others.
-        return self._build(HashRing([name], vnodes=1), {name: url})[name]
-
-    @property
-    def _read_repair(self) -> bool:
-        # No repair while data moves: a repair is a plain write and could overwrite a newer copy.
-        return self._repair_setting and not self._route().transitional
-
-    # -- routing -------------------------------------------------------------------------------
-
-    @property
-    def placement(self) -> Placement:
-        """The placement that routes keys."""
-        return self._placement
-
-    def replicas_for(self, key: str | bytes) -> list[str]:
-        """Return the nodes that hold `key`: the first `replicas` of its preference list."""
-        return self._replica_names(key_bytes(key))
-
-    def _replica_names(self, key: bytes, placement: Placement | None = None) -> list[str]:
-        placement, route = placement or self._route().placement, route_key(key)
-        if self._replicas == 1:
-            return [placement.node_for(route)]
-        return placement.nodes_for(route, self._replicas)
-
-    def read_order(self, key: bytes) -> list[str]:
-        """Return the servers a read of `key` tries, in order (hot keys rotate their copies).
-
-        While data moves, the new owners come first, then the old ones.
-        """
-        view = self._route()
-        if view.transitional:
-            names = [self._replica_names(key, ring) for ring in view.read_placements]
-            return list(dict.fromkeys(name for group in names for name in group))
-        replicas = self._replica_names(key)
-        spread = self._hot.spread_for(key) if self._hot is not None else 0
-        if spread <= 1:
-            return replicas
-        copies = self._placement.nodes_for(route_key(key), spread)
-        first = copies[self._hot.next_slot() % len(copies)] if self._hot else copies[0]
-        return [first, *(name for name in [*replicas, *copies] if name != first)]
-
-    def _write_names(self, key: bytes, *, deleting: bool = False) -> list[str]:
-        view = self._route()
-        if view.transitional:
-            # A delete also reaches the old owners, or a read falling back would find the value.
-            rings = view.read_placements if deleting else view.write_placements
-            names = [self._replica_names(key, ring) for ring in rings]
-            return list(dict.fromkeys(name for group in names for name in group))
-        replicas = self._replica_names(key)
-        spread = self._hot.spread_for(key) if self._hot is not None else 0
-        if spread <= self._replicas:
-            return replicas
-        copies = self._placement.nodes_for(route_key(key), spread)
-        return replicas + [name for name in copies if name not in replicas]
-
-    def _drop_copies(self, keys: frozenset[bytes]) -> None:
-        # A key left the hot set: delete its extra copies so they never serve a stale value.
-        spread = self._hot.spread if self._hot is not None else 0
+    def _record(self, keys: Iterable[bytes]) -> None:
+        hot = self._hot
+        if hot is None:
+            return
         for data in keys:
-            replicas = self._replica_names(data)
-            for name in self._placement.nodes_for(route_key(data), spread):
-                if name not in replicas:
-                    self._try(name, "delete", partial(_delete, key=data), [data])
+            hot.record(data)
+        for data in hot.drain_left():
+            # A key left the hot set: delete its extra copies so they never serve stale values.
+            for name in self._router.extra_copies(data):
+                self._try(name, "delete", partial(_delete, key=data), [data])
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -218,8 +110,7 @@ class ShardedClient(Membership):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
-        found = self.get_many([key])
-        return found.get(key)
+        return self.get_many([key]).get(key)
 
     @fenced_call
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
@@ -230,24 +121,12 @@ class ShardedClient(Membership):
         :raises BackendError: when no replica of some key could be reached
         """
         given = {key_bytes(key): key for key in keys}
-        if self._hot is not None:
-            for data in given:
-                self._hot.record(data)
+        self._record(given)
         reader = read_all if self._read_all else read_first
         found = reader(self, list(given))
         return {given[data]: decoded.value for data, decoded in found.items()}
 
     # -- writing -------------------------------------------------------------------------------
-
-    def _encode(self, key: bytes, value: object, ttl_s: float | None) -> bytes:
-        expires = int((time.time() + ttl_s) * 1000) if ttl_s else 0
-        data = self._codec.encode(value, version=self._clock.next(), expires_at_ms=expires)
-        if len(data) > self._max_value_bytes:
-            raise ConfigError(
-                f"value of key {key!r:.60} is {len(data)} bytes stored, more than "
-                f"max_value_bytes={self._max_value_bytes}"
-            )
-        return data
 
     def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:
         """Store `value` at `key` on its replicas, expiring after `ttl_s` seconds if given.
@@ -264,37 +143,18 @@ class ShardedClient(Membership):
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
-        _check_ttl(ttl_s)
-        encoded: dict[bytes, bytes] = {}
-        for key, value in items.items():
-            data = key_bytes(key)
-            encoded[data] = self._encode(data, value, ttl_s)
+        encoded = self._encode_many(items, ttl_s)
         groups: dict[str, dict[bytes, bytes]] = {}
         replicas: dict[bytes, list[str]] = {}
         for data, stored in encoded.items():
-            replicas[data] = self._replica_names(data)
-            for name in self._write_names(data):
+            replicas[data] = self._router.replica_names(data)
+            for name in self._router.write_names(data):
                 groups.setdefault(name, {})[data] = stored
-        acked: MutableSet[tuple[str, bytes]] = builtins.set()
+        acked: set[tuple[str, bytes]] = set()
         for name, group in groups.items():
             if self._try(name, "set_many", partial(_set_many, items=group, ttl_s=ttl_s), group)[0]:
                 acked |= {(name, data) for data in group}
         self._check_quorum(replicas, acked)
-
-    def _check_quorum(
-        self, replicas: Mapping[bytes, list[str]], acked: MutableSet[tuple[str, bytes]]
-    ) -> None:
-        failed = [
-            data
-            for data, names in replicas.items()
-            if sum((name, data) in acked for name in names) < min(self._quorum, len(names))
-        ]
-        if failed:
-            raise QuorumError(
-                f"{len(failed)} keys were acknowledged by fewer than write_quorum="
-                f"{self._quorum} replicas, first: {failed[0]!r}",
-                failed,
-            )
 
     def _try(
         self, name: str, op: str, action: Callable[[Backend], T], keys: Iterable[bytes]
@@ -313,13 +173,12 @@ class ShardedClient(Membership):
             server.health.hint(data)
         return False, None
 
-    def _each(self, key: str | bytes, op: str, action: Callable[[Backend], T]) -> list[T]:
-        """Run a single-key write on every target of `key`; return the replicas' answers."""
-        data = key_bytes(key)
-        replicas = self._replica_names(data)
+    def _each(self, data: bytes, op: str, action: Callable[[Backend], T]) -> list[T]:
+        """Run a single-key write on every target of `data`; return the replicas' answers."""
+        replicas = self._router.replica_names(data)
         answers: list[T] = []
-        acked: MutableSet[tuple[str, bytes]] = builtins.set()
-        for name in self._write_names(data, deleting=op == "delete"):
+        acked: set[tuple[str, bytes]] = set()
+        for name in self._router.write_names(data):
             ok, answer = self._try(name, op, action, [data])
             if ok:
                 acked.add((name, data))
@@ -334,9 +193,7 @@ class ShardedClient(Membership):
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
-        _check_ttl(ttl_s)
-        data = key_bytes(key)
-        stored = self._encode(data, value, ttl_s)
+        [(data, stored)] = self._encode_many({key: value}, ttl_s).items()
         return self._each(data, "add", lambda b: b.add(data, stored, ttl_s))[0]
 
     @fenced_call
@@ -355,49 +212,30 @@ class ShardedClient(Membership):
         :raises UnsupportedError: with ``read="all"`` (counters carry no version to reconcile)
         :raises ValueError: when the stored value is not a decimal integer
         """
-        if isinstance(delta, bool) or not isinstance(delta, int):
-            raise TypeError(f"delta must be int, got {type(delta).__name__}")
-        if self._read_all:
-            raise UnsupportedError(
-                "incr/decr cannot be reconciled by version with read='all'; "
-                "use a client with read='first' for counters"
-            )
+        check_delta(delta)
+        self._check_counter()
         data = key_bytes(key)
         return self._each(data, "incr", lambda b: b.incr(data, delta))[0]
 
     def decr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Subtract `delta` (stopping at 0); return the new value, or None if it is missing."""
-        if isinstance(delta, bool) or not isinstance(delta, int):
-            raise TypeError(f"delta must be int, got {type(delta).__name__}")
-        return self.incr(key, -delta)
+        return self.incr(key, -check_delta(delta))
 
     @fenced_call
     def touch(self, key: str | bytes, ttl_s: float) -> bool:
         """Give `key` a new TTL on its replicas; return True if any replica had it."""
-        if _check_ttl(ttl_s) is None:
+        if check_ttl(ttl_s) is None:
             raise ConfigError("ttl_s must be a number > 0, got None")
         data = key_bytes(key)
         return any(self._each(data, "touch", lambda b: b.touch(data, ttl_s)))
 
     # -- operating -----------------------------------------------------------------------------
 
-    def server(self, name: str) -> Server:
-        """Return the :class:`Server` named `name` (its backend, health and counters)."""
-        return self._servers[name]
-
-    def stats(self) -> dict[str, StatsSnapshot]:
-        """Return each server's counters: hits, misses, errors, failovers, latency."""
-        return {name: server.stats.snapshot() for name, server in self._servers.items()}
-
-    def down_servers(self) -> list[str]:
-        """Return the names of the servers marked down right now."""
-        return [name for name, server in self._servers.items() if not server.health.up]
-
     def check_health(self) -> list[str]:
         """Probe every down server whose dead timeout has passed; return those still down."""
         for server in self._servers.values():
             server.usable()
-        return self.down_servers()
+        return self.down_servers
 
     def flush(self) -> None:
         """Delete every key on every server (``flush_all`` / ``FLUSHDB``)."""
@@ -414,13 +252,3 @@ class ShardedClient(Membership):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        urls = {name: server.backend.url.redacted() for name, server in self._servers.items()}
-        return (
-            f"ShardedClient({type(self._placement).__name__} of {len(urls)} nodes, "
-            f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
-        )
-
-    def _decode(self, stored: bytes) -> Decoded:
-        return self._codec.decode(stored)

@@ -11,8 +11,8 @@ aggregated and then applied in one pass.
 :class:`HotKeys` is the client's policy: it records the keys read, keeps the `top` of them as
 the *hot set*, and for a hot key the client writes ``spread`` copies (the first `spread` nodes
 of its preference list) and rotates its reads over them, so its load is divided by `spread`.
-When a key leaves the hot set its extra copies are deleted, so they never serve a stale value
-if it comes back.
+When a key leaves the hot set the client deletes its extra copies (``drain_left``), so they
+never serve a stale value if it comes back.
 
 >>> sketch = SpaceSaving(capacity=2)
 >>> for key in ["a", "b", "a", "c", "a"]:
@@ -27,7 +27,7 @@ import heapq
 import itertools
 import threading
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 from ringkit.errors import ConfigError
@@ -130,11 +130,7 @@ class HotKeys:
         self._hot: frozenset[bytes] = frozenset()
         self._slots = itertools.count()
         self._lock = threading.Lock()
-        self._on_leave: Callable[[frozenset[bytes]], None] | None = None
-
-    def bind(self, on_leave: Callable[[frozenset[bytes]], None]) -> None:
-        """Call `on_leave(keys)` with the keys that drop out of the hot set."""
-        self._on_leave = on_leave
+        self._left: set[bytes] = set()
 
     def record(self, key: bytes) -> None:
         """Record one read of `key`."""
@@ -150,10 +146,16 @@ class HotKeys:
             self.sketch.add_counts(Counter(batch).items())
             before = self._hot
             self._hot = frozenset(key for key, _, _ in self.sketch.top(self.top_n))
-        left = before - self._hot
-        if left and self._on_leave is not None:
-            self._on_leave(left)
+            self._left = (self._left | (before - self._hot)) - self._hot
         return self._hot
+
+    def drain_left(self) -> frozenset[bytes]:
+        """Return and forget the keys that left the hot set (their copies should be deleted)."""
+        if not self._left:
+            return frozenset()
+        with self._lock:
+            left, self._left = frozenset(self._left), set()
+            return left
 
     @property
     def hot(self) -> frozenset[bytes]:

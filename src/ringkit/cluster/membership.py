@@ -18,20 +18,31 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Concatenate, ParamSpec, TypeVar, cast
 
 from ringkit.cluster.fencing import StaleViewError, fence
+from ringkit.cluster.health import Hook, ServerHealth
+from ringkit.cluster.routing import Router
 from ringkit.cluster.servers import Server, route_key
+from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.cluster.view import ClusterView
-from ringkit.errors import BackendError, ConfigError, UnsupportedError
+from ringkit.errors import UnsupportedError
 from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
 if TYPE_CHECKING:
     from ringkit.cluster.rebalance import RebalanceOptions, RebalanceReport
 
-__all__ = ["MAX_VIEW_RETRIES", "Membership", "fenced_call"]
+__all__ = [
+    "MAX_VIEW_RETRIES",
+    "Membership",
+    "ServerOptions",
+    "ViewRouter",
+    "fenced_call",
+    "url_text",
+]
 
 MAX_VIEW_RETRIES = 5
 P = ParamSpec("P")
@@ -63,36 +74,109 @@ def fenced_call(method: Callable[Concatenate[M, P], R]) -> Callable[Concatenate[
     return cast(Callable[Concatenate[M, P], R], wrapper)
 
 
+@dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """How a client opens its servers; a server that joins through a new view opens alike."""
+
+    timeout_s: float
+    connect_timeout_s: float | None
+    max_connections: int
+    hooks: tuple[Hook, ...]
+    dead_timeout_s: float
+    max_hints: int
+
+
+class ViewRouter(Router):
+    """A router that follows the client's bound view, old and new placements both while moving.
+
+    While data moves, reads try the new owners and then the old ones (while rolling back: the
+    abandoned owners first, who took every write) and writes go to both sides, the copy's source
+    side first, so that a delete or a counter update also reaches the copy that a fallback read
+    may find. Stable views route as the plain :class:`~ringkit.cluster.routing.Router`.
+    """
+
+    def __init__(self, base: Router, owner: Membership) -> None:
+        self._owner = owner
+        super().__init__(base.placement, replicas=base.replicas, hot_keys=base.hot_keys)
+
+    @property  # type: ignore[override]
+    def placement(self) -> Placement:
+        """The placement of the bound view."""
+        return self._owner._route().placement
+
+    @placement.setter
+    def placement(self, value: Placement) -> None:
+        """Placements change only through views (``ShardedClient.refresh_view``)."""
+
+    def _names(self, key: bytes, rings: tuple[Placement, ...]) -> list[str]:
+        found: dict[str, None] = {}
+        for ring in rings:
+            route = route_key(key)
+            names = (
+                ring.nodes_for(route, self.replicas)
+                if self.replicas > 1
+                else [ring.node_for(route)]
+            )
+            found.update(dict.fromkeys(names))
+        return list(found)
+
+    def read_order(self, key: bytes) -> list[str]:
+        view = self._owner._route()
+        if view.transitional:
+            return self._names(key, view.read_placements)
+        return super().read_order(key)
+
+    def write_names(self, key: bytes) -> list[str]:
+        view = self._owner._route()
+        if view.transitional:
+            assert view.previous is not None
+            return self._names(key, (view.previous, view.placement))
+        return super().write_names(key)
+
+
 class Membership:
     """Views, epochs and membership changes of a ShardedClient (a mixin).
 
-    Reading the view: ``view``, ``epoch``. Converging: ``refresh_view``. Changing membership:
-    ``add_server``, ``remove_server``.
+    Reading the view: ``view``, ``epoch``. Converging: ``refresh_view``, ``view_check_s``.
+    Changing membership: ``add_server``, ``remove_server``.
     """
 
     _servers: dict[str, Server]
-    _placement: Placement
     _replicas: int
-    _open_server: Callable[[str, str], Server]
+    _server_options: ServerOptions
+    _open_server: Callable[..., Server]
 
-    def _init_membership(
-        self,
-        placement: Placement,
-        servers: Mapping[str, str],
-        view: ClusterView | None,
-        view_check_s: float | None,
-    ) -> None:
-        if view_check_s is not None and not view_check_s > 0:
-            raise ConfigError(f"view_check_s must be > 0 or None, got {view_check_s!r}")
+    # ClientCore assigns ``self._router`` once, at the end of its constructor, and
+    # ``self._read_repair`` before it: intercepting the two assignments installs the view
+    # machinery without a second constructor to keep in step with the core's options.
+    @property
+    def _router(self) -> Router:
+        router: Router = self.__dict__["_view_router"]
+        return router
+
+    @_router.setter
+    def _router(self, router: Router) -> None:
         self._local = threading.local()
         self._view_lock = threading.Lock()
-        self._view = view or ClusterView(0, placement, dict(servers), self._replicas)
-        self._view_check_s = view_check_s
+        urls = {name: url_text(server.url) for name, server in self._servers.items()}
+        self._view = ClusterView(0, router.placement, urls, self._replicas)
+        self.view_check_s: float | None = None
         self._checked_at = time.monotonic()
-        for server in self._servers.values():
-            self._fence(server)
-        if view is not None:
-            self._adopt(view)
+        self.__dict__["_view_router"] = ViewRouter(router, self)
+
+    @property
+    def _read_repair(self) -> bool:
+        # No repair while data moves: a repair is a plain write and could overwrite a newer copy.
+        return bool(self.__dict__["_repair_setting"]) and not self._route().transitional
+
+    @_read_repair.setter
+    def _read_repair(self, value: bool) -> None:
+        self.__dict__["_repair_setting"] = value
+
+    def _joined(self, server: Server) -> Server:
+        """Return `server` with its backend fenced by this client's bound view."""
+        server.backend = fence(server.backend, lambda: self._route().epoch, self._point_of)
+        return server
 
     # -- the bound view ------------------------------------------------------------------------
 
@@ -104,9 +188,6 @@ class Membership:
         placement = self._route().placement
         point_for = getattr(placement, "point_for", None)
         return int(point_for(route_key(key))) if point_for is not None else 0
-
-    def _fence(self, server: Server) -> None:
-        server.backend = fence(server.backend, lambda: self._route().epoch, self._point_of)
 
     @property
     def view(self) -> ClusterView:
@@ -120,11 +201,30 @@ class Membership:
 
     # -- converging ----------------------------------------------------------------------------
 
+    def _open_joining(self, name: str, url: str) -> Server:
+        options = self._server_options
+        health = ServerHealth(
+            name, dead_timeout_s=options.dead_timeout_s, max_hints=options.max_hints
+        )
+        return self._open_server(
+            name,
+            parse_url(url),
+            health,
+            timeout_s=options.timeout_s,
+            connect_timeout_s=options.connect_timeout_s,
+            max_connections=options.max_connections,
+            hooks=options.hooks,
+        )
+
+    def adopt_view(self, view: ClusterView) -> None:
+        """Route by `view` from now on, unless the client already has a newer one."""
+        self._adopt(view)
+
     def _maybe_check(self) -> None:
-        if self._view_check_s is None:
+        if self.view_check_s is None:
             return
         now = time.monotonic()
-        if now - self._checked_at >= self._view_check_s:
+        if now - self._checked_at >= self.view_check_s:
             self._checked_at = now
             self.refresh_view()
 
@@ -148,11 +248,8 @@ class Membership:
                 return
             for name, url in view.servers.items():
                 if name not in self._servers:
-                    server = self._open_server(name, url)
-                    self._fence(server)
-                    self._servers[name] = server
+                    self._servers[name] = self._open_joining(name, url)
             self._view = view
-            self._placement = view.placement
 
     # -- changing membership -------------------------------------------------------------------
 
@@ -203,6 +300,15 @@ class Membership:
         return rebalancer.change(new, dict(self._view.servers), {"remove": name})
 
 
-def unreachable(names: list[str]) -> BackendError:
-    """Return the error for a view that no server could give."""
-    return BackendError(f"no server answered for the cluster view (asked {', '.join(names)})")
+def url_text(url: ServerURL) -> str:
+    """Return `url` as text again, password included (the view must let clients connect).
+
+    >>> url_text(parse_url("redis://:pw@127.0.0.1:6379/2"))
+    'redis://:pw@127.0.0.1:6379/2'
+    """
+    if url.scheme == "memory":
+        return f"memory://{url.name}"
+    auth = f"{url.username or ''}:{url.password}@" if url.password is not None else ""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    path = "" if url.scheme == "memcached" else f"/{url.db}"
+    return f"{url.scheme}://{auth}{host}:{url.port}{path}"

@@ -1,8 +1,8 @@
 """The servers behind a client: checked against the placement, called with bookkeeping.
 
-:func:`build_servers` turns ``{node name: URL}`` into :class:`Server` values once, at the
-boundary: every node of the placement must have a URL and every URL must name a node, and every
-URL must parse, so that a bad map fails before anything is written. :meth:`Server.call` runs
+:func:`check_server_map` checks ``{node name: URL}`` once, at the boundary: every node of the
+placement must have a URL, every URL must name a node and parse, so that a bad map fails
+before anything is written. :meth:`Server.call` runs
 one backend call, times it, counts it, tells the hooks, and marks the server down when the call
 fails; :meth:`Server.usable` skips a down server and re-admits it after a successful probe.
 
@@ -14,22 +14,24 @@ This module also holds the key rules every backend shares (:func:`key_bytes`, :f
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TypeVar
 
-from ringkit.cluster.backends import Backend, open_backend
+from ringkit.cluster.backends import Backend
 from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
-from ringkit.cluster.urls import parse_url
+from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError, UnknownNodeError, format_names
 from ringkit.placement import Placement
 
-__all__ = ["MAX_KEY_BYTES", "Server", "build_servers", "key_bytes", "route_key"]
+__all__ = ["MAX_KEY_BYTES", "Server", "check_server_map", "key_bytes", "route_key"]
 
 T = TypeVar("T")
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
+_FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
 
 
 def key_bytes(key: object) -> bytes:
@@ -54,7 +56,7 @@ def key_bytes(key: object) -> bytes:
         raise ConfigError(
             f"key must be 1..{MAX_KEY_BYTES} bytes, got {len(data)} bytes: {key!r:.60}"
         )
-    if any(byte <= 0x20 or byte == 0x7F for byte in data):
+    if _FORBIDDEN.search(data):
         raise ConfigError(f"key must have no whitespace or control characters, got {key!r}")
     return data
 
@@ -85,6 +87,11 @@ class Server:
         self.health = health
         self.stats = ServerStats()
         self.hooks = tuple(hooks)
+
+    @property
+    def url(self) -> ServerURL:
+        """The server's URL (print it with ``redacted()``)."""
+        return self.backend.url
 
     def call(
         self,
@@ -151,29 +158,17 @@ def _delete_all(backend: Backend, *, keys: list[bytes]) -> None:
         backend.delete(key)
 
 
-def build_servers(
-    placement: Placement,
-    servers: Mapping[str, str],
-    *,
-    timeout_s: float,
-    connect_timeout_s: float | None,
-    dead_timeout_s: float,
-    max_hints: int,
-    max_connections: int,
-    hooks: Sequence[Hook],
-) -> dict[str, Server]:
-    """Return a :class:`Server` for every node of `placement`, from ``{node name: URL}``.
+def check_server_map(placement: Placement, servers: Mapping[str, str]) -> dict[str, ServerURL]:
+    """Return the parsed URL of every node of `placement`, from ``{node name: URL}``.
 
     :raises UnknownNodeError: when a URL is given for a name that is not a node of the placement
-    :raises ConfigError: when a node has no URL, a URL does not parse or a timeout is not > 0
+    :raises ConfigError: when a node has no URL or a URL does not parse
+    :raises TypeError: when `servers` is not a mapping
     """
     if not isinstance(servers, Mapping):
         raise TypeError(
             f"servers must be a mapping of node name to URL, got {type(servers).__name__}"
         )
-    for label, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
-        if value is not None and not value > 0:
-            raise ConfigError(f"{label} must be > 0, got {value!r}")
     names = [node.name for node in placement.nodes]
     unknown = [name for name in servers if name not in placement]
     if unknown:
@@ -187,18 +182,4 @@ def build_servers(
             f"node {missing[0]!r} has no server URL; servers must map every "
             f"node of the placement, missing: {format_names(missing)}"
         )
-    urls = {name: parse_url(servers[name]) for name in names}
-    return {
-        name: Server(
-            name,
-            open_backend(
-                url,
-                timeout_s=timeout_s,
-                connect_timeout_s=connect_timeout_s,
-                max_connections=max_connections,
-            ),
-            ServerHealth(name, dead_timeout_s=dead_timeout_s, max_hints=max_hints),
-            hooks,
-        )
-        for name, url in urls.items()
-    }
+    return {name: parse_url(servers[name]) for name in names}
