@@ -271,19 +271,29 @@ def as_sequence(keys: Iterable[Key]) -> Sequence[Key]:
     return keys if isinstance(keys, Sequence) else list(keys)
 
 
-def check_points(points: npt.ArrayLike, space: int) -> UInt64Array:
+def check_points(points: npt.ArrayLike | Iterable[int], space: int) -> UInt64Array:
     """Return `points` as a uint64 array after checking they lie in [0, space).
+
+    An integer ndarray is checked vectorised; any other iterable point by point.
 
     :raises TypeError: for points that are not ints
     :raises ConfigError: for a point outside [0, space)
     """
-    array = np.asarray(points)
-    if array.dtype.kind not in "iu" and array.size:
-        raise TypeError(f"points must be ints, got an array of {array.dtype}")
-    if array.size and (int(array.min()) < 0 or int(array.max()) >= space):
-        bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
-        raise ConfigError(f"point must be in [0, {space}), got {bad!r}")
-    return array.astype(np.uint64).reshape(-1)
+    values: Any
+    if isinstance(points, np.ndarray):
+        if points.dtype.kind not in "iu" and points.size:
+            raise TypeError(f"points must be ints, got an array of {points.dtype}")
+        values = points.reshape(-1)
+        low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    else:
+        values = list(points)  # type: ignore[arg-type]
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"points must be ints, got {type(value).__name__}")
+        low, high = (int(min(values)), int(max(values))) if values else (0, 0)
+    if low < 0 or high >= space:
+        raise ConfigError(f"point must be in [0, {space}), got {low if low < 0 else high!r}")
+    return np.asarray(values, dtype=np.uint64)
 
 
 def check_replicas(replicas: object) -> int:
