@@ -64,7 +64,8 @@ def merged_boundaries(
     first[:1] = True
     np.not_equal(merged[1:], merged[:-1], out=first[1:])
     is_old = order < len(old_tokens)
-    old_before: IntArray = np.cumsum(is_old) - is_old  # old tokens strictly before each merged position
+    # old tokens strictly before each merged position
+    old_before: IntArray = np.cumsum(is_old) - is_old
     positions = np.flatnonzero(first)
     old_index: IntArray = old_before[positions]
     new_index = positions - old_index
