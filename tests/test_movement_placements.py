@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from movement_helpers import StandInMaglev, StandInPartitions
 from ringkit import ConfigError, HashRing, Modulo, MovedArc, UnsupportedError, diff
-from ringkit.movement_rows import modulo_fraction, modulo_order
+from ringkit.hashing import HASHERS, get_hasher, hash_many
+from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
 
 # -- partition tables (the FixedPartitions contract) --------------------------------------------
 
@@ -190,3 +191,18 @@ def test_ring_movement_stands_beside_modulo() -> None:
     assert movement.optimum_fraction == pytest.approx(1 / 10)
     assert movement.keys_moved is not None and movement.modulo_keys_moved is not None
     assert movement.keys_moved < movement.modulo_keys_moved
+
+
+@given(
+    st.lists(
+        st.text(max_size=8) | st.binary(max_size=8) | st.integers(-(10**6), 10**6), max_size=20
+    ),
+    st.sampled_from(sorted(HASHERS)),
+)
+def test_native_hashes_equal_hash_many_for_every_hasher(keys, name: str) -> None:
+    assert native_hashes(keys, get_hasher(name)).tolist() == hash_many(keys, name).tolist()
+
+
+def test_native_hashes_refuse_a_bad_key_like_hash_many() -> None:
+    with pytest.raises(TypeError, match="float"):
+        native_hashes(["a", 1.5], get_hasher("xxh3_64"))  # type: ignore[list-item]
