@@ -119,27 +119,48 @@ def preference_rows(owners: IntArray, zone_of: IntArray, replicas: int) -> IntAr
     [[0, 1], [0, 1], [1, 2], [2, 0]]
     """
     count = len(owners)
-    zones = zone_of[owners]
     width = min(replicas, int(zone_of.max()) + 1)  # zone ids are 0 … z-1, every node has tokens
     if width == 1:
         return owners[:, None]
-    rows = np.full((count, width), -1, dtype=np.int64)
-    row_zones = np.full((count, width), -1, dtype=np.int64)
-    rows[:, 0], row_zones[:, 0] = owners, zones
+    zones = zone_of[owners]
+    # Column-major: each dense step compares whole columns.
+    rows = np.full((count, width), -1, dtype=np.int64, order="F")
+    rows[:, 0] = owners
+    zone_less = bool(np.array_equal(zone_of, np.arange(len(zone_of))))
+    row_zones = rows if zone_less else rows.copy(order="F")
+    row_zones[:, 0] = zones
     filled = np.ones(count, dtype=np.int64)
-    active = np.flatnonzero(filled < width)
     step = 1
+    pending = np.ones(count, dtype=bool)
+    # Dense steps while most tokens are unfinished: whole-array rolls instead of gathers.
+    while np.count_nonzero(pending) > count // 8:
+        fresh = pending.copy()
+        zone_ahead = np.roll(zones, -step)
+        for column in range(width):
+            fresh &= row_zones[:, column] != zone_ahead
+        hit = np.flatnonzero(fresh)
+        _fill(rows, row_zones, filled, hit, np.roll(owners, -step)[hit], zone_ahead[hit])
+        pending = filled < width
+        step += 1
+    active = np.flatnonzero(pending)
     while active.size:
         at = (active + step) % count
         fresh = (row_zones[active] != zones[at][:, None]).all(axis=1)
-        hit = active[fresh]
-        column = filled[hit]
-        rows[hit, column] = owners[at[fresh]]
-        row_zones[hit, column] = zones[at[fresh]]
-        filled[hit] += 1
+        _fill(rows, row_zones, filled, active[fresh], owners[at[fresh]], zones[at[fresh]])
         active = active[filled[active] < width]
         step += 1
     return rows
+
+
+def _fill(
+    rows: IntArray, row_zones: IntArray, filled: IntArray, hit: IntArray, owner: Any, zone: Any
+) -> None:
+    """Append `owner` (of `zone`) to the rows `hit`, at their next free column."""
+    column = filled[hit]
+    rows[hit, column] = owner
+    if row_zones is not rows:
+        row_zones[hit, column] = zone
+    filled[hit] += 1
 
 
 @dataclass(frozen=True, slots=True)
