@@ -156,10 +156,11 @@ def _fill(
     rows: IntArray, row_zones: IntArray, filled: IntArray, hit: IntArray, owner: Any, zone: Any
 ) -> None:
     """Append `owner` (of `zone`) to the rows `hit`, at their next free column."""
-    column = filled[hit]
-    rows[hit, column] = owner
+    # Flat indices into the column-major arrays: a 1-D scatter, cheaper than a 2-D one.
+    flat = filled[hit] * len(rows) + hit
+    rows.reshape(-1, order="F")[flat] = owner
     if row_zones is not rows:
-        row_zones[hit, column] = zone
+        row_zones.reshape(-1, order="F")[flat] = zone
     filled[hit] += 1
 
 
