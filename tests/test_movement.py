@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ringkit
-from movement_helpers import (
+from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
+from ringkit.hashing import Hasher
+from tests.movement_helpers import (
     IDENTITY,
     brute_streams,
     point_ring,
@@ -16,8 +18,6 @@ from movement_helpers import (
     replica_sets,
     token_maps,
 )
-from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
-from ringkit.hashing import Hasher
 
 SEED_003_POINTS = {
     b"k1": 5,

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from movement_helpers import StandInMaglev, StandInPartitions
 from ringkit import ConfigError, HashRing, Modulo, MovedArc, UnsupportedError, diff
 from ringkit.hashing import HASHERS, get_hasher, hash_many
 from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
+from tests.movement_helpers import StandInMaglev, StandInPartitions
 
 # -- partition tables (the FixedPartitions contract) --------------------------------------------
 

@@ -32,7 +32,12 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.plan import MigrationPlan, Transfer
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.strategies.bounded import BoundedLoad
+from ringkit.strategies.jump import JumpHash, jump_hash
+from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.multiprobe import MultiProbe
+from ringkit.strategies.rendezvous import Rendezvous
 
 __version__ = "0.1.0"
 
@@ -40,17 +45,22 @@ __all__ = [
     "DEFAULT_VNODES",
     "Arc",
     "BackendError",
+    "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
     "HashRing",
+    "JumpHash",
+    "Maglev",
     "MigrationPlan",
     "Modulo",
     "MovedArc",
     "Movement",
+    "MultiProbe",
     "Node",
     "Placement",
+    "Rendezvous",
     "RingkitError",
     "Transfer",
     "UnknownNodeError",
@@ -58,4 +68,5 @@ __all__ = [
     "__version__",
     "diff",
     "hashing",
+    "jump_hash",
 ]
