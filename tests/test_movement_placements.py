@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringkit import ConfigError, HashRing, Modulo, MovedArc, UnsupportedError, diff
+from ringkit import ConfigError, HashRing, Maglev, Modulo, MovedArc, UnsupportedError, diff
 from ringkit.hashing import HASHERS, get_hasher, hash_many
 from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
 from tests.movement_helpers import StandInMaglev, StandInPartitions
@@ -206,3 +206,17 @@ def test_native_hashes_equal_hash_many_for_every_hasher(keys, name: str) -> None
 def test_native_hashes_refuse_a_bad_key_like_hash_many() -> None:
     with pytest.raises(TypeError, match="float"):
         native_hashes(["a", 1.5], get_hasher("xxh3_64"))  # type: ignore[list-item]
+
+
+@given(st.sampled_from(["add", "remove"]), st.lists(st.integers(0, 10**9), max_size=60))
+def test_the_real_maglev_is_diffed_slot_by_slot(change: str, keys: list[int]) -> None:
+    old = Maglev(["A", "B", "C", "D"], table_size=251)
+    new = old.add("E") if change == "add" else old.remove("B")
+    movement = diff(old, new)
+    assert movement.basis == "slots"
+    changed = [slot for slot in range(251) if old.table[slot] != new.table[slot]]
+    assert movement.moved_total == len(changed)
+    assert movement.moved_fraction == len(changed) / 251
+    assert movement.moved_keys(keys) == [
+        (k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)
+    ]

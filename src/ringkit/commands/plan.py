@@ -184,7 +184,7 @@ def _render(report: dict[str, Any], top: int) -> None:
 def _summary(report: dict[str, Any]) -> Table:
     moved = report["movement"]
     table = Table(title="moved copies")
-    for column in ("", "keyspace", "key sample"):
+    for column in ("", "keyspace (exact)", "key sample"):
         table.add_column(column, justify="right" if column else "left")
     sample = moved["keys_total"] * min(report["replicas"], len(report["nodes_after"]))
     table.add_row(
