@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import ringkit
-from movement_helpers import (
+from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
+from ringkit.hashing import Hasher
+from tests.movement_helpers import (
     IDENTITY,
     brute_streams,
     point_ring,
@@ -15,8 +18,6 @@ from movement_helpers import (
     replica_sets,
     token_maps,
 )
-from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
-from ringkit.hashing import Hasher
 
 SEED_003_POINTS = {
     b"k1": 5,
@@ -297,8 +298,10 @@ def test_points_outside_the_space_are_refused_naming_the_value() -> None:
         movement.moved_points([5, 150])
     with pytest.raises(ConfigError, match="got -1"):
         movement.moved_points([-1])
-    with pytest.raises(TypeError, match="points must be ints, got an array of float64"):
+    with pytest.raises(TypeError, match="points must be ints, got float"):
         movement.moved_points([1.5])
+    with pytest.raises(TypeError, match="points must be ints, got an array of float64"):
+        movement.moved_points(np.array([1.5]))
 
 
 def test_a_single_string_is_not_a_key_list() -> None:
@@ -324,3 +327,22 @@ def test_rings_of_different_spaces_need_keys() -> None:
 def test_exports() -> None:
     for name in ("diff", "Movement", "MovedArc", "MigrationPlan", "Transfer"):
         assert name in ringkit.__all__
+
+
+@given(
+    st.sampled_from([10**9 + 7, 2**40, 2**64]),
+    st.data(),
+)
+def test_moved_points_in_large_spaces_equal_brute_force(space: int, data: st.DataObject) -> None:
+    token = st.integers(0, space - 1)
+    before = {n: data.draw(st.lists(token, min_size=1, max_size=5, unique=True)) for n in "ABC"}
+    after = {**before, "D": data.draw(st.lists(token, min_size=1, max_size=5, unique=True))}
+    del after[data.draw(st.sampled_from("ABC"))]
+    old, new = point_ring(before, space), point_ring(after, space)
+    points = data.draw(st.lists(token, max_size=50)) + [int(t) for t in old.tokens]
+    moved = diff(old, new).moved_points(points)
+    assert moved == [
+        (p, old.node_for_point(p), new.node_for_point(p))
+        for p in points
+        if old.node_for_point(p) != new.node_for_point(p)
+    ]

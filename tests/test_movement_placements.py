@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from movement_helpers import StandInMaglev, StandInPartitions
-from ringkit import ConfigError, HashRing, Modulo, MovedArc, UnsupportedError, diff
-from ringkit.movement_rows import modulo_fraction, modulo_order
+from ringkit import ConfigError, HashRing, Maglev, Modulo, MovedArc, UnsupportedError, diff
+from ringkit.hashing import HASHERS, get_hasher, hash_many
+from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
+from tests.movement_helpers import StandInMaglev, StandInPartitions
 
 # -- partition tables (the FixedPartitions contract) --------------------------------------------
 
@@ -190,3 +191,32 @@ def test_ring_movement_stands_beside_modulo() -> None:
     assert movement.optimum_fraction == pytest.approx(1 / 10)
     assert movement.keys_moved is not None and movement.modulo_keys_moved is not None
     assert movement.keys_moved < movement.modulo_keys_moved
+
+
+@given(
+    st.lists(
+        st.text(max_size=8) | st.binary(max_size=8) | st.integers(-(10**6), 10**6), max_size=20
+    ),
+    st.sampled_from(sorted(HASHERS)),
+)
+def test_native_hashes_equal_hash_many_for_every_hasher(keys, name: str) -> None:
+    assert native_hashes(keys, get_hasher(name)).tolist() == hash_many(keys, name).tolist()
+
+
+def test_native_hashes_refuse_a_bad_key_like_hash_many() -> None:
+    with pytest.raises(TypeError, match="float"):
+        native_hashes(["a", 1.5], get_hasher("xxh3_64"))  # type: ignore[list-item]
+
+
+@given(st.sampled_from(["add", "remove"]), st.lists(st.integers(0, 10**9), max_size=60))
+def test_the_real_maglev_is_diffed_slot_by_slot(change: str, keys: list[int]) -> None:
+    old = Maglev(["A", "B", "C", "D"], table_size=251)
+    new = old.add("E") if change == "add" else old.remove("B")
+    movement = diff(old, new)
+    assert movement.basis == "slots"
+    changed = [slot for slot in range(251) if old.table[slot] != new.table[slot]]
+    assert movement.moved_total == len(changed)
+    assert movement.moved_fraction == len(changed) / 251
+    assert movement.moved_keys(keys) == [
+        (k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)
+    ]

@@ -40,6 +40,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _SPACE_64 = 1 << 64
 _LOW32 = np.uint64(0xFFFFFFFF)
+_BUCKET_BITS = 16
 
 
 def merged_boundaries(
@@ -63,9 +64,10 @@ def merged_boundaries(
     first[:1] = True
     np.not_equal(merged[1:], merged[:-1], out=first[1:])
     is_old = order < len(old_tokens)
-    old_before = np.cumsum(is_old) - is_old  # old tokens strictly before each merged position
+    # old tokens strictly before each merged position
+    old_before: IntArray = np.cumsum(is_old) - is_old
     positions = np.flatnonzero(first)
-    old_index = old_before[positions]
+    old_index: IntArray = old_before[positions]
     new_index = positions - old_index
     # Past the last token of a ring: its first token owns the segment (wrap-around).
     old_index[old_index == len(old_tokens)] = 0
@@ -117,27 +119,49 @@ def preference_rows(owners: IntArray, zone_of: IntArray, replicas: int) -> IntAr
     [[0, 1], [0, 1], [1, 2], [2, 0]]
     """
     count = len(owners)
-    zones = zone_of[owners]
     width = min(replicas, int(zone_of.max()) + 1)  # zone ids are 0 … z-1, every node has tokens
     if width == 1:
         return owners[:, None]
-    rows = np.full((count, width), -1, dtype=np.int64)
-    row_zones = np.full((count, width), -1, dtype=np.int64)
-    rows[:, 0], row_zones[:, 0] = owners, zones
+    zones = zone_of[owners]
+    # Column-major: each dense step compares whole columns.
+    rows = np.full((count, width), -1, dtype=np.int64, order="F")
+    rows[:, 0] = owners
+    zone_less = bool(np.array_equal(zone_of, np.arange(len(zone_of))))
+    row_zones = rows if zone_less else rows.copy(order="F")
+    row_zones[:, 0] = zones
     filled = np.ones(count, dtype=np.int64)
-    active = np.flatnonzero(filled < width)
     step = 1
+    pending = np.ones(count, dtype=bool)
+    # Dense steps while most tokens are unfinished: whole-array rolls instead of gathers.
+    while np.count_nonzero(pending) > count // 8:
+        fresh = pending.copy()
+        zone_ahead = np.roll(zones, -step)
+        for column in range(width):
+            fresh &= row_zones[:, column] != zone_ahead
+        hit = np.flatnonzero(fresh)
+        _fill(rows, row_zones, filled, hit, np.roll(owners, -step)[hit], zone_ahead[hit])
+        pending = filled < width
+        step += 1
+    active = np.flatnonzero(pending)
     while active.size:
         at = (active + step) % count
         fresh = (row_zones[active] != zones[at][:, None]).all(axis=1)
-        hit = active[fresh]
-        column = filled[hit]
-        rows[hit, column] = owners[at[fresh]]
-        row_zones[hit, column] = zones[at[fresh]]
-        filled[hit] += 1
+        _fill(rows, row_zones, filled, active[fresh], owners[at[fresh]], zones[at[fresh]])
         active = active[filled[active] < width]
         step += 1
     return rows
+
+
+def _fill(
+    rows: IntArray, row_zones: IntArray, filled: IntArray, hit: IntArray, owner: Any, zone: Any
+) -> None:
+    """Append `owner` (of `zone`) to the rows `hit`, at their next free column."""
+    # Flat indices into the column-major arrays: a 1-D scatter, cheaper than a 2-D one.
+    flat = filled[hit] * len(rows) + hit
+    rows.reshape(-1, order="F")[flat] = owner
+    if row_zones is not rows:
+        row_zones.reshape(-1, order="F")[flat] = zone
+    filled[hit] += 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,32 +298,60 @@ def _join_wrap(runs: Runs, count: int) -> Runs:
     return Runs(runs.first[keep], runs.last[keep], runs.key[keep], renumber[target[runs.run_of]])
 
 
+def _touched(starts: UInt64Array, ends: UInt64Array, points: UInt64Array, space: int) -> IntArray:
+    """Return the indices of the points in buckets that some arc (start, end] reaches.
+
+    The space is cut into 2**16 equal buckets; a 64 KB table of touched buckets then drops
+    most points with one shift (or division) and one gather, before any binary search.
+    """
+    buckets = 1 << _BUCKET_BITS
+    width = -(-space // buckets)
+    if width & (width - 1) == 0:  # a power of two: shift instead of dividing
+        shift = np.uint64(width.bit_length() - 1)
+        low, high, at = starts >> shift, ends >> shift, points >> shift
+    else:
+        step = np.uint64(width)
+        low, high, at = starts // step, ends // step, points // step
+    wraps = starts >= ends
+    marks = np.zeros(buckets + 1, dtype=np.int64)
+    np.add.at(marks, low.astype(np.int64), 1)
+    np.add.at(marks, np.where(wraps, buckets, high.astype(np.int64) + 1), -1)
+    marks[0] += int(np.count_nonzero(wraps))  # a wrapping arc also covers [0, end]
+    np.add.at(marks, high[wraps].astype(np.int64) + 1, -1)
+    touched = np.cumsum(marks[:-1]) > 0
+    result: IntArray = np.flatnonzero(touched[at])
+    return result
+
+
 def streams_at(
-    points: UInt64Array, ends: UInt64Array, stream_segment: IntArray
+    points: UInt64Array, ends: UInt64Array, stream_segment: IntArray, space: int
 ) -> tuple[IntArray, IntArray]:
     """Return (point index, stream index) for every stream whose segment holds a point.
 
-    `stream_segment` is ascending. Only the segments with streams are searched, so the search
-    stays in cache however large the rings are.
-    Runtime: O(p log s) for p points and s moved segments.
+    `stream_segment` is ascending. Points outside the buckets the moved segments reach are
+    dropped first; the rest are searched among the moved segments only, which stay in cache
+    however large the rings are.
+    Runtime: O(p) for p points, plus O(c log s) for c candidates and s moved segments.
     """
     moved = np.unique(stream_segment)
     if not len(moved) or not len(points):
         empty = np.empty(0, dtype=np.int64)
         return empty, empty
     starts, moved_ends = ends[moved - 1], ends[moved]
-    slot = np.searchsorted(moved_ends, points, side="left")
+    candidates = _touched(starts, moved_ends, points, space)
+    chosen = points[candidates]
+    slot = np.searchsorted(moved_ends, chosen, side="left")
     slot[slot == len(moved_ends)] = 0  # past the last moved end: the wrapping segment, if any
     start, end = starts[slot], moved_ends[slot]
     inside = np.where(
-        start < end, (points > start) & (points <= end), (points > start) | (points <= end)
+        start < end, (chosen > start) & (chosen <= end), (chosen > start) | (chosen <= end)
     )
     hits = np.flatnonzero(inside)
     low = np.searchsorted(stream_segment, moved[slot[hits]], side="left")
     high = np.searchsorted(stream_segment, moved[slot[hits]], side="right")
     counts = high - low
     base = np.repeat(low - (np.cumsum(counts) - counts), counts)
-    return np.repeat(hits, counts), base + np.arange(int(counts.sum()))
+    return np.repeat(candidates[hits], counts), base + np.arange(int(counts.sum()))
 
 
 def arc_lengths_exact(starts: UInt64Array, ends: UInt64Array, space: int) -> list[int]:

@@ -20,7 +20,12 @@ from ringkit.errors import RingkitError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One module per subcommand; each has register(subparsers).
-COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup", "ringkit.commands.demo")
+COMMANDS: tuple[str, ...] = (
+    "ringkit.commands.lookup",
+    "ringkit.commands.demo",
+    "ringkit.commands.plan",
+    "ringkit.commands.rebalance",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

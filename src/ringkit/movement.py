@@ -227,7 +227,7 @@ class Movement:
 
     def _point_streams(self, points: UInt64Array) -> tuple[IntArray, IntArray]:
         """Return (point index, stream index) for every stream covering a point."""
-        return streams_at(points, self._ends, self._changes.stream_segment)
+        return streams_at(points, self._ends, self._changes.stream_segment, self.space)
 
     def _key_streams(self, keys: Sequence[Key]) -> tuple[IntArray, IntArray, IntArray]:
         """Return (key index, source id, destination id) for every stream a key needs."""

@@ -28,9 +28,7 @@ from ringkit.cluster.routing import Router
 from ringkit.cluster.servers import Server, route_key
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.cluster.view import ClusterView
-from ringkit.errors import UnsupportedError
 from ringkit.placement import Placement
-from ringkit.ring import HashRing
 
 if TYPE_CHECKING:
     from ringkit.cluster.rebalance import RebalanceOptions, RebalanceReport
@@ -253,15 +251,6 @@ class Membership:
 
     # -- changing membership -------------------------------------------------------------------
 
-    def _ring(self) -> HashRing:
-        self.refresh_view()
-        placement = self._view.placement
-        if not isinstance(placement, HashRing):
-            raise UnsupportedError(
-                f"membership changes need a HashRing placement, got {type(placement).__name__}"
-            )
-        return placement
-
     def add_server(
         self, name: str, url: str, *, options: RebalanceOptions | None = None
     ) -> RebalanceReport:
@@ -276,10 +265,11 @@ class Membership:
         """
         from ringkit.cluster.rebalance import Rebalancer
 
-        ring = self._ring()
-        new = ring.add(name)
-        rebalancer = Rebalancer(self._view, options=options, on_view=self._adopt)
-        return rebalancer.change(new, {**self._view.servers, name: url}, {"add": name})
+        rebalancer = Rebalancer(self.refresh_view(), options=options, on_view=self._adopt)
+        try:
+            return rebalancer.add(name, url)
+        finally:
+            rebalancer.close()
 
     def remove_server(
         self, name: str, *, options: RebalanceOptions | None = None
@@ -294,10 +284,11 @@ class Membership:
         """
         from ringkit.cluster.rebalance import Rebalancer
 
-        ring = self._ring()
-        new = ring.remove(name)
-        rebalancer = Rebalancer(self._view, options=options, on_view=self._adopt)
-        return rebalancer.change(new, dict(self._view.servers), {"remove": name})
+        rebalancer = Rebalancer(self.refresh_view(), options=options, on_view=self._adopt)
+        try:
+            return rebalancer.remove(name)
+        finally:
+            rebalancer.close()
 
 
 def url_text(url: ServerURL) -> str:

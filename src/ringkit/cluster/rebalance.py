@@ -140,8 +140,9 @@ class _Tally:
 class Rebalancer:
     """The coordinator of one membership change on the servers of `view`.
 
-    Changing: ``change``. Recovering: ``resume``, ``rollback``. ``view`` is the newest view it
-    published or found; `on_view` is told of every view it publishes.
+    Changing: ``add``, ``remove``, ``change``. Recovering: ``resume``, ``rollback``.
+    ``view`` is the newest view it published or found; `on_view` is told of every view it
+    publishes.
     """
 
     def __init__(
@@ -167,7 +168,8 @@ class Rebalancer:
         assert isinstance(placement, HashRing)  # checked before any key moves
         return placement.point_for(route_key(key))
 
-    def _backend(self, name: str) -> FencedBackend:
+    def backend(self, name: str) -> FencedBackend:
+        """Return the coordinator's fenced connection to server `name`."""
         backend = self._backends.get(name)
         if backend is None:
             url = parse_url(self._urls[name])
@@ -177,7 +179,7 @@ class Rebalancer:
 
     def _refresh(self) -> None:
         self._urls.update(self.view.servers)
-        found = read_views({name: self._backend(name) for name in self._urls})
+        found = read_views({name: self.backend(name) for name in self._urls})
         if found is not None and found.epoch > self.view.epoch:
             self.view = found
             self._urls.update(found.servers)
@@ -187,7 +189,7 @@ class Rebalancer:
         needed = {node.name for node in view.placement.nodes}
         for name in sorted(view.servers):
             try:
-                self._backend(name).ping()
+                self.backend(name).ping()
             except BackendError as error:
                 if name in needed:
                     raise BackendError(
@@ -203,7 +205,7 @@ class Rebalancer:
         for name in sorted(targets or view.servers):
             if name in self._down:
                 continue
-            backend = self._backend(name)
+            backend = self.backend(name)
             held = backend.publish(view.epoch, data)
             if held > view.epoch:
                 raise StaleViewError(name, held, view.epoch)
@@ -213,6 +215,32 @@ class Rebalancer:
             self._on_view(view)
 
     # -- changing ------------------------------------------------------------------------------
+
+    def _current_ring(self) -> HashRing:
+        self._refresh()
+        placement = self.view.placement
+        if not isinstance(placement, HashRing):
+            raise UnsupportedError(
+                f"membership changes need a HashRing placement, got {type(placement).__name__}"
+            )
+        return placement
+
+    def add(self, name: str, url: str) -> RebalanceReport:
+        """Add server `name` at `url` to the newest view on the servers, and move its keys.
+
+        :raises DuplicateNodeError: when `name` is already a node
+        """
+        parse_url(url)
+        new = self._current_ring().add(name)
+        return self.change(new, {**self.view.servers, name: url}, {"add": name})
+
+    def remove(self, name: str) -> RebalanceReport:
+        """Remove server `name` from the newest view on the servers, and move its keys.
+
+        :raises UnknownNodeError: when `name` is not a node
+        """
+        new = self._current_ring().remove(name)
+        return self.change(new, dict(self.view.servers), {"remove": name})
 
     def change(
         self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
@@ -283,7 +311,7 @@ class Rebalancer:
         deleted = self._cleanup(movement, new.space)
         for name in sorted(view.servers):
             if name not in self._down:
-                self._backend(name).write_checkpoint(None)
+                self.backend(name).write_checkpoint(None)
         report = RebalanceReport(
             outcome, final.epoch, len(plan.transfers), skipped, tally.planned, tally.streamed,
             tally.copied, tally.bytes, deleted, time.perf_counter() - started,
@@ -298,7 +326,7 @@ class Rebalancer:
         for name in sorted(view.servers):
             if name in self._down:
                 continue
-            data = self._backend(name).read_checkpoint()
+            data = self.backend(name).read_checkpoint()
             if data:
                 saved = json.loads(data)
                 if saved.get("epoch") == view.epoch:
@@ -309,7 +337,7 @@ class Rebalancer:
         data = json.dumps({"epoch": view.epoch, "done": sorted(done)}).encode()
         for name in sorted(view.servers):
             if name not in self._down:
-                self._backend(name).write_checkpoint(data)
+                self.backend(name).write_checkpoint(data)
 
     def _sources(self, view: ClusterView, transfer: Transfer) -> list[str]:
         if transfer.source not in self._down:
@@ -334,12 +362,12 @@ class Rebalancer:
         names = sorted({name for chosen in sources.values() for name in chosen})
         if self.options.scan:
             for name in names:
-                self._backend(name).index.backfill()
+                self.backend(name).index.backfill()
         space = view.placement.space if isinstance(view.placement, HashRing) else 1 << 64
         tally = _Tally()
         for t in todo:
             for name in sources[_transfer_id(t)]:
-                tally.planned += self._backend(name).index.count(t.start or 0, t.end or 0, space)
+                tally.planned += self.backend(name).index.count(t.start or 0, t.end or 0, space)
         limits = {name: threading.Semaphore(self.options.max_streams_per_source) for name in names}
         throttle = Throttle(self.options.keys_per_s)
         workers = max(1, min(16, self.options.max_streams_per_source * max(len(names), 1)))
@@ -376,9 +404,9 @@ class Rebalancer:
         tally, progress, throttle, limits = shared
         rollback = self.view.state == "rolling_back"
         start, end = transfer.start or 0, transfer.end or 0
-        target = self._backend(transfer.destination).index
+        target = self.backend(transfer.destination).index
         for name in sources:
-            index = self._backend(name).index
+            index = self.backend(name).index
             with limits[name]:
                 for keys in index.pages(start, end, space, self.options.batch):
                     throttle.take(len(keys))
@@ -393,7 +421,7 @@ class Rebalancer:
         for name in movement.nodes_before:
             if name in self._down:
                 continue
-            index = self._backend(name).index
+            index = self.backend(name).index
             for arc in movement.lost(name):
                 for keys in index.pages(arc.start, arc.end, space, self.options.batch):
                     deleted += index.delete(keys)

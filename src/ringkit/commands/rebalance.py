@@ -1,0 +1,126 @@
+"""``ringkit rebalance``: add or remove a server of a live cluster, and move its keys online.
+
+The current membership comes from ``--servers NAME=URL,…`` (a ring over those nodes, with
+``--vnodes``, ``--hasher`` and ``--replicas``) or from a view file (``--view``, or the
+``RINGKIT_VIEW`` environment variable); a newer view stored on the servers always wins. Then
+``--add NAME=URL`` or ``--remove NAME`` runs a rebalance (:mod:`ringkit.cluster.rebalance`),
+``--resume`` finishes an interrupted one, ``--rollback`` undoes one, and ``--status`` prints the
+servers' view. ``--write-view FILE`` saves the final view for static setups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport, read_views
+from ringkit.cluster.urls import parse_url
+from ringkit.cluster.view import ClusterView, load_view
+from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.hashing import DEFAULT_HASH, HASHERS
+from ringkit.ring import DEFAULT_VNODES, HashRing
+
+__all__ = ["register", "run"]
+
+
+def _server(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url:
+        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {text!r}")
+    return name, url
+
+
+def _servers(text: str) -> dict[str, str]:
+    return dict(_server(part.strip()) for part in text.split(","))
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``rebalance`` subcommand."""
+    parser = subparsers.add_parser(
+        "rebalance",
+        help="add or remove a server of a live cluster, moving its keys online",
+        description="Change membership on live Redis (or memory) servers: publish a "
+        "transitional view, stream the moved arcs, publish the final view, clean up.",
+    )
+    add = parser.add_argument
+    add("--servers", type=_servers, help="current servers: NAME=URL,NAME=URL,…")
+    add("--view", help="a view file (default: $RINGKIT_VIEW when --servers is not given)")
+    add("--vnodes", type=positive_int, default=DEFAULT_VNODES, help="vnodes (with --servers)")
+    add("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH, help="hash (with --servers)")
+    add("--replicas", type=positive_int, default=1, help="copies per key (with --servers)")
+    action = parser.add_mutually_exclusive_group(required=True)
+    action.add_argument("--add", type=_server, metavar="NAME=URL", help="server to add")
+    action.add_argument("--remove", metavar="NAME", help="server to remove")
+    action.add_argument("--resume", action="store_true", help="finish an interrupted rebalance")
+    action.add_argument("--rollback", action="store_true", help="undo a rebalance in progress")
+    action.add_argument("--status", action="store_true", help="print the servers' view")
+    add("--keys-per-s", type=float, default=None, help="throttle: keys moved per second")
+    add("--max-streams", type=positive_int, default=2, help="streams per source (default: 2)")
+    add("--batch", type=positive_int, default=500, help="keys per range read (default: 500)")
+    add("--no-scan", action="store_true", help="skip the SCAN for keys written without ringkit")
+    add("--audit", help="append every view and plan to this JSON-lines file")
+    add("--write-view", help="write the final view to this file")
+    add("--no-progress", action="store_true", help="no progress bar")
+    add("--json", action="store_true", help="print JSON")
+    parser.set_defaults(run=run)
+
+
+def _initial_view(args: argparse.Namespace) -> ClusterView:
+    if args.servers is None:
+        return load_view(args.view)
+    if args.view is not None:
+        raise refuse("give --servers or --view, not both")
+    for url in args.servers.values():
+        parse_url(url)
+    ring = HashRing(list(args.servers), vnodes=args.vnodes, hasher=args.hasher)
+    return ClusterView(0, ring, args.servers, args.replicas)
+
+
+def _report(report: RebalanceReport, as_json: bool) -> None:
+    fields = {name: getattr(report, name) for name in report.__dataclass_fields__}
+    fields["keys_per_s"] = round(report.keys_per_s, 1)
+    if as_json:
+        print_json(fields)
+        return
+    print(
+        f"{report.outcome}: epoch {report.epoch}, {report.transfers} transfers "
+        f"({report.transfers_skipped} already done), {report.keys_streamed} keys streamed, "
+        f"{report.keys_copied} copied ({report.bytes_copied} bytes), {report.keys_deleted} "
+        f"deleted from old owners, {report.elapsed_s:.2f} s ({report.keys_per_s:,.0f} keys/s)"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the rebalance the arguments ask for; return the exit status."""
+    view = _initial_view(args)
+    options = RebalanceOptions(
+        batch=args.batch,
+        keys_per_s=args.keys_per_s,
+        max_streams_per_source=args.max_streams,
+        scan=not args.no_scan,
+        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+        audit_path=args.audit,
+    )
+    rebalancer = Rebalancer(view, options=options)
+    try:
+        if args.status:
+            found = read_views({name: rebalancer.backend(name) for name in view.servers})
+            print_json((found or view).to_dict(redact_passwords=True))
+            return 0
+        if args.add is not None:
+            report = rebalancer.add(*args.add)
+        elif args.remove is not None:
+            report = rebalancer.remove(args.remove)
+        elif args.resume:
+            report = rebalancer.resume()
+        else:
+            report = rebalancer.rollback()
+    finally:
+        rebalancer.close()
+    if args.write_view:
+        Path(args.write_view).write_text(json.dumps(rebalancer.view.to_dict(), indent=2) + "\n")
+    _report(report, args.json)
+    return 0
