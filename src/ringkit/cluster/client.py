@@ -57,7 +57,7 @@ def _set_many(backend: Backend, *, items: dict[bytes, bytes], ttl_s: float | Non
     backend.set_many(items, ttl_s)
 
 
-class ShardedClient(Membership, ClientCore[Server]):  # type: ignore[misc]
+class ShardedClient(Membership, ClientCore[Server]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,

@@ -22,6 +22,7 @@ Keys starting with ``ringkit:`` are reserved for this bookkeeping.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -48,6 +49,9 @@ EPOCH_KEY = b"ringkit:epoch"
 VIEW_KEY = b"ringkit:view"
 AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
+_CHUNK = 4000
+# memcached has no scripts: its fence is a read of the epoch, done at most this often.
+MEMCACHED_FENCE_CHECK_S = 0.5
 EpochOf = Callable[[], int]
 PointOf = Callable[[bytes], int]
 
@@ -136,6 +140,8 @@ class FencedBackend:
         self.url: ServerURL = inner.url
         self.epoch_of = epoch_of
         self.point_of = point_of
+        self._known = 0
+        self._checked_at = -MEMCACHED_FENCE_CHECK_S
 
     # The memory/memcached path: check, then act, under one process-wide lock per server.
     def _fenced(self, action: Callable[[], T]) -> T:
@@ -144,7 +150,14 @@ class FencedBackend:
             return action()
 
     def _check(self, sent: int) -> None:
-        current = self.server_epoch()
+        if isinstance(self.inner, MemoryBackend):
+            current = self.server_epoch()
+        else:
+            # Best effort (memcached): the epoch read is cached for a short while.
+            now = time.monotonic()
+            if now - self._checked_at >= MEMCACHED_FENCE_CHECK_S or self._known > sent:
+                self._known, self._checked_at = self.server_epoch(), now
+            current = self._known
         if current > sent:
             raise StaleViewError(str(self.url), current, sent)
 
@@ -274,8 +287,13 @@ class FencedRedis(FencedBackend):
         return self._run(script, [EPOCH_KEY, *keys], [self.epoch_of(), *args])
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        values = self._call("read", keys, [])
-        return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+        found: dict[bytes, bytes] = {}
+        # Lua's unpack() has a stack limit of about 8000 values: read in chunks below it.
+        for at in range(0, len(keys), _CHUNK):
+            chunk = keys[at : at + _CHUNK]
+            values = self._call("read", chunk, [])
+            found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
+        return found
 
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
         args: list[object] = [_px(ttl_s)]

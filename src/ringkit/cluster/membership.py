@@ -97,7 +97,7 @@ class ViewRouter(Router):
         self._owner = owner
         super().__init__(base.placement, replicas=base.replicas, hot_keys=base.hot_keys)
 
-    @property  # type: ignore[override]
+    @property
     def placement(self) -> Placement:
         """The placement of the bound view."""
         return self._owner._route().placement
