@@ -117,6 +117,8 @@ def test_options_are_validated() -> None:
         RebalanceOptions(batch=0)
     with pytest.raises(ConfigError, match="keys_per_s must be > 0 or None, got -5"):
         RebalanceOptions(keys_per_s=-5)
+    with pytest.raises(ConfigError, match="checkpoint_s must be >= 0, got -1"):
+        RebalanceOptions(checkpoint_s=-1)
     with pytest.raises(ConfigError, match="keys_per_s must be > 0 or None, got 0"):
         Throttle(0)
 

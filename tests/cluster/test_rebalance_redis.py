@@ -142,7 +142,9 @@ def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) ->
     old = admin.view.placement
     with _Load(load_client) as load:
         with pytest.raises(Killed):
-            admin.add_server("s4", urls["s4"], options=RebalanceOptions(on_transfer=kill))
+            admin.add_server(
+                "s4", urls["s4"], options=RebalanceOptions(on_transfer=kill, checkpoint_s=0)
+            )
         assert admin.view.state == "moving"
         with pytest.raises(Exception, match="in progress"):
             admin.add_server("s5", urls["s4"])

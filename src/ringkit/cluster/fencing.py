@@ -142,16 +142,20 @@ class FencedBackend:
         self.point_of = point_of
         self._known = 0
         self._checked_at = -MEMCACHED_FENCE_CHECK_S
+        self._lock = _lock_for(str(inner.url))
+        # The memory store is in-process: its epoch is one dict read, no round trip.
+        self._store = inner.store if isinstance(inner, MemoryBackend) else None
 
     # The memory/memcached path: check, then act, under one process-wide lock per server.
     def _fenced(self, action: Callable[[], T]) -> T:
-        with _lock_for(str(self.url)):
+        with self._lock:
             self._check(self.epoch_of())
             return action()
 
     def _check(self, sent: int) -> None:
-        if isinstance(self.inner, MemoryBackend):
-            current = self.server_epoch()
+        if self._store is not None:
+            entry = self._store.data.get(EPOCH_KEY)
+            current = int(entry[0]) if entry else 0
         else:
             # Best effort (memcached): the epoch read is cached for a short while.
             now = time.monotonic()
@@ -201,7 +205,7 @@ class FencedBackend:
 
     def publish(self, epoch: int, view_json: bytes) -> int:
         """Give the server view `epoch` unless it holds a newer one; return its epoch after."""
-        with _lock_for(str(self.url)):
+        with self._lock:
             current = self.server_epoch()
             if epoch >= current:
                 self.inner.set_many({EPOCH_KEY: str(epoch).encode(), VIEW_KEY: view_json}, None)
@@ -210,7 +214,7 @@ class FencedBackend:
 
     def append_audit(self, line: bytes) -> None:
         """Append one line (a JSON record) to the server's audit log."""
-        with _lock_for(str(self.url)):
+        with self._lock:
             old = self.inner.get_many([AUDIT_KEY]).get(AUDIT_KEY, b"")
             self.inner.set_many({AUDIT_KEY: old + line + b"\n"}, None)
 

@@ -181,17 +181,17 @@ class RedisIndex:
 
         Runtime: O(n) for n keys on the server, in pages of 1000.
         """
-        seen = 0
-        pipe = self._client.pipeline(transaction=False)
-        for key in self._client.scan_iter(count=1000):
-            if key.startswith(_RESERVED):
-                continue
-            pipe.zadd(_INDEX_KEY, {member(self._point_of(key), key): 0})
-            seen += 1
-            if seen % 1000 == 0:
-                pipe.execute()
-        pipe.execute()
-        return seen
+        seen, cursor = 0, 0
+        while True:
+            cursor, keys = self._client.scan(cursor, count=1000)
+            found = {
+                member(self._point_of(key), key): 0 for key in keys if not key.startswith(_RESERVED)
+            }
+            if found:  # one ZADD per page: re-adding a member that is there changes nothing
+                self._client.zadd(_INDEX_KEY, found)
+            seen += len(found)
+            if cursor == 0:
+                return seen
 
     def count(self, start: int, end: int, space: int) -> int:
         """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""

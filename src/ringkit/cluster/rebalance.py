@@ -46,8 +46,10 @@ __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 class RebalanceOptions:
     """How a rebalance runs: page size, throttles, progress, audit file and a transfer hook.
 
-    `on_transfer` is called after each finished transfer with it and the number finished so
-    far; an exception raised there stops the rebalance (which can then be resumed).
+    The checkpoint is saved at most every `checkpoint_s` seconds (0: after every transfer) and
+    at the end of the copy; a resumed rebalance runs again what was not saved (the copy is
+    idempotent). `on_transfer` is called after each finished transfer (and its checkpoint)
+    with it and the number finished so far; an exception raised there stops the rebalance.
     """
 
     batch: int = 500
@@ -57,6 +59,7 @@ class RebalanceOptions:
     progress: bool = False
     audit_path: str | None = None
     timeout_s: float = 2.0
+    checkpoint_s: float = 0.25
     on_transfer: Callable[[Transfer, int], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,6 +68,8 @@ class RebalanceOptions:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
         Throttle(self.keys_per_s)  # validates
+        if not self.checkpoint_s >= 0:
+            raise ConfigError(f"checkpoint_s must be >= 0, got {self.checkpoint_s!r}")
         if not self.timeout_s > 0:
             raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
 
@@ -381,17 +386,21 @@ class Rebalancer:
                 ): t
                 for t in todo
             }  # fmt: skip
+            saved_at = time.monotonic()
             try:
                 for future in as_completed(futures):
                     future.result()
                     transfer = futures[future]
                     done.add(_transfer_id(transfer))
-                    self._save(view, done)
+                    if time.monotonic() - saved_at >= self.options.checkpoint_s:
+                        self._save(view, done)
+                        saved_at = time.monotonic()
                     if self.options.on_transfer is not None:
                         self.options.on_transfer(transfer, len(done))
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
                 raise
+        self._save(view, done)
         return tally, len(transfers) - len(todo)
 
     def _transfer(

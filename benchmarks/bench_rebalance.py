@@ -1,0 +1,167 @@
+"""Online rebalancing on real redis-server processes: keys moved per second, read latency.
+
+Run by hand from the repository root (needs redis-server):
+
+    PYTHONPATH=src:. python3 benchmarks/bench_rebalance.py [--keys 20000] [--repeats 5]
+
+1. Keys per second moved by ``add_server`` (3 -> 4 servers), with the index only and with the
+   SCAN backfill for keys written without ringkit; min / median / max over the repeats.
+2. Read latency (``client.get`` from another thread) before a rebalance and during one
+   (throttled so that it lasts a few seconds): median and p99, and their ratio.
+3. The cost of a fenced read: ``ShardedClient.get`` against redis-py's plain ``GET``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import threading
+import time
+from contextlib import ExitStack
+
+import redis
+from tests.servers import redis_server
+
+from ringkit import HashRing
+from ringkit.cluster import ShardedClient
+from ringkit.cluster.rebalance import RebalanceOptions
+
+NAMES = ("s1", "s2", "s3", "s4")
+
+
+def _fresh(urls: dict[str, str], keys: list[str]) -> ShardedClient:
+    for url in urls.values():
+        host, port = url.removeprefix("redis://").removesuffix("/0").split(":")
+        redis.Redis(host=host, port=int(port)).flushdb()
+    base = {name: urls[name] for name in NAMES[:3]}
+    client = ShardedClient(HashRing(list(base)), base)
+    value = "x" * 200
+    for at in range(0, len(keys), 2000):
+        client.set_many({key: value for key in keys[at : at + 2000]})
+    return client
+
+
+def _percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+
+
+def bench_moves(urls: dict[str, str], keys: list[str], repeats: int) -> None:
+    print("\n1. keys moved per second by add_server (3 -> 4 redis servers)")
+    print("| index | keys moved | min keys/s | median keys/s | max keys/s |")
+    print("|---|---:|---:|---:|---:|")
+    for scan in (False, True):
+        rates, moved = [], 0
+        for _ in range(repeats + 1):  # the first run warms up
+            client = _fresh(urls, keys)
+            report = client.add_server("s4", urls["s4"], options=RebalanceOptions(scan=scan))
+            rates.append(report.keys_per_s)
+            moved = report.keys_streamed
+            client.close()
+        rates = rates[1:]
+        label = "index + SCAN backfill" if scan else "index only"
+        print(
+            f"| {label} | {moved} | {min(rates):,.0f} | {statistics.median(rates):,.0f} "
+            f"| {max(rates):,.0f} |"
+        )
+
+
+def _read_loop(client: ShardedClient, keys: list[str], stop: threading.Event) -> list[float]:
+    rng = random.Random(1)
+    latencies: list[float] = []
+    deadline = time.monotonic() + 60
+    while not stop.is_set() and time.monotonic() < deadline and len(latencies) < 200_000:
+        key = rng.choice(keys)
+        start = time.perf_counter()
+        assert client.get(key) is not None
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
+def _collect(
+    client: ShardedClient, keys: list[str], stop: threading.Event, into: list[float]
+) -> None:
+    into.extend(_read_loop(client, keys, stop))
+
+
+def bench_latency(urls: dict[str, str], keys: list[str], repeats: int) -> None:
+    print("\n2. read latency before and during a rebalance (us; throttled to 5000 keys/s)")
+    print("| repeat | before median | during median | ratio | before p99 | during p99 | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for repeat in range(repeats):
+        admin = _fresh(urls, keys)
+        reader = ShardedClient(admin.view.placement, dict(admin.view.servers))
+        stop = threading.Event()
+        before = _read_loop(reader, keys, _Timer(2.0))
+        result: list[float] = []
+        thread = threading.Thread(target=_collect, args=(reader, keys, stop, result))
+        thread.start()
+        admin.add_server("s4", urls["s4"], options=RebalanceOptions(keys_per_s=5000, batch=100))
+        stop.set()
+        thread.join()
+        b50, d50 = statistics.median(before) * 1e6, statistics.median(result) * 1e6
+        b99, d99 = _percentile(before, 0.99) * 1e6, _percentile(result, 0.99) * 1e6
+        print(
+            f"| {repeat + 1} | {b50:.0f} | {d50:.0f} | {d50 / b50:.2f} | {b99:.0f} | {d99:.0f} "
+            f"| {d99 / b99:.2f} |"
+        )
+        reader.close()
+        admin.close()
+
+
+class _Timer(threading.Event):
+    """An event that is set once `seconds` have passed since it was made."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self._until = time.monotonic() + seconds
+
+    def is_set(self) -> bool:
+        return time.monotonic() >= self._until
+
+
+def bench_fenced_read(urls: dict[str, str], keys: list[str], repeats: int) -> None:
+    print("\n3. one read: ShardedClient.get (fenced, Lua) against redis-py GET (us/op)")
+    client = _fresh(urls, keys)
+    owner = client.replicas_for(keys[0])[0]
+    host, port = urls[owner].removeprefix("redis://").removesuffix("/0").split(":")
+    plain = redis.Redis(host=host, port=int(port))
+    ops = 2000
+    samples: dict[str, list[float]] = {"redis-py GET": [], "ShardedClient.get": []}
+    calls = {
+        "redis-py GET": lambda: plain.get(keys[0]),
+        "ShardedClient.get": lambda: client.get(keys[0]),
+    }
+    for _ in range(repeats + 1):
+        for label, call in calls.items():
+            start = time.perf_counter()
+            for _ in range(ops):
+                call()
+            samples[label].append((time.perf_counter() - start) / ops * 1e6)
+    base = statistics.median(samples["redis-py GET"][1:])
+    print("| contender | min | median | max | vs redis-py |")
+    print("|---|---:|---:|---:|---:|")
+    for label, values in samples.items():
+        values = values[1:]
+        median = statistics.median(values)
+        print(f"| {label} | {min(values):.0f} | {median:.0f} | {max(values):.0f} "
+              f"| {median / base:.2f} |")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    keys = [f"booking:{i}" for i in range(args.keys)]
+    with ExitStack() as stack:
+        servers = [stack.enter_context(redis_server()) for _ in NAMES]
+        urls = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, servers, strict=True)}
+        bench_moves(urls, keys, args.repeats)
+        bench_latency(urls, keys, args.repeats)
+        bench_fenced_read(urls, keys, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
