@@ -17,25 +17,34 @@ from __future__ import annotations
 
 from ringkit.cluster.backends import Backend, MemoryStore, memory_store, open_backend
 from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, QuorumError, ShardedClient
+from ringkit.cluster.fencing import StaleViewError
 from ringkit.cluster.health import OpEvent, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys, SpaceSaving
+from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport
 from ringkit.cluster.serializers import JSON, PICKLE, Serializer
 from ringkit.cluster.urls import ServerURL, parse_url
+from ringkit.cluster.view import ClusterView, load_view
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "JSON",
     "PICKLE",
     "Backend",
+    "ClusterView",
     "HotKeys",
     "MemoryStore",
     "OpEvent",
     "QuorumError",
+    "RebalanceOptions",
+    "RebalanceReport",
+    "Rebalancer",
     "Serializer",
     "ServerURL",
     "ShardedClient",
     "SpaceSaving",
+    "StaleViewError",
     "StatsSnapshot",
+    "load_view",
     "memory_store",
     "open_backend",
     "parse_url",

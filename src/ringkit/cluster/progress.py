@@ -1,4 +1,4 @@
-"""Throttling and progress for a rebalance: a keys-per-second limit and a rich progress bar.
+"""How a rebalance runs and what it did: options, throttle, progress bar, counters, report.
 
 :class:`Throttle` is a token bucket shared by every stream: a stream asks for the keys of its
 next page and sleeps until the rate allows them. :class:`Progress` counts keys and bytes and
@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
 from ringkit.errors import ConfigError
+from ringkit.plan import Transfer
 
-__all__ = ["Progress", "Throttle"]
+__all__ = ["Progress", "RebalanceOptions", "RebalanceReport", "Tally", "Throttle"]
 
 
 class Throttle:
@@ -114,3 +117,73 @@ def _make_bar(total_keys: int, title: str) -> tuple[Any, Any]:
     )
     task = bar.add_task(title, total=max(total_keys, 1), moved_bytes=0)
     return bar, task
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceOptions:
+    """How a rebalance runs: page size, throttles, progress, audit file and a transfer hook.
+
+    The checkpoint is saved at most every `checkpoint_s` seconds (0: after every transfer) and
+    at the end of the copy; a resumed rebalance runs again what was not saved (the copy is
+    idempotent). `on_transfer` is called after each finished transfer (and its checkpoint)
+    with it and the number finished so far; an exception raised there stops the rebalance.
+    """
+
+    batch: int = 500
+    keys_per_s: float | None = None
+    max_streams_per_source: int = 2
+    scan: bool = True
+    progress: bool = False
+    audit_path: str | None = None
+    timeout_s: float = 2.0
+    checkpoint_s: float = 0.25
+    on_transfer: Callable[[Transfer, int], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        for name in ("batch", "max_streams_per_source"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        Throttle(self.keys_per_s)  # validates
+        if not self.checkpoint_s >= 0:
+            raise ConfigError(f"checkpoint_s must be >= 0, got {self.checkpoint_s!r}")
+        if not self.timeout_s > 0:
+            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class RebalanceReport:
+    """What a rebalance did. `keys_streamed` counts keys read from sources on moved arcs."""
+
+    outcome: str
+    epoch: int
+    transfers: int
+    transfers_skipped: int
+    keys_planned: int
+    keys_streamed: int
+    keys_copied: int
+    bytes_copied: int
+    keys_deleted: int
+    elapsed_s: float
+
+    @property
+    def keys_per_s(self) -> float:
+        """Keys streamed per second of the whole rebalance."""
+        return self.keys_streamed / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass
+class Tally:
+    """Counters of one rebalance, shared by its streams."""
+
+    streamed: int = 0
+    copied: int = 0
+    bytes: int = 0
+    planned: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, streamed: int, copied: int, size: int) -> None:
+        with self.lock:
+            self.streamed += streamed
+            self.copied += copied
+            self.bytes += size

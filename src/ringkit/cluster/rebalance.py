@@ -21,19 +21,25 @@ copies. Every view and plan goes to the audit log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 
 from ringkit.cluster.backends import open_backend
 from ringkit.cluster.fencing import FencedBackend, StaleViewError, fence
-from ringkit.cluster.progress import Progress, Throttle
+from ringkit.cluster.progress import (
+    Progress,
+    RebalanceOptions,
+    RebalanceReport,
+    Tally,
+    Throttle,
+)
 from ringkit.cluster.servers import route_key
 from ringkit.cluster.urls import parse_url
-from ringkit.cluster.view import AuditLog, ClusterView
+from ringkit.cluster.view import AuditLog, ClusterView, read_views
 from ringkit.errors import BackendError, ConfigError, UnsupportedError
 from ringkit.movement import Movement, diff
 from ringkit.plan import Transfer
@@ -42,104 +48,8 @@ from ringkit.ring import HashRing
 __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 
 
-@dataclass(frozen=True, slots=True)
-class RebalanceOptions:
-    """How a rebalance runs: page size, throttles, progress, audit file and a transfer hook.
-
-    The checkpoint is saved at most every `checkpoint_s` seconds (0: after every transfer) and
-    at the end of the copy; a resumed rebalance runs again what was not saved (the copy is
-    idempotent). `on_transfer` is called after each finished transfer (and its checkpoint)
-    with it and the number finished so far; an exception raised there stops the rebalance.
-    """
-
-    batch: int = 500
-    keys_per_s: float | None = None
-    max_streams_per_source: int = 2
-    scan: bool = True
-    progress: bool = False
-    audit_path: str | None = None
-    timeout_s: float = 2.0
-    checkpoint_s: float = 0.25
-    on_transfer: Callable[[Transfer, int], None] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        for name in ("batch", "max_streams_per_source"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
-        Throttle(self.keys_per_s)  # validates
-        if not self.checkpoint_s >= 0:
-            raise ConfigError(f"checkpoint_s must be >= 0, got {self.checkpoint_s!r}")
-        if not self.timeout_s > 0:
-            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class RebalanceReport:
-    """What a rebalance did. `keys_streamed` counts keys read from sources on moved arcs."""
-
-    outcome: str
-    epoch: int
-    transfers: int
-    transfers_skipped: int
-    keys_planned: int
-    keys_streamed: int
-    keys_copied: int
-    bytes_copied: int
-    keys_deleted: int
-    elapsed_s: float
-
-    @property
-    def keys_per_s(self) -> float:
-        """Keys streamed per second of the whole rebalance."""
-        return self.keys_streamed / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-
-def read_views(backends: Mapping[str, object], at_least: int = 0) -> ClusterView | None:
-    """Return the newest view stored on the servers (None if none holds one).
-
-    Servers that fail are skipped; `at_least` stops the search once a view that new is found.
-
-    :raises BackendError: when no server answered
-    """
-    best: ClusterView | None = None
-    answered = 0
-    for _name, backend in sorted(backends.items()):
-        if not isinstance(backend, FencedBackend):
-            continue
-        try:
-            data = backend.read_view()
-        except BackendError:
-            continue
-        answered += 1
-        if data:
-            view = ClusterView.from_json(data)
-            if best is None or view.epoch > best.epoch:
-                best = view
-        if best is not None and at_least and best.epoch >= at_least:
-            break
-    if not answered and backends:
-        raise BackendError(f"no server answered for the cluster view (asked {len(backends)})")
-    return best
-
-
 def _transfer_id(transfer: Transfer) -> str:
     return f"{transfer.source}>{transfer.destination}:{transfer.start}:{transfer.end}"
-
-
-@dataclass
-class _Tally:
-    streamed: int = 0
-    copied: int = 0
-    bytes: int = 0
-    planned: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, streamed: int, copied: int, size: int) -> None:
-        with self.lock:
-            self.streamed += streamed
-            self.copied += copied
-            self.bytes += size
 
 
 class Rebalancer:
@@ -307,7 +217,7 @@ class Rebalancer:
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
-        tally, skipped = self._stream(view, plan.transfers)
+        tally, skipped = self._stream(view, plan.transfers, new.space)
         final = ClusterView(
             view.epoch + 1, new, {node.name: view.servers[node.name] for node in new.nodes},
             view.replicas, change=dict(view.change),
@@ -360,19 +270,27 @@ class Rebalancer:
             )
         return survivors  # each surviving copy of the arc: the newest version wins
 
-    def _stream(self, view: ClusterView, transfers: tuple[Transfer, ...]) -> tuple[_Tally, int]:
-        done = self._checkpoint(view)
-        todo = [t for t in transfers if _transfer_id(t) not in done]
+    def _prepare(
+        self, view: ClusterView, todo: list[Transfer], space: int
+    ) -> tuple[dict[str, list[str]], list[str], Tally]:
+        """Pick each transfer's sources, index foreign keys, count the keys to move."""
         sources = {_transfer_id(t): self._sources(view, t) for t in todo}
         names = sorted({name for chosen in sources.values() for name in chosen})
         if self.options.scan:
             for name in names:
                 self.backend(name).index.backfill()
-        space = view.placement.space if isinstance(view.placement, HashRing) else 1 << 64
-        tally = _Tally()
+        tally = Tally()
         for t in todo:
             for name in sources[_transfer_id(t)]:
                 tally.planned += self.backend(name).index.count(t.start or 0, t.end or 0, space)
+        return sources, names, tally
+
+    def _stream(
+        self, view: ClusterView, transfers: tuple[Transfer, ...], space: int
+    ) -> tuple[Tally, int]:
+        done = self._checkpoint(view)
+        todo = [t for t in transfers if _transfer_id(t) not in done]
+        sources, names, tally = self._prepare(view, todo, space)
         limits = {name: threading.Semaphore(self.options.max_streams_per_source) for name in names}
         throttle = Throttle(self.options.keys_per_s)
         workers = max(1, min(16, self.options.max_streams_per_source * max(len(names), 1)))
@@ -399,6 +317,8 @@ class Rebalancer:
                         self.options.on_transfer(transfer, len(done))
             except BaseException:
                 pool.shutdown(wait=True, cancel_futures=True)
+                with contextlib.suppress(BackendError):  # keep what finished, for resume
+                    self._save(view, done)
                 raise
         self._save(view, done)
         return tally, len(transfers) - len(todo)
@@ -408,7 +328,7 @@ class Rebalancer:
         transfer: Transfer,
         sources: list[str],
         space: int,
-        shared: tuple[_Tally, Progress, Throttle, Mapping[str, threading.Semaphore]],
+        shared: tuple[Tally, Progress, Throttle, Mapping[str, threading.Semaphore]],
     ) -> None:
         tally, progress, throttle, limits = shared
         rollback = self.view.state == "rolling_back"

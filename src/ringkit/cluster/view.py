@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ringkit.cluster.urls import parse_url, redact
-from ringkit.errors import ConfigError, UnsupportedError
+from ringkit.errors import BackendError, ConfigError, UnsupportedError
 from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
-__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view"]
+__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view", "read_views"]
 
 STATES = ("stable", "moving", "rolling_back")
 VIEW_ENV = "RINGKIT_VIEW"
@@ -200,3 +200,32 @@ class AuditLog:
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         return line.encode()
+
+
+def read_views(backends: Mapping[str, object], at_least: int = 0) -> ClusterView | None:
+    """Return the newest view stored on the servers (None if none holds one).
+
+    Servers that fail are skipped; `at_least` stops the search once a view that new is found.
+
+    :raises BackendError: when no server answered
+    """
+    best: ClusterView | None = None
+    answered = 0
+    for _name, backend in sorted(backends.items()):
+        read_view = getattr(backend, "read_view", None)
+        if read_view is None:
+            continue
+        try:
+            data = read_view()
+        except BackendError:
+            continue
+        answered += 1
+        if data:
+            view = ClusterView.from_json(data)
+            if best is None or view.epoch > best.epoch:
+                best = view
+        if best is not None and at_least and best.epoch >= at_least:
+            break
+    if not answered and backends:
+        raise BackendError(f"no server answered for the cluster view (asked {len(backends)})")
+    return best
