@@ -1,0 +1,12 @@
+"""Exact layouts of other systems: ketama, Envoy ring hash, Cassandra, Redis Cluster, Guava.
+
+Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
+source; docs/compatibility.md says what was checked against what.
+"""
+
+from __future__ import annotations
+
+from ringkit.compat._continuum import Continuum
+from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
+
+__all__ = ["KETAMA_VARIANTS", "Continuum", "ketama"]
