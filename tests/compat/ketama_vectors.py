@@ -3,9 +3,9 @@
 Source: awesomized/libmemcached ``test/fixtures/ketama.hpp`` (``ketama_test_cases`` and
 ``ketama_test_cases_spy``, 99 rows each), checked by libmemcached's test case
 ``memcached_ketama_compat`` (sections "generate hash" and "spymemcached") with the servers of
-:data:`SERVERS` and the ``KETAMA_WEIGHTED`` behaviour. Each row of :data:`KETAMA` is ``(key, key hash, continuum point,
-server)``; :data:`SPY_SERVERS` is the spy table's server column, row for row (its hash columns
-repeat the first table's).
+:data:`SERVERS` and the ``KETAMA_WEIGHTED`` behaviour. Each row of :data:`KETAMA` is
+``(key, key hash, continuum point, server)``; :data:`SPY_SERVERS` is the spy table's server
+column, row for row (its hash columns repeat the first table's).
 """
 
 SERVERS = (

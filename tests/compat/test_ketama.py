@@ -1,4 +1,4 @@
-"""ringkit.compat.ketama: published vectors, libmemcached itself, uhashring, the protocol, errors."""
+"""ringkit.compat.ketama: published vectors, real libmemcached, uhashring, protocol, errors."""
 
 from __future__ import annotations
 
@@ -82,13 +82,17 @@ def test_weighted_matches_real_libmemcached(spec: str, variant: str) -> None:
     assert _addresses(ketama(spec, variant=variant), keys) == expected
 
 
-@pytest.mark.parametrize("key_hash", [None, "md5", "crc32", "fnv1_64", "fnv1a_32", "murmur",
-                                      "jenkins"])
+@pytest.mark.parametrize(
+    "key_hash", [None, "md5", "crc32", "fnv1_64", "fnv1a_32", "murmur", "jenkins"]
+)
 @pytest.mark.parametrize("variant", ["libmemcached", "spy"])
 def test_unweighted_matches_real_libmemcached(key_hash: str | None, variant: str) -> None:
     spec = _SPECS[2]
-    distribution = (lm.DISTRIBUTION_CONSISTENT_KETAMA if variant == "libmemcached"
-                    else lm.DISTRIBUTION_CONSISTENT_KETAMA_SPY)
+    distribution = (
+        lm.DISTRIBUTION_CONSISTENT_KETAMA
+        if variant == "libmemcached"
+        else lm.DISTRIBUTION_CONSISTENT_KETAMA_SPY
+    )
     behaviors = [(lm.BEHAVIOR_DISTRIBUTION, distribution)]
     if key_hash is not None:
         behaviors.append((lm.BEHAVIOR_HASH, lm.HASHES[key_hash]))
@@ -104,8 +108,9 @@ def test_unweighted_matches_real_libmemcached(key_hash: str | None, variant: str
 
 def test_libketama_agrees_with_uhashring_on_10000_keys() -> None:
     uhashring = pytest.importorskip("uhashring")
-    weights = {f"10.0.1.{i + 1}:11211": w for i, w in enumerate([600, 300, 200, 350, 1000,
-                                                                 800, 950, 100])}
+    weights = {
+        f"10.0.1.{i + 1}:11211": w for i, w in enumerate([600, 300, 200, 350, 1000, 800, 950, 100])
+    }
     theirs = uhashring.HashRing(nodes=weights, hash_fn="ketama")
     ours = ketama(weights, variant="libketama")
     keys = [key.decode() for key in _keys(10_000, seed=11)]
@@ -166,14 +171,14 @@ def test_is_a_placement_with_immutable_membership() -> None:
     layout = ketama(SERVERS)
     assert isinstance(layout, Placement)
     assert len(layout) == 8 and "10.0.1.1:11211" in layout
-    assert list(layout)[0] == "10.0.1.1:11211"
+    assert next(iter(layout)) == "10.0.1.1:11211"
     bigger = layout.add(Node("10.0.1.9:11211", weight=500))
     assert len(layout) == 8 and len(bigger) == 9
     assert bigger.remove("10.0.1.9:11211") == layout
     assert layout.discard("nope") is layout
     with pytest.raises(UnknownNodeError, match="'nope'"):
         layout.remove("nope")
-    with pytest.raises(DuplicateNodeError, match="10.0.1.1:11211"):
+    with pytest.raises(DuplicateNodeError, match=r"10\.0\.1\.1:11211"):
         layout.add("10.0.1.1:11211")
 
 
@@ -220,7 +225,10 @@ def test_point_lookup_rejects_out_of_range_points() -> None:
 @pytest.mark.parametrize(
     ("servers", "message"),
     [
-        ("10.0.1.1:11211 0", r"weight of server '10.0.1.1:11211' must be a whole number >= 1, got 0"),
+        (
+            "10.0.1.1:11211 0",
+            r"weight of server '10.0.1.1:11211' must be a whole number >= 1, got 0",
+        ),
         ("10.0.1.1:11211 -3", r"must be a whole number >= 1, got -3"),
         ("10.0.1.1:11211 heavy", r"must be a whole number, got 'heavy'"),
         ({"a:1": 1.5}, r"got 1.5"),

@@ -11,7 +11,9 @@ Reference: twemproxy ``src/hashkit/nc_*.c`` (https://github.com/twitter/twemprox
 from libmemcached's libhashkit.
 
 >>> hex(TWEMPROXY_HASHES["fnv1a_64"](b"foo"))
-'0xa9f37ed7'
+'0xfed9d577'
+>>> hex(hash_crc16(b"123456789"))  # CRC-16/XMODEM's check value 0x31c3, high half kept
+'0x869031c3'
 >>> sorted(TWEMPROXY_HASHES)[:4]
 ['crc16', 'crc32', 'crc32a', 'fnv1_32']
 """
@@ -123,9 +125,9 @@ def hash_crc32a(data: bytes) -> int:
 def _crc16_table() -> tuple[int, ...]:
     table = []
     for index in range(256):
-        crc = index
+        crc = index << 8
         for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
         table.append(crc)
     return tuple(table)
 
@@ -134,10 +136,15 @@ _CRC16 = _crc16_table()
 
 
 def hash_crc16(data: bytes) -> int:
-    """Return twemproxy's ``crc16``: CRC-16/ARC (reflected 0xA001, the Linux kernel's)."""
+    """Return twemproxy 0.5.0's ``crc16``: CRC-16/XMODEM steps on a 32-bit register.
+
+    The register is never cut to 16 bits, so long keys carry their early bytes into the high
+    half: this is the function Debian's nutcracker 0.5.0 runs. (Later twemproxy sources replaced
+    it with CRC-16/ARC, which ringkit does not offer.)
+    """
     crc = 0
     for byte in data:
-        crc = (crc >> 8) ^ _CRC16[(crc ^ byte) & 0xFF]
+        crc = ((crc << 8) ^ _CRC16[((crc >> 8) ^ byte) & 0xFF]) & _M32
     return crc
 
 

@@ -106,8 +106,10 @@ def _parse_item(item: str, *, verbatim: bool, aliases: bool) -> Server:
     elif len(fields) == 2:
         if not verbatim and ":" not in address:
             # libmemcached would read "host 2" as a host name with a space in it.
-            raise ConfigError(f"unparsable server spec {item!r}; a weight needs a port: "
-                              f"'{address}:{MEMCACHED_DEFAULT_PORT} {fields[1]}'")
+            raise ConfigError(
+                f"unparsable server spec {item!r}; a weight needs a port: "
+                f"'{address}:{MEMCACHED_DEFAULT_PORT} {fields[1]}'"
+            )
         weight_text = fields[1]
     try:
         weight: object = int(weight_text)
