@@ -7,6 +7,7 @@ source; docs/compatibility.md says what was checked against what.
 from __future__ import annotations
 
 from ringkit.compat._continuum import Continuum
+from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 
-__all__ = ["KETAMA_VARIANTS", "Continuum", "ketama"]
+__all__ = ["KETAMA_VARIANTS", "Continuum", "envoy_ring", "ketama"]
