@@ -9,5 +9,14 @@ from __future__ import annotations
 from ringkit.compat._continuum import Continuum
 from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
+from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 
-__all__ = ["KETAMA_VARIANTS", "Continuum", "envoy_ring", "ketama"]
+__all__ = [
+    "KETAMA_VARIANTS",
+    "Continuum",
+    "RedisCluster",
+    "envoy_ring",
+    "ketama",
+    "redis_cluster",
+    "redis_slot",
+]

@@ -38,7 +38,7 @@ _MUL = 0xC6A4A7935BD1E995
 
 def xx_hash(data: bytes) -> int:
     """Return xxHash64 of `data` with seed 0 (Envoy's ``HashUtil::xxHash64``)."""
-    return xxhash.xxh64_intdigest(data)  # type: ignore[no-any-return]
+    return int(xxhash.xxh64_intdigest(data))
 
 
 def _shift_mix(v: int) -> int:
