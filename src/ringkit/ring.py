@@ -223,9 +223,7 @@ class HashRing:
         if not per_node:
             return np.empty(0, dtype=np.uint64), np.empty(0, dtype=dtype)
         tokens = np.concatenate(per_node)
-        owners = np.repeat(
-            np.arange(len(ordered), dtype=dtype), [len(part) for part in per_node]
-        )
+        owners = np.repeat(np.arange(len(ordered), dtype=dtype), [len(part) for part in per_node])
         # Stable sort over name-ordered input: equal tokens stay ordered by node name.
         order = np.argsort(tokens, kind="stable")
         return tokens[order], owners[order]
@@ -320,9 +318,11 @@ class HashRing:
         if not self._names:
             raise EmptyRingError("node_for() on an empty ring; add a node first")
         data = key.encode() if type(key) is str else encode_key(key)
-        point = self._point_function()(data) if self._space != SPACE_64 or (
-            self._hasher.bits != 64
-        ) else self._hasher.function(data)
+        point = (
+            self._point_function()(data)
+            if self._space != SPACE_64 or (self._hasher.bits != 64)
+            else self._hasher.function(data)
+        )
         return self._names[self._owners_view[self._index_for_point(point)]]
 
     def node_for_point(self, point: int) -> str:
@@ -459,9 +459,7 @@ class HashRing:
         ring._install(nodes, *ring._inserted(self, new, position))
         return ring
 
-    def _inserted(
-        self, old: HashRing, new: Node, position: int
-    ) -> tuple[UInt64Array, IndexArray]:
+    def _inserted(self, old: HashRing, new: Node, position: int) -> tuple[UInt64Array, IndexArray]:
         added = np.sort(self._node_tokens(new))
         dtype = _owner_dtype(len(old._nodes) + 1)
         owners = old._owners.astype(dtype)
@@ -582,7 +580,9 @@ class HashRing:
         starts = np.flatnonzero(np.r_[True, owners_sorted[1:] != owners_sorted[:-1]])
         sums = np.add.reduceat(lengths[order], starts) if len(starts) else []
         result = dict.fromkeys(self._names, 0)
-        for owner, total in zip(owners_sorted[starts].tolist(), np.asarray(sums).tolist(), strict=True):
+        for owner, total in zip(
+            owners_sorted[starts].tolist(), np.asarray(sums).tolist(), strict=True
+        ):
             result[self._names[owner]] = int(total)
         return result
 
@@ -698,8 +698,12 @@ class HashRing:
         try:
             entries: Sequence[Mapping[str, Any]] = data["nodes"]
             nodes = [
-                Node(e["name"], weight=e.get("weight", 1.0), zone=e.get("zone"),
-                     address=e.get("address"))
+                Node(
+                    e["name"],
+                    weight=e.get("weight", 1.0),
+                    zone=e.get("zone"),
+                    address=e.get("address"),
+                )
                 for e in entries
             ]
         except (KeyError, TypeError) as error:
@@ -736,8 +740,8 @@ class HashRing:
             expected = len(explicit) if explicit else vnode_count(self._vnodes, node.weight)
             assert count == expected, f"{node.name}: {count} vnodes, expected {expected}"
         expected_prefix = np.searchsorted(
-            tokens, np.arange(len(self._prefix) - 1, dtype=np.uint64)
-            << np.uint64(self._prefix_shift % 64)
+            tokens,
+            np.arange(len(self._prefix) - 1, dtype=np.uint64) << np.uint64(self._prefix_shift % 64),
         )
         assert np.array_equal(self._prefix[:-1], expected_prefix)
 

@@ -7,14 +7,18 @@ source; docs/compatibility.md says what was checked against what.
 from __future__ import annotations
 
 from ringkit.compat._continuum import Continuum
+from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
 from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 
 __all__ = [
     "KETAMA_VARIANTS",
+    "CassandraRing",
     "Continuum",
     "RedisCluster",
+    "TokenRange",
+    "cassandra_ring",
     "envoy_ring",
     "ketama",
     "redis_cluster",
