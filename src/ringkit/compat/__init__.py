@@ -9,6 +9,7 @@ from __future__ import annotations
 from ringkit.compat._continuum import Continuum
 from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
 from ringkit.compat.envoy import envoy_ring
+from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 
@@ -20,6 +21,7 @@ __all__ = [
     "TokenRange",
     "cassandra_ring",
     "envoy_ring",
+    "guava_consistent_hash",
     "ketama",
     "redis_cluster",
     "redis_slot",
