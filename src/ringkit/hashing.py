@@ -157,7 +157,7 @@ def md5(data: bytes) -> int:
 
 def xxh3_64(data: bytes) -> int:
     """Return XXH3-64 (seed 0) of `data`: the default hasher, fast and well distributed."""
-    return xxhash.xxh3_64_intdigest(data)  # type: ignore[no-any-return]
+    return int(xxhash.xxh3_64_intdigest(data))
 
 
 # -- MurmurHash3 (Austin Appleby, public domain; smhasher MurmurHash3.cpp) ---------------------
