@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from servers import free_port, require_binary
+from tests.servers import free_port, require_binary
 
 
 def _wait(port: int, process: subprocess.Popen[bytes], log: Path) -> None:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from compat.ketama_vectors import SERVERS
 from ringkit.cli import main
+from tests.compat.ketama_vectors import SERVERS
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

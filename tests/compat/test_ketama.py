@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from compat import _libmemcached as lm
-from compat.ketama_vectors import KETAMA, SERVERS, SPY_SERVERS
 from ringkit import ConfigError, DuplicateNodeError, EmptyRingError, Node, UnknownNodeError
 from ringkit.compat import Continuum, ketama
 from ringkit.compat.ketama import parse_servers
 from ringkit.placement import Placement
+from tests.compat import _libmemcached as lm
+from tests.compat.ketama_vectors import KETAMA, SERVERS, SPY_SERVERS
 
 # Points per server that libmemcached's test asserts for SERVERS (the issue quotes them too).
 POINTS_PER_SERVER = [176, 88, 56, 104, 296, 236, 280, 28]

@@ -13,10 +13,10 @@ from contextlib import ExitStack, contextmanager
 
 import pytest
 
-from compat._twemproxy import nutcracker
 from ringkit.compat import ketama
 from ringkit.compat.hashkit import TWEMPROXY_HASHES
-from servers import Server, memcached_server
+from tests.compat._twemproxy import nutcracker
+from tests.servers import Server, memcached_server
 
 WEIGHTS = (1, 2, 3, 5)
 

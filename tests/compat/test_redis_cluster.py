@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from ringkit import ConfigError, EmptyRingError
 from ringkit.compat import redis_cluster, redis_slot
 from ringkit.compat.redis_cluster import crc16_xmodem
-from servers import free_port, require_binary
+from tests.servers import free_port, require_binary
 
 # Redis Cluster specification and src/crc16.c: "123456789" -> 0x31C3; the examples.
 SPEC_VECTORS = [("key", 12539), ("id:{key}", 12539), ("{key}:profile", 12539)]

@@ -115,9 +115,7 @@ def _run_compat(args: argparse.Namespace) -> int:
             f"--mode {args.mode} needs --servers, e.g. "
             f'--servers "10.0.1.1:11211 600,10.0.1.2:11211 300"'
         )
-    report = compat_report(
-        args.mode, args.servers, args.key, args.replicas, key_hash=args.key_hash
-    )
+    report = compat_report(args.mode, args.servers, args.key, args.replicas, key_hash=args.key_hash)
     if args.json:
         print_json(report)
     else:
