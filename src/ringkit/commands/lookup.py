@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ringkit.commands.common import node_list, positive_int, print_json
-from ringkit.commands.compat_lookup import COMPAT_MODES, compat_report, print_compat_report
+from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
 from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES, HashRing
@@ -46,22 +46,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="length of the preference list to show (default: 1)",
     )
-    parser.add_argument(
-        "--mode",
-        choices=("ring", *COMPAT_MODES),
-        default="ring",
-        help="place the key as another system does (default: ring)",
-    )
-    parser.add_argument(
-        "--servers",
-        metavar="SPEC",
-        help='servers of a --mode other than ring, e.g. "10.0.1.1:11211 600,..."',
-    )
-    parser.add_argument(
-        "--key-hash",
-        metavar="NAME",
-        help="key hash of libmemcached / twemproxy modes (e.g. fnv1a_64, md5)",
-    )
+    add_compat_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 

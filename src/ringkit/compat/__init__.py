@@ -2,6 +2,12 @@
 
 Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
 source; docs/compatibility.md says what was checked against what.
+
+>>> from ringkit.compat import ketama, redis_slot
+>>> ketama("10.0.1.1:11211 600,10.0.1.3:11211 200").node_for("D[HE+cFXDK")
+'10.0.1.3:11211'
+>>> redis_slot("id:{key}")
+12539
 """
 
 from __future__ import annotations
