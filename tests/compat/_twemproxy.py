@@ -28,10 +28,13 @@ def _wait(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
 
 
 @contextmanager
-def nutcracker(pools: dict[str, tuple[str, Sequence[str]]]) -> Iterator[dict[str, int]]:
+def nutcracker(
+    pools: dict[str, tuple[str, Sequence[str]]], *, auto_eject: bool = False
+) -> Iterator[dict[str, int]]:
     """Run nutcracker with one ketama pool per entry ``name: (key hash, server lines)``.
 
     Server lines are nutcracker's own (``127.0.0.1:11212:3 alias``). Yields each pool's port.
+    `auto_eject` ejects a server after one failure and keeps it out for a minute.
     """
     binary = require_binary("nutcracker", "nutcracker")
     ports = {name: free_port() for name in pools}
@@ -43,7 +46,9 @@ def nutcracker(pools: dict[str, tuple[str, Sequence[str]]]) -> Iterator[dict[str
             f"  hash: {key_hash}",
             "  distribution: ketama",
             "  timeout: 4000",
-            "  auto_eject_hosts: false",
+            f"  auto_eject_hosts: {'true' if auto_eject else 'false'}",
+            "  server_failure_limit: 1",
+            "  server_retry_timeout: 60000",
             "  servers:",
         ]
         lines += [f"   - {server}" for server in servers]

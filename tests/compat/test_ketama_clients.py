@@ -6,6 +6,7 @@ server that holds a key must be the one ringkit names. Everything runs on loopba
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 from collections.abc import Iterator
@@ -109,3 +110,42 @@ def test_nutcracker_places_keys_where_ringkit_says_for_every_key_hash() -> None:
                     holders[key] != mine for key, mine in zip(keys, ours, strict=True)
                 )
             assert wrong == dict.fromkeys(counts, 0)
+
+
+def test_nutcracker_auto_eject_matches_remove() -> None:
+    # twemproxy ejects a failing server and rebuilds the continuum over the live ones, weights
+    # renormalised: ringkit's layout.remove(server) must then place keys where nutcracker does.
+    pylibmc = _pylibmc()
+    with _memcacheds(len(WEIGHTS)) as servers:
+        lines = [
+            f"{s.address}:{w} mc{i}" for i, (s, w) in enumerate(zip(servers, WEIGHTS, strict=True))
+        ]
+        layout = ketama(",".join(lines), variant="twemproxy")
+        dead = servers[2]
+        dead.process.terminate()
+        dead.process.wait(timeout=10)
+        with nutcracker({"pool": ("fnv1a_64", lines)}, auto_eject=True) as ports:
+            proxy = pylibmc.Client([f"127.0.0.1:{ports['pool']}"])
+            doomed = [k for k in _keys(200, "doomed") if layout.node_for(k) == dead.address]
+            # Requests for the dead server's keys fail; the first failure ejects it
+            # (server_failure_limit: 1). pylibmc reports some failures as misses, so the proof
+            # is below: every later key is stored, on a live server, where remove() says.
+            for key in doomed[:5]:
+                with contextlib.suppress(pylibmc.Error):
+                    proxy.set(key, b"1")
+            keys = _keys(5_000, "ejected")
+            for start in range(0, len(keys), 500):
+                assert not proxy.set_multi({key: b"1" for key in keys[start : start + 500]})
+            live = [server for server in servers if server is not dead]
+            holders = _holders(live, keys)
+        ejected = layout.remove(dead.address)
+        assert len(holders) == len(keys)
+        assert [holders[key] for key in keys] == ejected.node_for_many(keys)
+        # Weights are renormalised over the live servers, so some keys also move between
+        # survivors: the rebuild is not "dead server's keys go to the next point" alone.
+        before = layout.node_for_many(keys)
+        between_live = [
+            key for key, old in zip(keys, before, strict=True)
+            if old != dead.address and holders[key] != old
+        ]  # fmt: skip
+        assert between_live
