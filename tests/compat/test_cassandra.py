@@ -21,6 +21,7 @@ from ringkit.hashing import (
     cassandra_partition_key,
     cassandra_token,
 )
+from tests.compat._deps import require
 
 DRIVER_VECTORS = [
     (b"123", -7468325962851647638),
@@ -41,7 +42,7 @@ def test_empty_key_is_the_minimum_token() -> None:
 
 
 def test_agrees_with_the_datastax_driver_on_10000_keys() -> None:
-    murmur3 = pytest.importorskip("cassandra.murmur3")
+    murmur3 = require("cassandra.murmur3", "pip install cassandra-driver")
     rng = random.Random(6)
     keys = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(1, 40))) for _ in range(10_000)]
     # The driver's murmur3 returns the raw long; Murmur3Token.hash_fn normalises MIN to MAX.
@@ -51,7 +52,7 @@ def test_agrees_with_the_datastax_driver_on_10000_keys() -> None:
 
 
 def test_composite_key_matches_the_driver_routing_key() -> None:
-    query = pytest.importorskip("cassandra.query")
+    query = require("cassandra.query", "pip install cassandra-driver")
     parts = [b"user-1", struct.pack(">q", 42), b""]
     statement = query.SimpleStatement("SELECT 1")
     statement.routing_key = parts
@@ -123,7 +124,7 @@ def _driver_replicas(
     dcs: dict[str, str],
     racks: dict[str, str],
 ) -> dict[int, list[str]]:
-    metadata = pytest.importorskip("cassandra.metadata")
+    metadata = require("cassandra.metadata", "pip install cassandra-driver")
     from cassandra.connection import DefaultEndPoint
     from cassandra.policies import SimpleConvictionPolicy
     from cassandra.pool import Host

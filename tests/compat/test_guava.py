@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ringkit import ConfigError
 from ringkit.compat import guava_consistent_hash
+from tests.compat._deps import require
 
 GOLDEN_100 = [0, 55, 62, 8, 45, 59, 86, 97, 82, 59, 73, 37, 17, 56, 86, 21, 90, 37, 38, 83]
 GOLDEN = [
@@ -44,7 +45,7 @@ def test_agrees_with_the_jump_consistent_hash_package_on_10000_keys() -> None:
     # (b + 1) / (x / 2**31); the two roundings can only part where the quotient is within an ulp
     # of an integer. No such pair turned up in 500,000 random (key, buckets) pairs
     # (docs/compatibility.md), so the package is an independent check here.
-    jump = pytest.importorskip("jump")
+    jump = require("jump", "pip install jump-consistent-hash")
     rng = random.Random(9)
     pairs = [(rng.getrandbits(64), rng.randint(1, 100_000)) for _ in range(10_000)]
     assert [guava_consistent_hash(k, b) for k, b in pairs] == [jump.hash(k, b) for k, b in pairs]

@@ -13,6 +13,7 @@ from ringkit.compat import Continuum, ketama
 from ringkit.compat.ketama import parse_servers
 from ringkit.placement import Placement
 from tests.compat import _libmemcached as lm
+from tests.compat._deps import require
 from tests.compat.ketama_vectors import KETAMA, SERVERS, SPY_SERVERS
 
 # Points per server that libmemcached's test asserts for SERVERS (the issue quotes them too).
@@ -107,7 +108,7 @@ def test_unweighted_matches_real_libmemcached(key_hash: str | None, variant: str
 
 
 def test_libketama_agrees_with_uhashring_on_10000_keys() -> None:
-    uhashring = pytest.importorskip("uhashring")
+    uhashring = require("uhashring", "pip install uhashring")
     weights = {
         f"10.0.1.{i + 1}:11211": w for i, w in enumerate([600, 300, 200, 350, 1000, 800, 950, 100])
     }
@@ -120,7 +121,7 @@ def test_libketama_agrees_with_uhashring_on_10000_keys() -> None:
 def test_uhashring_rounds_weights_as_integers_libketama_does_not() -> None:
     # docs/compatibility.md: 21/80 * 240 is 63 exactly, but libketama computes it in single
     # precision (62.99999...) and floorf gives 62 digests; uhashring's integer maths gives 63.
-    uhashring = pytest.importorskip("uhashring")
+    uhashring = require("uhashring", "pip install uhashring")
     weights = {f"cache-{i}": w for i, w in enumerate([21, 6, 36, 2, 4, 11])}
     ours = ketama(weights, variant="libketama")
     assert int((ours.owners == 0).sum()) == 62 * 4
@@ -130,7 +131,7 @@ def test_uhashring_rounds_weights_as_integers_libketama_does_not() -> None:
 
 
 def test_uhashring_hashes_bytes_keys_as_their_repr() -> None:
-    uhashring = pytest.importorskip("uhashring")
+    uhashring = require("uhashring", "pip install uhashring")
     weights = {f"10.0.1.{i + 1}:11211": 1 for i in range(8)}
     theirs = uhashring.HashRing(nodes=weights, hash_fn="ketama")
     ours = ketama(weights, variant="libketama")

@@ -7,7 +7,6 @@ server that holds a key must be the one ringkit names. Everything runs on loopba
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -16,6 +15,7 @@ import pytest
 
 from ringkit.compat import ketama
 from ringkit.compat.hashkit import TWEMPROXY_HASHES
+from tests.compat._deps import require
 from tests.compat._twemproxy import nutcracker
 from tests.servers import Server, memcached_server
 
@@ -23,13 +23,7 @@ WEIGHTS = (1, 2, 3, 5)
 
 
 def _pylibmc():  # type: ignore[no-untyped-def]
-    try:
-        import pylibmc
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("pylibmc is not installed (pip install pylibmc; needs libmemcached-dev)")
-        pytest.skip("pylibmc is not installed")
-    return pylibmc
+    return require("pylibmc", "pip install pylibmc; it needs libmemcached-dev")
 
 
 @contextmanager

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import random
 import subprocess
 import tempfile
@@ -17,6 +16,7 @@ from hypothesis import strategies as st
 from ringkit import ConfigError, EmptyRingError
 from ringkit.compat import redis_cluster, redis_slot
 from ringkit.compat.redis_cluster import crc16_xmodem
+from tests.compat._deps import require
 from tests.servers import free_port, require_binary
 
 # Redis Cluster specification and src/crc16.c: "123456789" -> 0x31C3; the examples.
@@ -31,13 +31,7 @@ TAG_RULES = [
 
 
 def _redis():  # type: ignore[no-untyped-def]
-    try:
-        import redis
-    except ImportError:
-        if os.environ.get("CI"):
-            pytest.fail("redis-py is not installed (pip install redis)")
-        pytest.skip("redis-py is not installed")
-    return redis
+    return require("redis", "pip install redis")
 
 
 def test_crc16_check_value() -> None:
@@ -55,7 +49,7 @@ def test_hash_tag_rules(key: str, hashed: str) -> None:
 
 
 def test_agrees_with_redis_py_on_10000_keys() -> None:
-    crc = pytest.importorskip("redis.crc")
+    crc = require("redis.crc", "pip install redis")
     rng = random.Random(4)
     keys = [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 16))) for _ in range(10_000)]
     assert [redis_slot(key) for key in keys] == [crc.key_slot(key) for key in keys]
