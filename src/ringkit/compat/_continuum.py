@@ -17,6 +17,7 @@ ketama, 64 for Envoy; DESIGN.md decision 1) and points that collide keep the sys
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,6 +32,7 @@ from ringkit.placement import check_n, check_not_empty, unknown_node
 __all__ = ["Continuum"]
 
 UInt64Array = npt.NDArray[np.uint64]
+_LIST_LIMIT = 1 << 16
 Rebuild = Callable[[tuple[Node, ...]], "Continuum"]
 
 
@@ -53,6 +55,8 @@ class Continuum:
         "_names",
         "_nodes",
         "_owners",
+        "_point_list",
+        "_point_names",
         "_points",
         "_rebuild",
     )
@@ -78,6 +82,14 @@ class Continuum:
         self._kind = kind
         self._points.flags.writeable = False
         self._owners.flags.writeable = False
+        # Scalar lookups bisect a Python list: numpy's searchsorted costs microseconds per call
+        # (benchmarks/bench_compat.py). Past _LIST_LIMIT points (Envoy's 8M maximum) the lists
+        # would cost more memory than they save time, and numpy answers instead.
+        small = len(points) <= _LIST_LIMIT
+        self._point_list: list[int] | None = points.tolist() if small else None
+        self._point_names: tuple[str, ...] | None = (
+            tuple(self._names[i] for i in owners.tolist()) if small else None
+        )
 
     @classmethod
     def from_points(
@@ -123,7 +135,10 @@ class Continuum:
             raise TypeError(f"point must be int, got {type(point).__name__}")
         if not 0 <= point < 1 << self._bits:
             raise ConfigError(f"point must be in [0, 2**{self._bits}), got {point!r}")
-        index = int(np.searchsorted(self._points, np.uint64(point), side="left"))
+        if self._point_list is not None:
+            index = bisect_left(self._point_list, point)
+        else:
+            index = int(np.searchsorted(self._points, np.uint64(point), side="left"))
         # Past the last point: wrap to the first (ketama_get_server returns mcsarr[0]).
         return 0 if index == len(self._points) else index
 
@@ -156,7 +171,12 @@ class Continuum:
         :raises TypeError: when `key` is not str, bytes or int
         """
         check_not_empty(len(self._points), "node_for")
-        return self.node_for_point(self.point_for(key))
+        point = self._key_hash(key.encode() if type(key) is str else encode_key(key))
+        if self._point_names is not None and self._point_list is not None:
+            index = bisect_left(self._point_list, point)
+            # Past the last point: wrap to the first (ketama_get_server returns mcsarr[0]).
+            return self._point_names[index if index < len(self._point_list) else 0]
+        return self.node_for_point(point)
 
     def nodes_for(self, key: Key, n: int) -> list[str]:
         """Return up to `n` distinct nodes, walking clockwise from the key's point.
@@ -187,7 +207,11 @@ class Continuum:
         :raises EmptyRingError: when there are no nodes
         """
         check_not_empty(len(self._points), "node_for_many")
-        hashes = np.fromiter((self.point_for(key) for key in keys), dtype=np.uint64)
+        key_hash = self._key_hash
+        hashes = np.fromiter(
+            (key_hash(key.encode() if type(key) is str else encode_key(key)) for key in keys),
+            dtype=np.uint64,
+        )
         indices = np.searchsorted(self._points, hashes, side="left")
         indices[indices == len(self._points)] = 0
         names: list[str] = np.array(self._names, dtype=object)[self._owners[indices]].tolist()
