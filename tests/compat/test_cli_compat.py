@@ -91,3 +91,11 @@ def test_bad_arguments(capsys: pytest.CaptureFixture[str], argv: list[str], mess
     status, _, err = _run(capsys, "k", *argv)
     assert status == 1
     assert message in err and err.startswith("ringkit: error: ")
+
+
+def test_compat_report_refuses_an_unknown_mode() -> None:
+    from ringkit.commands.compat_lookup import compat_report
+    from ringkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown mode 'memcache'; known: ring, libketama"):
+        compat_report("memcache", "a:1", "k", 1)

@@ -8,6 +8,9 @@ transcribed in full.
 
 from __future__ import annotations
 
+import bisect
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -228,3 +231,16 @@ def test_bad_hosts() -> None:
         envoy_ring(["a:1", "a:1"])
     with pytest.raises(ConfigError, match=r"point must be in \[0, 2\*\*64\), got -1"):
         envoy_ring(["a:1"]).node_for_point(-1)
+
+
+def test_large_rings_search_with_numpy_and_agree_with_small_ring_rule() -> None:
+    # Rings past 65,536 entries answer from the numpy array instead of Python lists.
+    ring = envoy_ring(PORTS_90, min_ring_size=70_000)
+    entries = [int(p) for p in ring.points]
+    assert len(entries) > 65_536
+    rng = random.Random(3)
+    for point in [0, MAX, entries[0], entries[-1] + 1] + [rng.getrandbits(64) for _ in range(300)]:
+        index = bisect.bisect_left(entries, point) % len(entries)
+        assert ring.node_for_point(point) == ring.nodes[int(ring.owners[index])].name
+    keys = [f"k{i}" for i in range(300)]
+    assert ring.node_for_many(keys) == [ring.node_for(key) for key in keys]
