@@ -3,10 +3,11 @@
 Run by hand (never collected by pytest)::
 
     PYTHONPATH=src python3 benchmarks/bench_strategies.py            # nodes 8, 32, 128
-    PYTHONPATH=src python3 benchmarks/bench_strategies.py --nodes 32 --repeats 7
+    PYTHONPATH=src python3 benchmarks/bench_strategies.py --nodes 32 --repeats 9
 
-Each measurement: one warm-up, then ``--repeats`` timed runs (``time.perf_counter``); the table
-shows min / median / max and the median's ratio to ringkit's ``HashRing`` in the same run. Peers
+Each measurement: one warm-up, then ``--repeats`` timed runs interleaved across contenders
+(``_harness.time_interleaved``); the tables show min / median / max per operation and the
+median's ratio to ringkit's ``HashRing`` in the same run. Peers
 run on the same keys: ``jump-consistent-hash`` (``jump.hash``, a C extension, fed the same
 xxh3_64 key hashes as ringkit's JumpHash) and pymemcache's ``RendezvousHash``. Memory is the
 bytes a built placement still holds (tracemalloc, numpy arrays included).
@@ -16,16 +17,27 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
-import time
+import sys
 import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from _harness import Timing, print_table, time_interleaved
 from ringkit import BoundedLoad, HashRing, JumpHash, Maglev, Modulo, MultiProbe, Rendezvous
 from ringkit.hashing import xxh3_64
+
+BASELINE = "HashRing v=160"
+PEERS = (
+    ("JumpHash", "peer jump.hash (C)"),
+    ("Rendezvous pymemcache", "peer pymemcache RendezvousHash"),
+    ("Rendezvous", "peer pymemcache RendezvousHash"),
+)
 
 Builder = Callable[[list[str]], Any]
 
@@ -94,15 +106,9 @@ def _many(placement: Any, keys: list[str]) -> object:
     return placement.node_for_many(keys)
 
 
-def _time(action: Callable[[], object], repeats: int) -> list[float]:
-    action()  # warm-up
-    timings = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        action()
-        timings.append(time.perf_counter() - start)
-    return timings
+def _scalar(contender: Contender, placement: Any, keys: list[str]) -> None:
+    for key in keys:
+        contender.lookup(placement, key)
 
 
 def _memory_bytes(build: Builder, names: list[str]) -> int:
@@ -116,57 +122,11 @@ def _memory_bytes(build: Builder, names: list[str]) -> int:
     return after - before
 
 
-def _row(label: str, timings: list[float], per: int, reference: float | None) -> str:
-    median = statistics.median(timings)
-    ratio = f"{median / reference:8.2f}x" if reference else "        -"
-    return (
-        f"  {label:<32} {min(timings) / per * 1e6:10.2f} {median / per * 1e6:10.2f} "
-        f"{max(timings) / per * 1e6:10.2f} {ratio}"
-    )
-
-
-def _scalar(contender: Contender, placement: Any, keys: list[str]) -> None:
-    for key in keys:
-        contender.lookup(placement, key)
-
-
-def _lookup_rows(
-    contenders: list[Contender], built: dict[str, Any], keys: list[str], repeats: int
-) -> None:
-    print(
-        f"  {'lookup: node_for, per key':<32} {'min us':>10} {'median us':>10} "
-        f"{'max us':>10} {'vs ring':>9}"
-    )
-    reference = None
-    for c in contenders:
-        timings = _time(partial(_scalar, c, built[c.label], keys), repeats)
-        reference = reference or statistics.median(timings)
-        print(_row(c.label, timings, len(keys), reference))
-
-
-def _batch_rows(
-    contenders: list[Contender], built: dict[str, Any], keys: list[str], repeats: int
-) -> None:
-    print(f"  {'batch: node_for_many, per key':<32}")
-    reference = None
-    for c in contenders:
-        if c.batch is not None:
-            timings = _time(partial(c.batch, built[c.label], keys), repeats)
-            reference = reference or statistics.median(timings)
-            print(_row(c.label, timings, len(keys), reference))
-
-
-def _build_rows(contenders: list[Contender], names: list[str], repeats: int) -> None:
-    print(
-        f"  {'build':<32} {'min ms':>10} {'median ms':>10} {'max ms':>10} {'vs ring':>9} "
-        f"{'KiB held':>9}"
-    )
-    reference = None
-    for c in contenders:
-        timings = [t * 1e-3 for t in _time(partial(c.build, names), repeats)]
-        reference = reference or statistics.median(timings)
-        memory = _memory_bytes(c.build, names) / 1024
-        print(f"{_row(c.label, timings, 1, reference)} {memory:9.1f}")
+def _peer_ratios(timings: list[Timing]) -> None:
+    medians = {t.label: t.median for t in timings}
+    for ours, peer in PEERS:
+        if ours in medians and peer in medians:
+            print(f"  {ours} / {peer}: {medians[ours] / medians[peer]:.2f}x time")
 
 
 def run(node_counts: list[int], keys: int, batch: int, repeats: int) -> None:
@@ -177,10 +137,21 @@ def run(node_counts: list[int], keys: int, batch: int, repeats: int) -> None:
     for count in node_counts:
         names = [f"cache-{i:04d}" for i in range(count)]
         built = {c.label: c.build(names) for c in contenders}
-        print(f"\nnodes={count} keys={keys} batch={batch} repeats={repeats}")
-        _lookup_rows(contenders, built, scalar_keys, repeats)
-        _batch_rows(contenders, built, batch_keys, repeats)
-        _build_rows(contenders, names, repeats)
+        lookups = {c.label: partial(_scalar, c, built[c.label], scalar_keys) for c in contenders}
+        timings = time_interleaved(lookups, keys, repeats=repeats)
+        print_table(f"node_for, nodes={count}, {keys} keys", timings, BASELINE, "us")
+        _peer_ratios(timings)
+        batches = {
+            c.label: partial(c.batch, built[c.label], batch_keys) for c in contenders if c.batch
+        }
+        timings = time_interleaved(batches, batch, repeats=repeats)
+        print_table(f"node_for_many, nodes={count}, {batch} keys", timings, BASELINE, "us")
+        builds = {c.label: partial(c.build, names) for c in contenders}
+        timings = time_interleaved(builds, 1, repeats=repeats)
+        print_table(f"build, nodes={count}", timings, BASELINE, "ms")
+        print(f"\nmemory held after build, nodes={count} (tracemalloc, KiB)")
+        for c in contenders:
+            print(f"| {c.label} | {_memory_bytes(c.build, names) / 1024:,.1f} |")
 
 
 def main() -> None:
@@ -188,7 +159,7 @@ def main() -> None:
     parser.add_argument("--nodes", default="8,32,128", help="comma-separated node counts")
     parser.add_argument("--keys", type=int, default=2000, help="keys for scalar lookups")
     parser.add_argument("--batch", type=int, default=100_000, help="keys for batch lookups")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs after a warm-up")
+    parser.add_argument("--repeats", type=int, default=7, help="timed runs after a warm-up")
     args = parser.parse_args()
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
