@@ -38,7 +38,7 @@ __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
 RENDEZVOUS_VARIANTS = ("weighted", "pymemcache")
 # Up to this many nodes, a scalar lookup scores in plain Python (benchmarks/bench_strategies.py).
-_SCALAR_NODES = 48
+_SCALAR_NODES = 24
 _MASK64 = 0xFFFFFFFFFFFFFFFF
 _TWO_MINUS_53 = 1.0 / (1 << 53)
 # Keys per vectorised block in node_for_many: bounds the (keys x nodes) score matrix to ~8 MB.
