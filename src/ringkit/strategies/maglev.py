@@ -186,7 +186,7 @@ class Maglev:
     Measuring: ``nodes``, ``shares`` (exact: slots / table_size), ``len``, ``in``, ``iter``.
     """
 
-    __slots__ = ("_hasher", "_names", "_nodes", "_table", "_table_size")
+    __slots__ = ("_hasher", "_holders", "_names", "_nodes", "_table", "_table_size")
 
     def __init__(
         self,
@@ -209,6 +209,8 @@ class Maglev:
             table = np.empty(0, dtype=dtype)
         table.flags.writeable = False
         self._table: npt.NDArray[Any] = table
+        # nodes holding at least one slot (fewer than N only when N > table_size)
+        self._holders = int(np.count_nonzero(np.bincount(table))) if len(table) else 0
 
     # -- looking up --------------------------------------------------------------------------
 
@@ -243,7 +245,7 @@ class Maglev:
         check_not_empty(len(self._names), "nodes_for")
         start = self.slot_for(key)
         seen: dict[int, None] = {}
-        want = min(n, int(np.count_nonzero(np.bincount(self._table))))
+        want = min(n, self._holders)
         table = self._table
         for step in range(self._table_size):
             seen.setdefault(int(table[(start + step) % self._table_size]))
