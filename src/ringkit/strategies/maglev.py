@@ -360,7 +360,7 @@ def envoy_maglev(
 
     Nodes are named by address (Envoy hashes ``address()->asString()``, e.g.
     ``"127.0.0.1:90"``; pass host names to model ``use_hostname_for_hashing``). Keys hash with
-    XXH64, as Envoy's header and cookie hash policies do.
+    XXH64, as Envoy's header and cookie hash policies do. Runtime: O(M log M) to build.
 
     :raises ConfigError: for a non-prime `table_size`, a weight that is not an int in
         [1, 2**32 - 1], or weights summing past 2**32 - 1 (Envoy refuses those too)
