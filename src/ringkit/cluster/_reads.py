@@ -54,15 +54,17 @@ def read_one(client: ShardedClient, key: bytes) -> Decoded | None:
     """
     missed: list[str] = []
     answered = False
+    servers = client._servers
     for name in client.router.read_order(key):
-        server = client.server(name)
-        if not server.usable():
+        server = servers[name]
+        if not (server.health.up or server.usable()):
             continue
-        values = _fetch(client, name, [key])
-        if values is None:
+        try:
+            stored = server.get_one(key)
+        except BackendError:
+            server.stats.bump("failovers")
             continue
         answered = True
-        stored = values.get(key)
         if stored is None:
             missed.append(name)
             continue
