@@ -118,8 +118,8 @@ def test_hooks_see_every_server_call(make_client: Make) -> None:
     client.get("b")
     assert [(event.op, event.outcome) for event in events] == [
         ("set_many", "ok"),
-        ("get_many", "hit"),
-        ("get_many", "miss"),
+        ("get", "hit"),
+        ("get", "miss"),
     ]
     assert all(event.elapsed_s >= 0 and event.server in {"s1", "s2", "s3"} for event in events)
 
