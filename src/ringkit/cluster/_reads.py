@@ -55,7 +55,7 @@ def read_one(client: ShardedClient, key: bytes) -> Decoded | None:
     missed: list[str] = []
     answered = False
     servers = client._servers
-    for name in client.router.read_order(key):
+    for name in client._router.read_order(key):
         server = servers[name]
         if not (server.health.up or server.usable()):
             continue

@@ -108,7 +108,8 @@ class ShardedClient(ClientCore[Server]):
         if self._read_all:
             return self.get_many([key]).get(key)
         data = key_bytes(key)
-        self._record((data,))
+        if self._hot is not None:
+            self._record((data,))
         found = read_one(self, data)
         return None if found is None else found.value
 
