@@ -9,7 +9,7 @@ import pytest
 
 from ringkit import HashRing, Modulo
 from ringkit.cluster import OpEvent, ShardedClient
-from ringkit.errors import ConfigError
+from ringkit.errors import BackendError, ConfigError
 
 Make = Callable[..., ShardedClient]
 
@@ -159,3 +159,29 @@ def test_repr_and_errors_never_show_the_password() -> None:
     with pytest.raises(ConfigError, match=r"got 'redis://:\*\*\*@host/0'") as caught:
         ShardedClient(HashRing(["a"]), {"a": "redis://:hunter2@host/0"})
     assert "hunter2" not in str(caught.value)
+
+
+def test_redis_password_and_db_from_the_url() -> None:
+    import redis
+
+    from tests.servers import redis_server
+
+    with redis_server() as server:
+        admin = redis.Redis(host=server.host, port=server.port)
+        admin.config_set("requirepass", "hunter2")
+        url = f"redis://:hunter2@{server.address}/3"
+        with ShardedClient(HashRing(["a"]), {"a": url}) as client:
+            client.set("k", "v")
+            assert client.get("k") == "v"
+        checker = redis.Redis(host=server.host, port=server.port, password="hunter2", db=3)
+        assert checker.exists("k") == 1
+        events: list[OpEvent] = []
+        wrong = ShardedClient(
+            HashRing(["a"]), {"a": f"redis://:wrong-pw@{server.address}/3"}, hooks=[events.append]
+        )
+        with pytest.raises(BackendError, match=r"no replica of 1 keys") as caught:
+            wrong.get("k")
+        assert wrong.stats()["a"].errors == 1
+        assert "wrong-pw" not in str(caught.value) and "wrong-pw" not in repr(wrong)
+        assert events[0].outcome == "error" and "redis://:***@" in str(events[0].error)
+        assert "wrong-pw" not in str(events)
