@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import hashing
+from ringkit import compat, hashing
 from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
@@ -62,6 +62,7 @@ __all__ = [
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "compat",
     "hashing",
     "jump_hash",
 ]
