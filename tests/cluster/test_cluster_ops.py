@@ -10,6 +10,8 @@ import pytest
 from ringkit import HashRing, Modulo
 from ringkit.cluster import OpEvent, ShardedClient
 from ringkit.errors import BackendError, ConfigError
+from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
+from tests.cluster.helpers import memory_urls
 
 Make = Callable[..., ShardedClient]
 
@@ -143,6 +145,30 @@ def test_bad_keys_are_refused(make_client: Make) -> None:
         client.get("k" * 251)
     with pytest.raises(TypeError, match="key must be str or bytes, got int"):
         client.get(5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_registered_strategy_routes_with_replicas(strategy: str) -> None:
+    urls = memory_urls()
+    placement = build_placement(strategy, list(urls))
+    with ShardedClient(placement, urls, replicas=2, write_quorum=2) as client:
+        items = {f"k{i}": i for i in range(40)}
+        client.set_many(items)
+        assert client.get_many(list(items)) == items
+        for key in ("k1", "k7"):
+            holders = [n for n in urls if client.server(n).backend.get_many([key.encode()])]
+            assert sorted(holders) == sorted(placement.nodes_for(key, 2))
+
+
+def test_a_ketama_continuum_routes_memcached_style_names() -> None:
+    from ringkit.compat.ketama import ketama
+
+    names = ["10.0.0.1:11211", "10.0.0.2:11211"]
+    urls = dict(zip(names, memory_urls(2).values(), strict=True))
+    with ShardedClient(ketama(names), urls) as client:
+        client.set("booking:42", "paid")
+        assert client.replicas_for("booking:42") == [ketama(names).node_for("booking:42")]
+        assert client.get("booking:42") == "paid"
 
 
 def test_any_placement_routes(urls: dict[str, str]) -> None:
