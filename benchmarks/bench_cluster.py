@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import redis
-from pymemcache.client.base import Client
+from pymemcache.client.base import Client, PooledClient
 from pymemcache.client.hash import HashClient
 
 from _harness import print_table, time_interleaved
@@ -59,12 +59,21 @@ def single_key(kind: str, urls: list[str], ops: int, repeats: int) -> None:
         baseline = "redis-py Redis.get (one server, no routing)"
     else:
         raw_mc = Client((host, port), default_noreply=False)
+        pooled = PooledClient((host, port), default_noreply=False)
+        single = ShardedClient(HashRing(NAMES[:1]), {NAMES[0]: urls[0]})
+        single.set_many({key: "x" * 64 for key in keys})  # every key on that server: all hits
         servers = [_host_port(url) for url in urls]
         rendezvous = HashClient(servers, default_noreply=False)
         ringed = HashClient(servers, hasher=PlacementHasher, default_noreply=False)
         contenders = {
             "pymemcache Client.get (one server, no routing)": lambda: [raw_mc.get(k) for k in keys],
+            "pymemcache PooledClient.get (one server, no routing)": lambda: [
+                pooled.get(k) for k in keys
+            ],
             "ringkit ShardedClient.get": lambda: [client.get(k) for k in keys],
+            "ringkit ShardedClient.get, 1-node ring on that server": lambda: [
+                single.get(k) for k in keys
+            ],
             "pymemcache HashClient.get (rendezvous)": lambda: [rendezvous.get(k) for k in keys],
             "pymemcache HashClient.get (PlacementHasher)": lambda: [ringed.get(k) for k in keys],
         }
@@ -140,10 +149,11 @@ def multi_key(kind: str, urls: list[str], batches: int, repeats: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=("redis", "memcached"), help="one backend only")
     args = parser.parse_args()
     ops, batches, repeats = (300, 20, 5) if args.quick else (2000, 100, 7)
     print(f"key routing example: {route_key(b'user:{42}:cart')!r}")
-    for kind in ("redis", "memcached"):
+    for kind in (args.only,) if args.only else ("redis", "memcached"):
         with local_servers(kind, len(NAMES)) as urls:
             single_key(kind, urls, ops, repeats)
             multi_key(kind, urls, batches, repeats)
