@@ -10,7 +10,7 @@ from pymemcache.client.hash import HashClient
 
 from ringkit import HashRing, Modulo
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.adapters import PlacementHasher, RedisRouter
+from ringkit.cluster.adapters import KetamaHasher, PlacementHasher, RedisRouter
 from ringkit.errors import ConfigError, UnknownNodeError
 from tests.servers import Server
 
@@ -71,3 +71,35 @@ def test_redis_router_refuses_bad_maps() -> None:
         RedisRouter(ring, {"a": object(), "b": object(), "z": object()})
     with pytest.raises(ConfigError, match="needs redis:// URLs, got 'memcached://h:1'"):
         RedisRouter.from_urls(ring, {"a": "memcached://h:1", "b": "memcached://h:2"})
+
+
+def test_ketama_hasher_matches_libmemcached_ketama() -> None:
+    from ringkit.compat.ketama import ketama
+
+    servers = ["10.0.1.1:11211", "10.0.1.2:11211", "10.0.1.3:11212"]
+    hasher = KetamaHasher()
+    for server in servers:
+        hasher.add_node(server)
+    layout = ketama(servers, variant="libmemcached")
+    keys = [f"booking:{i}" for i in range(500)]
+    assert [hasher.get_node(key) for key in keys] == layout.node_for_many(keys)
+    hasher.remove_node("10.0.1.2:11211")
+    assert hasher.get_node("booking:1") == ketama(
+        ["10.0.1.1:11211", "10.0.1.3:11212"], variant="libmemcached"
+    ).node_for("booking:1")
+    with pytest.raises(UnknownNodeError, match=r"node '10\.0\.1\.2:11211' is not in the continuum"):
+        hasher.remove_node("10.0.1.2:11211")
+    spy = partial(KetamaHasher, variant="spy")()
+    spy.add_node("a:1")
+    assert spy.get_node("k") == "a:1"
+    assert KetamaHasher().get_node("k") is None
+
+
+def test_hashclient_with_ketama_hasher_on_real_memcached(memcached_trio: list[Server]) -> None:
+    from ringkit.compat.ketama import ketama
+
+    client = HashClient([(s.host, s.port) for s in memcached_trio], hasher=KetamaHasher)
+    client.set("seat:12A", b"taken", noreply=False)
+    owner = ketama([s.address for s in memcached_trio]).node_for("seat:12A")
+    holder = next(s for s in memcached_trio if s.address == owner)
+    assert Client((holder.host, holder.port)).get("seat:12A") == b"taken"

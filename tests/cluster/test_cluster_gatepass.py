@@ -9,6 +9,7 @@ or 2: modulo keeps 1/4 of the keys, +- the sampling term alone.
 
 from __future__ import annotations
 
+import json
 import math
 from contextlib import ExitStack
 
@@ -18,7 +19,7 @@ from ringkit.cli import main
 from ringkit.cluster import gatepass
 from ringkit.cluster.gatepass import memory_urls, run_gatepass
 from ringkit.errors import ConfigError
-from tests.servers import memcached_server
+from tests.servers import memcached_server, require_binary
 
 KEYS, VNODES = 4_000, 160
 SAMPLING = 4 * math.sqrt(0.25 * 0.75 / KEYS)
@@ -48,11 +49,23 @@ def test_demo_cache_prints_the_comparison(capsys: pytest.CaptureFixture[str]) ->
 
 def test_demo_cache_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "cache", "--keys", "1000", "--servers", "4", "--add", "2", "--json"]) == 0
-    import json
-
     data = json.loads(capsys.readouterr().out)
     assert [r["strategy"] for r in data["results"]] == ["ring (160 vnodes)", "modulo (hash % N)"]
     assert all(r["hits"] + r["database_reads"] == 1000 for r in data["results"])
+
+
+@pytest.mark.parametrize(
+    ("backend", "binary"), [("redis", "redis-server"), ("memcached", "memcached")]
+)
+def test_demo_starts_and_stops_its_own_servers(
+    backend: str, binary: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    require_binary(binary, binary)
+    assert main(["demo", "cache", "--backend", backend, "--keys", "600", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert f"starting 4 {backend} servers on loopback" in captured.err
+    data = json.loads(captured.out)
+    assert data["backend"] == backend and data["results"][0]["hits"] > data["results"][1]["hits"]
 
 
 def test_demo_says_how_to_install_a_missing_server(

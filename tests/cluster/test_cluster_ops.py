@@ -9,7 +9,9 @@ import pytest
 
 from ringkit import HashRing, Modulo
 from ringkit.cluster import OpEvent, ShardedClient
-from ringkit.errors import ConfigError
+from ringkit.errors import BackendError, ConfigError
+from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
+from tests.cluster.helpers import memory_urls
 
 Make = Callable[..., ShardedClient]
 
@@ -118,8 +120,8 @@ def test_hooks_see_every_server_call(make_client: Make) -> None:
     client.get("b")
     assert [(event.op, event.outcome) for event in events] == [
         ("set_many", "ok"),
-        ("get_many", "hit"),
-        ("get_many", "miss"),
+        ("get", "hit"),
+        ("get", "miss"),
     ]
     assert all(event.elapsed_s >= 0 and event.server in {"s1", "s2", "s3"} for event in events)
 
@@ -145,6 +147,30 @@ def test_bad_keys_are_refused(make_client: Make) -> None:
         client.get(5)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_registered_strategy_routes_with_replicas(strategy: str) -> None:
+    urls = memory_urls()
+    placement = build_placement(strategy, list(urls))
+    with ShardedClient(placement, urls, replicas=2, write_quorum=2) as client:
+        items = {f"k{i}": i for i in range(40)}
+        client.set_many(items)
+        assert client.get_many(list(items)) == items
+        for key in ("k1", "k7"):
+            holders = [n for n in urls if client.server(n).backend.get_many([key.encode()])]
+            assert sorted(holders) == sorted(placement.nodes_for(key, 2))
+
+
+def test_a_ketama_continuum_routes_memcached_style_names() -> None:
+    from ringkit.compat.ketama import ketama
+
+    names = ["10.0.0.1:11211", "10.0.0.2:11211"]
+    urls = dict(zip(names, memory_urls(2).values(), strict=True))
+    with ShardedClient(ketama(names), urls) as client:
+        client.set("booking:42", "paid")
+        assert client.replicas_for("booking:42") == [ketama(names).node_for("booking:42")]
+        assert client.get("booking:42") == "paid"
+
+
 def test_any_placement_routes(urls: dict[str, str]) -> None:
     with ShardedClient(Modulo(list(urls)), urls) as client:
         client.set_many({f"k{i}": i for i in range(30)})
@@ -159,3 +185,29 @@ def test_repr_and_errors_never_show_the_password() -> None:
     with pytest.raises(ConfigError, match=r"got 'redis://:\*\*\*@host/0'") as caught:
         ShardedClient(HashRing(["a"]), {"a": "redis://:hunter2@host/0"})
     assert "hunter2" not in str(caught.value)
+
+
+def test_redis_password_and_db_from_the_url() -> None:
+    import redis
+
+    from tests.servers import redis_server
+
+    with redis_server() as server:
+        admin = redis.Redis(host=server.host, port=server.port)
+        admin.config_set("requirepass", "hunter2")
+        url = f"redis://:hunter2@{server.address}/3"
+        with ShardedClient(HashRing(["a"]), {"a": url}) as client:
+            client.set("k", "v")
+            assert client.get("k") == "v"
+        checker = redis.Redis(host=server.host, port=server.port, password="hunter2", db=3)
+        assert checker.exists("k") == 1
+        events: list[OpEvent] = []
+        wrong = ShardedClient(
+            HashRing(["a"]), {"a": f"redis://:wrong-pw@{server.address}/3"}, hooks=[events.append]
+        )
+        with pytest.raises(BackendError, match=r"no replica of 1 keys") as caught:
+            wrong.get("k")
+        assert wrong.stats()["a"].errors == 1
+        assert "wrong-pw" not in str(caught.value) and "wrong-pw" not in repr(wrong)
+        assert events[0].outcome == "error" and "redis://:***@" in str(events[0].error)
+        assert "wrong-pw" not in str(events)

@@ -15,6 +15,7 @@ to its servers, given as ``{node name: URL}`` with URLs ``redis://[:password@]ho
 
 from __future__ import annotations
 
+from ringkit.cluster.aio import AsyncShardedClient
 from ringkit.cluster.backends import Backend, MemoryStore, memory_store, open_backend
 from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, QuorumError, ShardedClient
 from ringkit.cluster.fencing import StaleViewError
@@ -29,6 +30,7 @@ __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
     "JSON",
     "PICKLE",
+    "AsyncShardedClient",
     "Backend",
     "ClusterView",
     "HotKeys",

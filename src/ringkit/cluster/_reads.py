@@ -20,7 +20,7 @@ from ringkit.errors import BackendError
 if TYPE_CHECKING:
     from ringkit.cluster.client import ShardedClient
 
-__all__ = ["read_all", "read_first"]
+__all__ = ["read_all", "read_first", "read_one"]
 
 
 def _fetch(client: ShardedClient, name: str, group: list[bytes]) -> dict[bytes, bytes] | None:
@@ -43,6 +43,38 @@ def _unreachable(keys: list[bytes]) -> BackendError:
         f"no replica of {len(keys)} keys could be reached, first: {keys[0]!r}; "
         f"every server holding them is down"
     )
+
+
+def read_one(client: ShardedClient, key: bytes) -> Decoded | None:
+    """Return one key read from its first replica that hits, or None (``read_first``'s rule).
+
+    The single-key path of ``get``: the same fallback and repair without the batch machinery.
+
+    :raises BackendError: when no replica of the key answered at all
+    """
+    missed: list[str] = []
+    answered = False
+    servers = client._servers
+    for name in client._router.read_order(key):
+        server = servers[name]
+        if not (server.health.up or server.usable()):
+            continue
+        try:
+            stored = server.get_one(key)
+        except BackendError:
+            server.stats.bump("failovers")
+            continue
+        answered = True
+        if stored is None:
+            missed.append(name)
+            continue
+        decoded = client._decode(stored)
+        if missed and client._read_repair:
+            _repair(client, key, stored, decoded, missed)
+        return decoded
+    if not answered:
+        raise _unreachable([key])
+    return None
 
 
 def read_first(client: ShardedClient, keys: list[bytes]) -> dict[bytes, Decoded]:

@@ -9,8 +9,11 @@ default), so switching a pymemcache user to ringkit's ring is one argument::
     from ringkit.cluster.adapters import PlacementHasher
     client = HashClient(servers, hasher=PlacementHasher)
 
-Another placement goes in through ``functools.partial(PlacementHasher, placement=Modulo())``;
-an exact ketama layout will plug in the same way once ``ringkit.compat`` provides one.
+Another placement goes in through ``functools.partial(PlacementHasher, placement=Modulo())``.
+:class:`KetamaHasher` is the ketama-compatible one: ``HashClient(servers, hasher=KetamaHasher)``
+places keys exactly where libmemcached's weighted ketama does (``ringkit.compat.ketama``), so a
+Python service and a PHP or C one agree on every key; ``partial(KetamaHasher,
+variant="spy")`` matches spymemcached.
 
 **redis-py.** :class:`RedisRouter` routes keys (with ``{tag}`` hash tags) to one ``redis.Redis``
 per node and makes ``MGET`` / ``MSET`` one round trip per node; everything else stays redis-py's.
@@ -35,7 +38,7 @@ from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format
 from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
-__all__ = ["PlacementHasher", "RedisRouter"]
+__all__ = ["KetamaHasher", "PlacementHasher", "RedisRouter"]
 
 
 class PlacementHasher:
@@ -67,6 +70,54 @@ class PlacementHasher:
             return self.placement.node_for(route_key(key.encode() if isinstance(key, str) else key))
         except EmptyRingError:
             return None
+
+
+class KetamaHasher:
+    """A pymemcache ``HashClient`` hasher with an exact ketama layout over the servers.
+
+    The continuum is rebuilt over the servers present on every ``add_node`` / ``remove_node``
+    (what libmemcached and twemproxy do); servers are ``"host:port"`` with weight 1.
+    """
+
+    def __init__(self, *, variant: str = "libmemcached", weighted: bool = True) -> None:
+        self.variant = variant
+        self.weighted = weighted
+        self.servers: tuple[str, ...] = ()
+        self.placement: Placement | None = None
+
+    def _rebuild(self, servers: tuple[str, ...]) -> None:
+        from ringkit.compat.ketama import ketama
+
+        placement = ketama(list(servers), variant=self.variant, weighted=self.weighted)
+        self.servers, self.placement = servers, placement
+
+    def add_node(self, node: str) -> None:
+        """Add server `node` (``"host:port"``); adding a present node does nothing.
+
+        :raises ConfigError: for an unknown variant or an unparsable server
+        """
+        if node not in self.servers:
+            self._rebuild((*self.servers, node))
+
+    def remove_node(self, node: str) -> None:
+        """Remove server `node`.
+
+        :raises UnknownNodeError: when `node` was never added
+        """
+        if node not in self.servers:
+            raise UnknownNodeError(
+                f"node {node!r} is not in the continuum "
+                f"({len(self.servers)} nodes: {format_names(self.servers)})"
+            )
+        rest = tuple(server for server in self.servers if server != node)
+        if rest:
+            self._rebuild(rest)
+        else:
+            self.servers, self.placement = (), None
+
+    def get_node(self, key: str | bytes) -> str | None:
+        """Return the server for `key` (the whole key: ketama knows no hash tags), or None."""
+        return None if self.placement is None else self.placement.node_for(key)
 
 
 class RedisRouter:

@@ -9,6 +9,13 @@ raw bytes, which is a few dozen lines of protocol (memcached ``doc/protocol.txt`
 runs under ``asyncio.wait_for`` with the client's timeout; a connection that timed out or
 failed is closed, never reused with a half-read reply. Memory stores are shared with the sync
 backend (``memory://NAME`` is one store per process whichever client names it).
+
+>>> import asyncio
+>>> from ringkit.cluster.urls import parse_url
+>>> backend = open_async_backend(parse_url("memory://doctest-aio-backend"), timeout_s=1.0)
+>>> asyncio.run(backend.set_many({b"k": b"v"}, None))
+>>> asyncio.run(backend.get_many([b"k"]))
+{b'k': b'v'}
 """
 
 from __future__ import annotations

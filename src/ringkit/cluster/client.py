@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from ringkit.cluster._reads import read_all, read_first
+from ringkit.cluster._reads import read_all, read_first, read_one
 from ringkit.cluster.backends import Backend, open_backend
 from ringkit.cluster.core import (
     DEFAULT_MAX_VALUE_BYTES,
@@ -110,7 +110,13 @@ class ShardedClient(Membership, ClientCore[Server]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
-        return self.get_many([key]).get(key)
+        if self._read_all:
+            return self.get_many([key]).get(key)
+        data = key_bytes(key)
+        if self._hot is not None:
+            self._record((data,))
+        found = read_one(self, data)
+        return None if found is None else found.value
 
     @fenced_call
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:

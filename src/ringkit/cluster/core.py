@@ -4,6 +4,13 @@
 holds the :class:`~ringkit.cluster.routing.Router` (the one swappable placement reference). The
 two clients add the calls: :class:`~ringkit.cluster.client.ShardedClient` blocking,
 :class:`~ringkit.cluster.aio.AsyncShardedClient` awaited; both behave the same.
+
+>>> check_ttl(60), check_ttl(None)
+(60, None)
+>>> check_ttl(0)
+Traceback (most recent call last):
+...
+ringkit.errors.ConfigError: ttl_s must be a number > 0 or None, got 0
 """
 
 from __future__ import annotations

@@ -93,11 +93,15 @@ class ServerStats:
         with self._lock:
             counts = self._counts
             counts["calls"] += 1
-            counts["hits"] += hits
-            counts["misses"] += misses
-            counts["errors"] += error
+            if hits:
+                counts["hits"] += hits
+            if misses:
+                counts["misses"] += misses
+            if error:
+                counts["errors"] += 1
             self._latency_total_s += elapsed_s
-            self._latency_max_s = max(self._latency_max_s, elapsed_s)
+            if elapsed_s > self._latency_max_s:
+                self._latency_max_s = elapsed_s
 
     def bump(self, name: str, count: int = 1) -> None:
         """Add `count` to counter `name` (failovers, skipped, readmissions)."""

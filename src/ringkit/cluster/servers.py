@@ -123,6 +123,27 @@ class Server:
             self._tell(OpEvent(self.name, op, outcome, elapsed))
         return result
 
+    def get_one(self, key: bytes) -> bytes | None:
+        """Return the stored bytes of `key` or None: ``call`` for one read, without closures.
+
+        :raises BackendError: when the server fails (it is then marked down)
+        """
+        start = time.perf_counter()
+        try:
+            stored = self.backend.get_many((key,)).get(key)
+        except BackendError as error:
+            elapsed = time.perf_counter() - start
+            self.health.mark_down(now=time.monotonic())
+            self.stats.record(elapsed, error=True)
+            self._tell(OpEvent(self.name, "get", "error", elapsed, str(error)))
+            raise
+        elapsed = time.perf_counter() - start
+        hit = stored is not None
+        self.stats.record(elapsed, hits=hit, misses=not hit)
+        if self.hooks:
+            self._tell(OpEvent(self.name, "get", "hit" if hit else "miss", elapsed))
+        return stored
+
     def _tell(self, event: OpEvent) -> None:
         for hook in self.hooks:
             hook(event)

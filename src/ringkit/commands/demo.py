@@ -35,7 +35,7 @@ def register(subparsers: Any) -> None:
     cache = scenarios.add_parser(
         "cache",
         help="Gatepass: add a cache server, ring against hash %% N",
-        description="Fill cache servers, add one, replay the reads: ring against hash %% N.",
+        description="Fill cache servers, add one, replay the reads: ring against hash % N.",
     )
     cache.add_argument(
         "--backend",
