@@ -220,3 +220,16 @@ def test_the_real_maglev_is_diffed_slot_by_slot(change: str, keys: list[int]) ->
     assert movement.moved_keys(keys) == [
         (k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)
     ]
+
+
+def test_the_sampled_replicated_modulo_fraction_is_within_its_standard_error() -> None:
+    old = [f"n{i}" for i in range(300)]
+    new = [*old[:150], *old[151:], "x", "y"]  # lcm(300, 301) = 90,300 residues > 2**16
+    order = modulo_order(old, new)
+    moved = 0
+    for x in range(300 * 301):
+        before = {old[x % 300], old[(x + 1) % 300]}
+        moved += len({order[x % 301], order[(x + 1) % 301]} - before)
+    exact = moved / (300 * 301 * 2)
+    # standard error of a 65,536-residue sample: sqrt(p(1 - p) / 65,536) < 0.002
+    assert modulo_fraction(old, new, 2) == pytest.approx(exact, abs=0.01)
