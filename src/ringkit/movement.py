@@ -377,7 +377,7 @@ def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = 
     return replace(
         movement,
         keys_total=len(key_list),
-        keys_moved=len(movement._key_streams(key_list)[0]),
+        keys_moved=len(segments if units.basis == "keys" else movement._key_streams(key_list)[0]),
         modulo_keys_moved=modulo_streams(before, after, hasher, key_list, replicas),
     )
 
