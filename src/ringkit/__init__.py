@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import hashing
+from ringkit import compat, hashing
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -66,6 +66,7 @@ __all__ = [
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "compat",
     "diff",
     "hashing",
     "jump_hash",
