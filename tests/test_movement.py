@@ -146,8 +146,8 @@ def test_a_removal_sends_arcs_only_from_the_removed_node_to_its_clockwise_succes
         # the successor: the first surviving token clockwise from the arc's end
         successor = min((int(t) for t in new.tokens), key=lambda t: (t - arc.end) % space)
         assert arc.destination == new.node_for(successor)
-    # brute force, not owned_points(): a ring whose tokens all coincide trips it (see report)
     assert movement.moved_total == sum(old.node_for(p) == removed for p in range(space))
+    assert movement.moved_total == old.owned_points()[removed]
 
 
 @given(st.integers(1, 80).flatmap(lambda s: st.tuples(st.just(s), token_maps(s))), st.data())
@@ -160,8 +160,8 @@ def test_moved_fraction_after_an_add_equals_the_new_nodes_share_exactly(
     new = old.add("N", tokens=new_tokens)
     movement = diff(old, new)
     share = sum(new.node_for(p) == "N" for p in range(space))
-    assert movement.moved_total == share
-    assert movement.moved_fraction == share / space
+    assert movement.moved_total == share == new.owned_points()["N"]
+    assert movement.moved_fraction == share / space == new.shares()["N"]
     assert {arc.destination for arc in movement.arcs} <= {"N"}
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from ringkit import ConfigError, HashRing, Maglev, Modulo, MovedArc, UnsupportedError, diff
 from ringkit.hashing import HASHERS, get_hasher, hash_many
 from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
+from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
 from tests.movement_helpers import StandInMaglev, StandInPartitions
 
 # -- partition tables (the FixedPartitions contract) --------------------------------------------
@@ -220,3 +221,29 @@ def test_the_real_maglev_is_diffed_slot_by_slot(change: str, keys: list[int]) ->
     assert movement.moved_keys(keys) == [
         (k, old.node_for(k), new.node_for(k)) for k in keys if old.node_for(k) != new.node_for(k)
     ]
+
+
+def test_the_sampled_replicated_modulo_fraction_is_within_its_standard_error() -> None:
+    old = [f"n{i}" for i in range(300)]
+    new = [*old[:150], *old[151:], "x", "y"]  # lcm(300, 301) = 90,300 residues > 2**16
+    order = modulo_order(old, new)
+    moved = 0
+    for x in range(300 * 301):
+        before = {old[x % 300], old[(x + 1) % 300]}
+        moved += len({order[x % 301], order[(x + 1) % 301]} - before)
+    exact = moved / (300 * 301 * 2)
+    # standard error of a 65,536-residue sample: sqrt(p(1 - p) / 65,536) < 0.002
+    assert modulo_fraction(old, new, 2) == pytest.approx(exact, abs=0.01)
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_registered_strategy_diffs_as_its_own_lookups_say(strategy: str) -> None:
+    old = build_placement(strategy, ["A", "B", "C", "D"])
+    new = old.add("E")
+    keys = [f"key-{i}" for i in range(400)]
+    movement = diff(old, new, keys=keys)
+    before, after = old.node_for_many(keys), new.node_for_many(keys)
+    expected = [(k, b, a) for k, b, a in zip(keys, before, after, strict=True) if b != a]
+    assert movement.moved_keys(keys) == expected
+    assert movement.keys_moved == len(expected)
+    assert movement.plan().total_keys == len(expected)

@@ -54,7 +54,7 @@ from ringkit.movement_rows import (
     optimum_fraction,
     units_for,
 )
-from ringkit.placement import unknown_node
+from ringkit.placement import Placement, unknown_node
 from ringkit.plan import (
     DEFAULT_BANDWIDTH_BYTES_PER_S,
     DEFAULT_MAX_STREAMS,
@@ -336,7 +336,9 @@ class Movement:
         )
 
 
-def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = None) -> Movement:
+def diff(
+    old: Placement, new: Placement, *, replicas: int = 1, keys: Iterable[Key] | None = None
+) -> Movement:
     """Return what changing placement `old` into `new` moves.
 
     Exact for two rings over one space and hasher (their merged tokens), for two partition
@@ -377,7 +379,7 @@ def diff(old: Any, new: Any, *, replicas: int = 1, keys: Iterable[Key] | None = 
     return replace(
         movement,
         keys_total=len(key_list),
-        keys_moved=len(movement._key_streams(key_list)[0]),
+        keys_moved=len(segments if units.basis == "keys" else movement._key_streams(key_list)[0]),
         modulo_keys_moved=modulo_streams(before, after, hasher, key_list, replicas),
     )
 

@@ -215,9 +215,13 @@ def _pair_table(pairs: list[dict[str, Any]]) -> Table:
 def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
     table = Table(title="largest transfers")
     for column in ("range", "source", "destination", "keyspace", "keys", "bytes", "est. s", "wave"):
+        left = column in ("range", "source", "destination")
+        # Numbers never wrap; a narrow terminal folds the range instead.
+        folds = column == "range"
         table.add_column(
-            column, justify="left" if column in ("range", "source", "destination") else "right"
-        )
+            column, justify="left" if left else "right", no_wrap=not folds,
+            overflow="fold" if folds else "ellipsis",
+        )  # fmt: skip
     for t in transfers:
         where = f"({t['start']:#x}, {t['end']:#x}]" if t["start"] is not None else "keys"
         table.add_row(where, t["source"], t["destination"], _percent(t["fraction"]),
