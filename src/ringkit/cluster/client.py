@@ -102,6 +102,7 @@ class ShardedClient(Membership, ClientCore[Server]):
 
     # -- reading -------------------------------------------------------------------------------
 
+    @fenced_call
     def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it.
 
