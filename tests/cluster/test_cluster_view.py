@@ -9,7 +9,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.fencing import StaleViewError
+from ringkit.cluster.fencing import StaleViewError, ViewConflictError
 from ringkit.cluster.membership import url_text
 from ringkit.cluster.progress import Throttle
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
@@ -148,6 +148,8 @@ def test_memcached_fencing_refuses_a_stale_write() -> None:
         view = ClusterView(3, HashRing(["a"]), urls)
         assert backend.publish(3, view.to_json()) == 3  # type: ignore[attr-defined]
         assert stale.server("a").backend.publish(2, b"{}") == 3  # type: ignore[attr-defined]
+        with pytest.raises(ViewConflictError, match="holds another view at epoch 3"):
+            backend.publish(3, b"{}")  # type: ignore[attr-defined]
         stale.set("k", "v")  # refused at epoch 0, refreshed, retried at epoch 3
         assert stale.epoch == 3 and admin.get("k") == "v"
         with pytest.raises(StaleViewError, match="is at epoch 3, the call was routed by epoch 1"):

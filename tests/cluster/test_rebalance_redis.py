@@ -14,7 +14,7 @@ import redis
 
 from ringkit import HashRing, diff
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, fence
+from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
 from ringkit.plan import Transfer
@@ -214,6 +214,9 @@ def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) ->
         stale.set_many({b"x": b"y"}, None)
     assert _raw(urls["s1"]).get(b"x") is None
     assert int(_raw(urls["s1"]).get(EPOCH_KEY)) == 2
+    with pytest.raises(ViewConflictError, match="holds another view at epoch 2"):
+        stale.publish(2, b"{}")  # a second coordinator with another view at the same epoch
+    assert stale.publish(1, b"{}") == 2  # an older view never moves a server back
 
 
 def test_reads_converge_with_a_periodic_check(urls: dict[str, str]) -> None:

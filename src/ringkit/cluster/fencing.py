@@ -39,6 +39,7 @@ __all__ = [
     "VIEW_KEY",
     "FencedBackend",
     "StaleViewError",
+    "ViewConflictError",
     "fence",
     "member",
 ]
@@ -63,6 +64,18 @@ class StaleViewError(RingkitError, RuntimeError):
         super().__init__(
             f"server {server} is at epoch {epoch}, the call was routed by epoch {sent}; "
             f"refresh the cluster view"
+        )
+        self.server = server
+        self.epoch = epoch
+
+
+class ViewConflictError(RingkitError, RuntimeError):
+    """A server holds a different view at the same epoch: two coordinators raced."""
+
+    def __init__(self, server: str, epoch: int) -> None:
+        super().__init__(
+            f"server {server} holds another view at epoch {epoch}: run one coordinator at a "
+            f"time; resume (or roll back) settles the cluster on one view"
         )
         self.server = server
         self.epoch = epoch
@@ -113,10 +126,14 @@ return n
 )
 # KEYS: epoch, key; ARGV: epoch, px.
 _TOUCH = _CHECK + "return redis.call('PEXPIRE', KEYS[2], ARGV[2])"
-# KEYS: epoch, view; ARGV: epoch, view JSON. Never moves a server back; returns its epoch.
+# KEYS: epoch, view; ARGV: epoch, view JSON, replace. Never moves a server back; returns its
+# epoch after, or minus it when another view holds that same epoch (and replace is '0').
 _PUBLISH = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tonumber(ARGV[1]) < current then return current end
+if tonumber(ARGV[1]) == current and ARGV[3] == '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return -current
+end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], ARGV[2])
 return tonumber(ARGV[1])
@@ -203,10 +220,17 @@ class FencedBackend:
         """Return the JSON of the newest view this server holds, or None."""
         return self.inner.get_many([VIEW_KEY]).get(VIEW_KEY)
 
-    def publish(self, epoch: int, view_json: bytes) -> int:
-        """Give the server view `epoch` unless it holds a newer one; return its epoch after."""
+    def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
+        """Give the server view `epoch` unless it holds a newer one; return its epoch after.
+
+        A different view at the same epoch is kept unless `replace` (a resume settles it).
+
+        :raises ViewConflictError: when the server holds another view at `epoch`
+        """
         with self._lock:
             current = self.server_epoch()
+            if epoch == current and not replace and self.read_view() != view_json:
+                raise ViewConflictError(str(self.url), epoch)
             if epoch >= current:
                 self.inner.set_many({EPOCH_KEY: str(epoch).encode(), VIEW_KEY: view_json}, None)
                 return epoch
@@ -321,8 +345,12 @@ class FencedRedis(FencedBackend):
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self._call("touch", [key], [_px(ttl_s)]))
 
-    def publish(self, epoch: int, view_json: bytes) -> int:
-        return int(self._run("publish", [EPOCH_KEY, VIEW_KEY], [epoch, view_json]))
+    def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
+        args = [epoch, view_json, "1" if replace else "0"]
+        held = int(self._run("publish", [EPOCH_KEY, VIEW_KEY], args))
+        if held < 0:
+            raise ViewConflictError(str(self.url), epoch)
+        return held
 
     def append_audit(self, line: bytes) -> None:
         self._run("RPUSH", [AUDIT_KEY], [line])

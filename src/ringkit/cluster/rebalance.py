@@ -112,7 +112,9 @@ class Rebalancer:
                     ) from None
                 self._down.add(name)
 
-    def _publish(self, view: ClusterView, targets: Mapping[str, str] | None = None) -> None:
+    def _publish(
+        self, view: ClusterView, targets: Mapping[str, str] | None = None, *, replace: bool = False
+    ) -> None:
         self._epoch = view.epoch
         line = self.audit.record("view", view.to_dict(redact_passwords=True))
         data = view.to_json()
@@ -121,7 +123,7 @@ class Rebalancer:
             if name in self._down:
                 continue
             backend = self.backend(name)
-            held = backend.publish(view.epoch, data)
+            held = backend.publish(view.epoch, data, replace=replace)
             if held > view.epoch:
                 raise StaleViewError(name, held, view.epoch)
             backend.append_audit(line)
@@ -182,8 +184,11 @@ class Rebalancer:
         """Finish the rebalance in progress (skipping finished transfers), if there is one."""
         self._refresh()
         if not self.view.transitional:
+            # A coordinator may have died while publishing the final view: finish that.
+            self._probe(self.view)
+            self._publish(self.view, replace=True)
             return RebalanceReport("nothing", self.view.epoch, 0, 0, 0, 0, 0, 0, 0, 0.0)
-        return self._run(self.view)
+        return self._run(self.view, resuming=True)
 
     def rollback(self) -> RebalanceReport:
         """Undo the ``moving`` rebalance in progress: move back to its previous placement.
@@ -203,7 +208,9 @@ class Rebalancer:
         )  # fmt: skip
         return self._run(back, outcome="rolled_back")
 
-    def _run(self, view: ClusterView, outcome: str = "done") -> RebalanceReport:
+    def _run(
+        self, view: ClusterView, outcome: str = "done", *, resuming: bool = False
+    ) -> RebalanceReport:
         started = time.perf_counter()
         old, new = view.previous, view.placement
         if not (isinstance(old, HashRing) and isinstance(new, HashRing)):
@@ -211,7 +218,7 @@ class Rebalancer:
         if old.hasher != new.hasher or old.space != new.space:
             raise UnsupportedError("online rebalancing cannot change the hasher or the space")
         self._probe(view)
-        self._publish(view)
+        self._publish(view, replace=resuming)
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
         self.audit.record(
