@@ -8,7 +8,11 @@ Run by hand from the repository root (needs redis-server):
    SCAN backfill for keys written without ringkit; min / median / max over the repeats.
 2. Read latency (``client.get`` from another thread) before a rebalance and during one
    (throttled so that it lasts a few seconds): median and p99, and their ratio.
-3. The cost of a fenced read: ``ShardedClient.get`` against redis-py's plain ``GET``.
+3. The cost of a fenced read: ``ShardedClient.get`` against the same client with its backends
+   unwrapped (no epoch check, plain MGET) and against redis-py's plain ``GET``.
+
+The latency of reads is measured with the coordinator in the same process (it competes for the
+GIL) and in another process (``ringkit rebalance``), as a deployment would run it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from contextlib import ExitStack
@@ -85,29 +91,52 @@ def _collect(
     into.extend(_read_loop(client, keys, stop))
 
 
+def _add_in_subprocess(urls: dict[str, str]) -> None:
+    listing = ",".join(f"{name}={urls[name]}" for name in NAMES[:3])
+    command = [
+        sys.executable, "-m", "ringkit", "rebalance", "--servers", listing,
+        "--add", f"s4={urls['s4']}", "--keys-per-s", "5000", "--batch", "100", "--no-progress",
+    ]  # fmt: skip
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=120)
+
+
 def bench_latency(urls: dict[str, str], keys: list[str], repeats: int) -> None:
     print("\n2. read latency before and during a rebalance (us; throttled to 5000 keys/s)")
-    print("| repeat | before median | during median | ratio | before p99 | during p99 | ratio |")
+    print(
+        "| coordinator | before median | during median | ratio | before p99 | during p99 | ratio |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for repeat in range(repeats):
-        admin = _fresh(urls, keys)
-        reader = ShardedClient(admin.view.placement, dict(admin.view.servers))
-        stop = threading.Event()
-        before = _read_loop(reader, keys, _Timer(2.0))
-        result: list[float] = []
-        thread = threading.Thread(target=_collect, args=(reader, keys, stop, result))
-        thread.start()
-        admin.add_server("s4", urls["s4"], options=RebalanceOptions(keys_per_s=5000, batch=100))
-        stop.set()
-        thread.join()
-        b50, d50 = statistics.median(before) * 1e6, statistics.median(result) * 1e6
-        b99, d99 = _percentile(before, 0.99) * 1e6, _percentile(result, 0.99) * 1e6
+    for where in ("same process", "another process"):
+        ratios: list[tuple[float, float, float, float]] = []
+        for _ in range(repeats):
+            admin = _fresh(urls, keys)
+            reader = ShardedClient(admin.view.placement, dict(admin.view.servers))
+            stop = threading.Event()
+            before = _read_loop(reader, keys, _Timer(2.0))
+            during: list[float] = []
+            thread = threading.Thread(target=_collect, args=(reader, keys, stop, during))
+            thread.start()
+            if where == "same process":
+                admin.add_server("s4", urls["s4"], options=RebalanceOptions(keys_per_s=5000))
+            else:
+                _add_in_subprocess(urls)
+            stop.set()
+            thread.join()
+            ratios.append(
+                (
+                    statistics.median(before), statistics.median(during),
+                    _percentile(before, 0.99), _percentile(during, 0.99),
+                )
+            )  # fmt: skip
+            reader.close()
+            admin.close()
+        b50, d50, b99, d99 = (
+            statistics.median(column) * 1e6 for column in zip(*ratios, strict=True)
+        )
         print(
-            f"| {repeat + 1} | {b50:.0f} | {d50:.0f} | {d50 / b50:.2f} | {b99:.0f} | {d99:.0f} "
+            f"| {where} | {b50:.0f} | {d50:.0f} | {d50 / b50:.2f} | {b99:.0f} | {d99:.0f} "
             f"| {d99 / b99:.2f} |"
         )
-        reader.close()
-        admin.close()
 
 
 class _Timer(threading.Event):
@@ -122,15 +151,22 @@ class _Timer(threading.Event):
 
 
 def bench_fenced_read(urls: dict[str, str], keys: list[str], repeats: int) -> None:
-    print("\n3. one read: ShardedClient.get (fenced, Lua) against redis-py GET (us/op)")
+    print("\n3. one read: fenced ShardedClient.get (Lua) against unfenced and redis-py (us/op)")
     client = _fresh(urls, keys)
     owner = client.replicas_for(keys[0])[0]
     host, port = urls[owner].removeprefix("redis://").removesuffix("/0").split(":")
     plain = redis.Redis(host=host, port=int(port))
     ops = 2000
-    samples: dict[str, list[float]] = {"redis-py GET": [], "ShardedClient.get": []}
+    unfenced = ShardedClient(client.view.placement, dict(client.view.servers))
+    for name in client.view.servers:
+        server = unfenced.server(name)
+        server.backend = server.backend.inner
+    samples: dict[str, list[float]] = {
+        "redis-py GET": [], "ShardedClient.get, unfenced": [], "ShardedClient.get": []
+    }  # fmt: skip
     calls = {
         "redis-py GET": lambda: plain.get(keys[0]),
+        "ShardedClient.get, unfenced": lambda: unfenced.get(keys[0]),
         "ShardedClient.get": lambda: client.get(keys[0]),
     }
     for _ in range(repeats + 1):
