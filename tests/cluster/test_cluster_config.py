@@ -59,7 +59,11 @@ def test_server_url_repr_hides_the_password() -> None:
 
 
 values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text()
+    | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
     max_leaves=10,
 )
@@ -72,6 +76,14 @@ def test_codec_round_trips_every_json_value(value: object, version: int) -> None
     assert decoded.value == value and type(decoded.value) is type(value)
     if type(value) is not int:
         assert decoded.version == version
+
+
+def test_json_refuses_what_it_cannot_carry_exactly() -> None:
+    codec = Codec(JSON)
+    with pytest.raises(TypeError, match="value of type float cannot be stored with the json"):
+        codec.encode(float("inf"), version=1, expires_at_ms=0)
+    with pytest.raises(TypeError, match="value of type list cannot be stored with the json"):
+        codec.encode([float("nan")], version=1, expires_at_ms=0)
 
 
 def test_pickle_only_when_asked_and_never_across_serializers() -> None:
