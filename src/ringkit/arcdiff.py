@@ -359,8 +359,3 @@ def arc_lengths_exact(starts: UInt64Array, ends: UInt64Array, space: int) -> lis
     raw = segment_lengths(starts, ends, space).tolist()
     full = (starts == ends).tolist()
     return [space if whole else length for length, whole in zip(raw, full, strict=True)]
-
-
-def dense_ids(values: Any, table: dict[str, int]) -> IntArray:
-    """Return the id of each name in `table` (a name -> id mapping), as an int64 array."""
-    return np.fromiter((table[value] for value in values), dtype=np.int64)
