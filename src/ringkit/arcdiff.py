@@ -42,6 +42,7 @@ IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _SPACE_64 = 1 << 64
 _BUCKET_BITS = 16
+_CHUNK = 1 << 18
 
 
 def merged_boundaries(
@@ -330,18 +331,29 @@ def _touched(starts: UInt64Array, ends: UInt64Array, points: UInt64Array, space:
     width = -(-space // buckets)
     if width & (width - 1) == 0:  # a power of two: shift instead of dividing
         shift = np.uint64(width.bit_length() - 1)
-        low, high, at = starts >> shift, ends >> shift, points >> shift
+
+        def bucket(values: UInt64Array) -> UInt64Array:
+            return values >> shift
     else:
         step = np.uint64(width)
-        low, high, at = starts // step, ends // step, points // step
+
+        def bucket(values: UInt64Array) -> UInt64Array:
+            return values // step
+
+    low, high = bucket(starts).astype(np.int64), bucket(ends).astype(np.int64)
     wraps = starts >= ends
     marks = np.zeros(buckets + 1, dtype=np.int64)
-    np.add.at(marks, low.astype(np.int64), 1)
-    np.add.at(marks, np.where(wraps, buckets, high.astype(np.int64) + 1), -1)
+    np.add.at(marks, low, 1)
+    np.add.at(marks, np.where(wraps, buckets, high + 1), -1)
     marks[0] += int(np.count_nonzero(wraps))  # a wrapping arc also covers [0, end]
-    np.add.at(marks, high[wraps].astype(np.int64) + 1, -1)
+    np.add.at(marks, high[wraps] + 1, -1)
     touched = np.cumsum(marks[:-1]) > 0
-    result: IntArray = np.flatnonzero(touched[at])
+    # Chunks keep the temporaries small enough to stay in cache.
+    found = [
+        np.flatnonzero(touched[bucket(points[at : at + _CHUNK])]) + at
+        for at in range(0, len(points), _CHUNK)
+    ]
+    result: IntArray = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
     return result
 
 
