@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from rich.console import Console
 
 from ringkit import HashRing, diff
 from ringkit.cli import main
+from ringkit.commands.plan import _steps
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -102,3 +104,17 @@ def test_usage_errors_exit_2(
         main(["plan", "--add", "D", *argv])
     assert raised.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_large_samples_show_a_progress_bar_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    results = _steps(True, [("first step", lambda: 1), ("second step", lambda: 2)])
+    assert results == [1, 2]
+    assert "step" in capsys.readouterr().err  # drawn on stderr, never on stdout
+
+
+def test_small_samples_run_without_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _steps(False, [("only step", lambda: "done")]) == ["done"]
+    assert capsys.readouterr().err == ""

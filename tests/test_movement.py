@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import ringkit
 from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
+from ringkit.arcdiff import exact_sum
 from ringkit.hashing import Hasher
 from tests.movement_helpers import (
     IDENTITY,
@@ -346,3 +347,8 @@ def test_moved_points_in_large_spaces_equal_brute_force(space: int, data: st.Dat
         for p in points
         if old.node_for_point(p) != new.node_for_point(p)
     ]
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_exact_sum_never_loses_a_point(values: list[int]) -> None:
+    assert exact_sum(np.array(values, dtype=np.uint64)) == sum(values)

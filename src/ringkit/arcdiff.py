@@ -28,10 +28,12 @@ __all__ = [
     "arc_lengths_exact",
     "changes",
     "coalesce",
+    "exact_sum",
     "exact_total",
     "merged_boundaries",
     "preference_rows",
     "segment_lengths",
+    "segment_total",
     "streams_at",
 ]
 
@@ -39,8 +41,8 @@ UInt64Array = npt.NDArray[np.uint64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 _SPACE_64 = 1 << 64
-_LOW32 = np.uint64(0xFFFFFFFF)
 _BUCKET_BITS = 16
+_CHUNK = 1 << 18
 
 
 def merged_boundaries(
@@ -91,20 +93,41 @@ def segment_lengths(starts: UInt64Array, ends: UInt64Array, space: int) -> UInt6
     return lengths
 
 
+def exact_sum(values: UInt64Array) -> int:
+    """Return the exact sum of a uint64 array as a Python int, without temporaries.
+
+    The uint64 sum is exact modulo 2**64; a float64 sum, off by far less than 2**63 for fewer
+    than 2**40 values, tells how many times it wrapped.
+
+    >>> exact_sum(np.array([2**64 - 1] * 3, np.uint64)) == 3 * (2**64 - 1)
+    True
+    """
+    wrapped = int(np.sum(values, dtype=np.uint64))
+    approximate = float(np.sum(values, dtype=np.float64))
+    return wrapped + round((approximate - wrapped) / 2**64) * 2**64
+
+
 def exact_total(starts: UInt64Array, ends: UInt64Array, space: int) -> int:
     """Return the exact total length of arcs (start, end] as a Python int.
-
-    Sums the high and low 32 bits separately so that neither uint64 sum can overflow.
 
     >>> exact_total(np.array([5], np.uint64), np.array([5], np.uint64), 2**64) == 2**64
     True
     """
-    lengths = segment_lengths(starts, ends, space)
     full = starts == ends
-    partial = lengths[~full]
-    high = int(np.sum(partial >> np.uint64(32), dtype=np.uint64))
-    low = int(np.sum(partial & _LOW32, dtype=np.uint64))
-    return (high << 32) + low + space * int(np.count_nonzero(full))
+    return exact_sum(segment_lengths(starts, ends, space)[~full]) + space * int(full.sum())
+
+
+def segment_total(ends: UInt64Array, segments: IntArray, space: int) -> int:
+    """Return the exact total length of the given segments (with repeats) of `ends`.
+
+    Runtime: O(m + s) for m segment ends and s segments, with one temporary of each size.
+    """
+    if len(ends) == 1:  # a single segment is the whole circle
+        return space * len(segments)
+    lengths = np.empty_like(ends)
+    np.subtract(ends[1:], ends[:-1], out=lengths[1:])
+    lengths[0] = (int(ends[0]) - int(ends[-1])) % space  # segment 0 wraps
+    return exact_sum(lengths[segments])
 
 
 def preference_rows(owners: IntArray, zone_of: IntArray, replicas: int) -> IntArray:
@@ -308,18 +331,29 @@ def _touched(starts: UInt64Array, ends: UInt64Array, points: UInt64Array, space:
     width = -(-space // buckets)
     if width & (width - 1) == 0:  # a power of two: shift instead of dividing
         shift = np.uint64(width.bit_length() - 1)
-        low, high, at = starts >> shift, ends >> shift, points >> shift
+
+        def bucket(values: UInt64Array) -> UInt64Array:
+            return values >> shift
     else:
         step = np.uint64(width)
-        low, high, at = starts // step, ends // step, points // step
+
+        def bucket(values: UInt64Array) -> UInt64Array:
+            return values // step
+
+    low, high = bucket(starts).astype(np.int64), bucket(ends).astype(np.int64)
     wraps = starts >= ends
     marks = np.zeros(buckets + 1, dtype=np.int64)
-    np.add.at(marks, low.astype(np.int64), 1)
-    np.add.at(marks, np.where(wraps, buckets, high.astype(np.int64) + 1), -1)
+    np.add.at(marks, low, 1)
+    np.add.at(marks, np.where(wraps, buckets, high + 1), -1)
     marks[0] += int(np.count_nonzero(wraps))  # a wrapping arc also covers [0, end]
-    np.add.at(marks, high[wraps].astype(np.int64) + 1, -1)
+    np.add.at(marks, high[wraps] + 1, -1)
     touched = np.cumsum(marks[:-1]) > 0
-    result: IntArray = np.flatnonzero(touched[at])
+    # Chunks keep the temporaries small enough to stay in cache.
+    found = [
+        np.flatnonzero(touched[bucket(points[at : at + _CHUNK])]) + at
+        for at in range(0, len(points), _CHUNK)
+    ]
+    result: IntArray = np.concatenate(found) if found else np.empty(0, dtype=np.int64)
     return result
 
 
@@ -359,8 +393,3 @@ def arc_lengths_exact(starts: UInt64Array, ends: UInt64Array, space: int) -> lis
     raw = segment_lengths(starts, ends, space).tolist()
     full = (starts == ends).tolist()
     return [space if whole else length for length, whole in zip(raw, full, strict=True)]
-
-
-def dense_ids(values: Any, table: dict[str, int]) -> IntArray:
-    """Return the id of each name in `table` (a name -> id mapping), as an int64 array."""
-    return np.fromiter((table[value] for value in values), dtype=np.int64)

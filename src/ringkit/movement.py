@@ -38,6 +38,7 @@ from ringkit.arcdiff import (
     changes,
     coalesce,
     exact_total,
+    segment_total,
     streams_at,
 )
 from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
@@ -100,8 +101,7 @@ class Movement:
     move to reach the new fair shares, ``modulo_fraction`` what ``hash % N`` moves on the same
     nodes. ``keys_*`` are set when ``diff`` was given keys.
 
-    Arcs: ``arcs``, ``pairs``, ``gained``, ``lost``. Keys: ``moved_points``, ``moved_keys``.
-    Planning: ``plan``.
+    Arcs: ``arcs``, ``pairs``, ``gained``, ``lost``. Keys: ``moved_points``, ``moved_keys``. Plan.
     """
 
     basis: str
@@ -364,7 +364,7 @@ def diff(
     units = _units(old, new, replicas, key_list, names)
     found = changes(units.old_rows, units.new_rows)
     segments = found.stream_segment
-    moved = exact_total(units.ends[segments - 1], units.ends[segments], units.space)
+    moved = segment_total(units.ends, segments, units.space)
     copies = int(np.count_nonzero(units.new_rows >= 0))
     capacity = units.new_rows.shape[1] * units.space if units.basis == "points" else copies
     movement = Movement(
