@@ -41,7 +41,7 @@ def test_sigkilled_coordinator_is_resumed_by_another_process(
         listing = ",".join(f"{name}={url}" for name, url in base.items())
         command = [
             sys.executable, "-m", "ringkit", "rebalance", "--servers", listing,
-            "--add", f"s3={urls['s3']}", "--keys-per-s", "1500", "--batch", "20",
+            "--add", f"s3={urls['s3']}", "--keys-per-s", "500", "--batch", "20",
             "--no-progress",
         ]  # fmt: skip
         env = {**os.environ, "PYTHONPATH": SRC}

@@ -128,7 +128,12 @@ class ViewRouter(Router):
         view = self._owner._route()
         if view.transitional:
             assert view.previous is not None
-            return self._names(key, (view.previous, view.placement))
+            names = self._names(key, (view.previous, view.placement))
+            # A hot key's spread copies (under the new placement) must not fall behind either.
+            spread = self.hot_keys.spread_for(key) if self.hot_keys is not None else 0
+            if spread > self.replicas:
+                names += [name for name in self._copies(key, spread) if name not in names]
+            return names
         return super().write_names(key)
 
 
@@ -244,9 +249,14 @@ class Membership:
         with self._view_lock:
             if view.epoch < self._view.epoch:
                 return
-            for name, url in view.servers.items():
-                if name not in self._servers:
-                    self._servers[name] = self._open_joining(name, url)
+            joining = {
+                name: self._open_joining(name, url)
+                for name, url in view.servers.items()
+                if name not in self._servers
+            }
+            if joining:
+                # A new dict, not an update: other threads may be iterating the old one.
+                self._servers = {**self._servers, **joining}
             self._view = view
 
     # -- changing membership -------------------------------------------------------------------
