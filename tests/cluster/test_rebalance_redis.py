@@ -251,3 +251,15 @@ def test_audit_log_records_every_view_and_plan(urls: dict[str, str], tmp_path: A
     kinds = [line.split('"kind":"')[1].split('"')[0] for line in path.read_text().splitlines()]
     assert kinds == ["view", "plan", "view", "done"]
     assert len(_raw(urls["s4"]).lrange(b"ringkit:audit", 0, -1)) == 2  # both views
+
+
+def test_without_the_index_a_rebalance_finds_keys_by_scan(urls: dict[str, str]) -> None:
+    admin = _client(urls, ("s1", "s2", "s3"))
+    admin.index_keys = False
+    admin.set_many({key: key for key in KEYS})
+    assert all(_raw(urls[name]).exists(b"ringkit:index") == 0 for name in ("s1", "s2", "s3"))
+    old = admin.view.placement
+    report = admin.add_server("s4", urls["s4"])
+    assert report.keys_streamed == diff(old, admin.view.placement).plan(keys=KEYS).total_keys
+    assert _client(urls, NAMES).get_many(KEYS) == {key: key for key in KEYS}
+    assert admin.server("s4").backend.index_keys is False  # type: ignore[attr-defined]

@@ -87,7 +87,8 @@ if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. cur
 """
 # KEYS: epoch, k1..kn; ARGV: epoch.
 _READ = _CHECK + "return redis.call('MGET', unpack(KEYS, 2))"
-# KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs.
+# KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
+# (an empty member: do not index).
 _SET = (
     _CHECK
     + """
@@ -95,7 +96,7 @@ for i = 3, #KEYS do
   local value = ARGV[2 * i - 2]
   if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
   else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
-  redis.call('ZADD', KEYS[2], 0, ARGV[2 * i - 3])
+  if ARGV[2 * i - 3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[2 * i - 3]) end
 end
 return #KEYS - 2
 """
@@ -108,7 +109,7 @@ local done
 if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
 else done = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[2]) end
 if not done then return 0 end
-redis.call('ZADD', KEYS[2], 0, ARGV[3])
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
 return 1
 """
 )
@@ -147,7 +148,8 @@ def _px(ttl_s: float | None) -> str:
 class FencedBackend:
     """A backend whose every call carries an epoch; also the coordinator's handle on a server.
 
-    Serving: the :class:`~ringkit.cluster.backends.Backend` methods. Coordinating:
+    Serving: the :class:`~ringkit.cluster.backends.Backend` methods; with `index_keys` off,
+    Redis writes skip the key index (the rebalance's SCAN finds those keys). Coordinating:
     ``server_epoch``, ``read_view``, ``publish``, ``append_audit``, ``read_checkpoint``,
     ``write_checkpoint`` and ``index`` (the key index, for range reads).
     """
@@ -157,6 +159,7 @@ class FencedBackend:
         self.url: ServerURL = inner.url
         self.epoch_of = epoch_of
         self.point_of = point_of
+        self.index_keys = True
         self._known = 0
         self._checked_at = -MEMCACHED_FENCE_CHECK_S
         self._lock = _lock_for(str(inner.url))
@@ -311,6 +314,9 @@ class FencedRedis(FencedBackend):
                 f"server {self.url} failed: {type(error).__name__}: {text}"
             ) from None
 
+    def _member(self, key: bytes) -> bytes:
+        return member(self.point_of(key), key) if self.index_keys else b""
+
     def _call(self, script: str, keys: Sequence[bytes], args: Sequence[object]) -> Any:
         return self._run(script, [EPOCH_KEY, *keys], [self.epoch_of(), *args])
 
@@ -326,11 +332,11 @@ class FencedRedis(FencedBackend):
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
         args: list[object] = [_px(ttl_s)]
         for key, value in items.items():
-            args += [member(self.point_of(key), key), value]
+            args += [self._member(key), value]
         self._call("set", [b"ringkit:index", *items], args)
 
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        args = [_px(ttl_s), member(self.point_of(key), key), value]
+        args = [_px(ttl_s), self._member(key), value]
         return bool(self._call("add", [b"ringkit:index", key], args))
 
     def delete(self, key: bytes) -> bool:
