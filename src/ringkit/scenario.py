@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from ringkit.errors import ConfigError
+from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
 from ringkit.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
+from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
 
 __all__ = ["load_scenario", "parse_scenario"]
 
@@ -158,6 +159,11 @@ def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int
             default = getattr(defaults, option)
             kind = type(default) if default is not None else object
             options[option] = fields.get(option, kind, default)
+    if "hasher" in options:
+        try:
+            get_hasher(options["hasher"])
+        except ConfigError as error:
+            raise ConfigError(f"{source}: strategy.hasher: {error}") from None
     return name, StrategyOptions(vnodes=counts[0], **options), counts
 
 
@@ -218,6 +224,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         hot_keys=top.get("hot_keys", int, 5),
         name=top.get("name", str, Path(source).stem),
     )
+    try:  # options a strategy refuses (e.g. a table size) are found now, not mid-run
+        build_placement(strategy, nodes, options)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: strategy: {error}") from None
     if len(vnodes) == 1:
         return [scenario]
     return with_vnodes(scenario, vnodes)

@@ -115,7 +115,9 @@ class Step:
 
     @property
     def keys_per_node(self) -> dict[str, int]:
-        """Keys per node (exact counts)."""
+        """Keys per node (exact counts; empty when every node failed)."""
+        if not self.balance:
+            return {}
         return {name: int(load) for name, load in self.balance["keys"].loads.items()}
 
 

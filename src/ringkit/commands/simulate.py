@@ -93,7 +93,7 @@ def _step_json(run: Run, step: Step) -> dict[str, Any]:
         "nodes": list(step.nodes),
         "vnodes": scenario.options.vnodes,
         "keys_per_node": step.keys_per_node,
-        "busiest_ratio": step.balance["keys"].busiest_ratio,
+        "busiest_ratio": step.balance["keys"].busiest_ratio if step.balance else None,
         f"moved_{scenario.strategy}": step.moved["keys"],
     }
     if scenario.baseline is not None:
@@ -275,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
     for r in runs:
         out.print(_table(r))
         for line in _notes(r):
-            out.print(line)
+            out.print(line, soft_wrap=True)
         out.print()
     if trace is not None:
         out.print(
