@@ -127,9 +127,9 @@ def test_bad_fields_are_named(text: str, match: str) -> None:
 
 
 def test_unreadable_file(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="missing.toml: cannot read scenario file"):
+    with pytest.raises(ConfigError, match=r"missing\.toml: cannot read scenario file"):
         load_scenario(tmp_path / "missing.toml")
     binary = tmp_path / "binary.toml"
     binary.write_bytes(b"\xff\xfe\x00")
-    with pytest.raises(ConfigError, match="binary.toml: scenario file must be UTF-8 text"):
+    with pytest.raises(ConfigError, match=r"binary\.toml: scenario file must be UTF-8 text"):
         load_scenario(binary)

@@ -72,7 +72,10 @@ def test_gatepass_steps_match_the_library() -> None:
             assert step.nodes == tuple(ring)
             if i:
                 before = rings[i - 1].node_for_many(keys)
-                assert step.moved["keys"] == sum(a != b for a, b in zip(before, owners)) / 300
+                assert (
+                    step.moved["keys"]
+                    == sum(a != b for a, b in zip(before, owners, strict=True)) / 300
+                )
                 m_before, m_after = mods[i - 1].node_for_many(keys), mods[i].node_for_many(keys)
                 moved = sum(a != b for a, b in zip(m_before, m_after, strict=True)) / 300
                 assert step.baseline_moved == moved
@@ -122,7 +125,7 @@ def test_stale_further_back_than_history_is_refused() -> None:
         nodes=(Node("a"), Node("b")),
         events=(Event("stale", behind=1),),
     )
-    with pytest.raises(ConfigError, match="stale behind must be < 1 .*got 1"):
+    with pytest.raises(ConfigError, match=r"stale behind must be < 1 .*got 1"):
         run_scenario(scenario)
 
 
