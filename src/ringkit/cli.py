@@ -23,6 +23,9 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 COMMANDS: tuple[str, ...] = (
     "ringkit.commands.lookup",
     "ringkit.commands.simulate",
+    "ringkit.commands.sweep",
+    "ringkit.commands.advise",
+    "ringkit.commands.compare",
 )
 
 

@@ -219,14 +219,17 @@ _BATCH_FLOATS = 1 << 22
 def draw_shares(n: int, v: int, draws: int, *, seed: int = 0, replicas: int = 1) -> FloatArray:
     """Return a (draws, n) array: each row the node shares of one random ring.
 
-    Each ring has n nodes with v tokens each, uniform on the circle (seeded by `seed`). With
-    `replicas` R > 1 a node's share is the keyspace it holds a copy of, the arcs for which it is
-    among the first R distinct nodes clockwise, divided by R (rows still sum to 1).
+    Each ring has n nodes with v tokens each, uniform on the circle (seeded by `seed`). With one
+    replica no ring is built: the n·v arcs of uniform points are independent exponentials
+    divided by their sum, and a node's v arcs sum to a Gamma(v) variable, so the shares are
+    exactly ``G_i / sum(G)`` with ``G_i ~ Gamma(v)`` (a Dirichlet draw). With `replicas` R > 1 a
+    node holds every arc for which it is among the first R distinct nodes clockwise, so the
+    tokens are drawn and sorted; its share is that keyspace divided by R (rows sum to 1).
 
     >>> draw_shares(3, 1, 2, seed=1).sum(axis=1).round(12).tolist()
     [1.0, 1.0]
 
-    Runtime: O(draws · n·v · log(n·v)), vectorised over rings.
+    Runtime: O(draws · n) for one replica; O(draws · n·v · log(n·v)) for more, vectorised.
 
     :raises ConfigError: when n, v, draws or replicas < 1, or replicas > n
     """
@@ -236,8 +239,11 @@ def draw_shares(n: int, v: int, draws: int, *, seed: int = 0, replicas: int = 1)
     if not 1 <= replicas <= n:
         raise ConfigError(f"replicas must be in [1, {n}] for {n} nodes, got {replicas!r}")
     rng = np.random.default_rng(seed)
+    if replicas == 1:
+        gamma = rng.gamma(float(v), size=(draws, n))
+        return np.asarray(gamma / gamma.sum(axis=1, keepdims=True), dtype=np.float64)
     m = n * v
-    batch = max(1, _BATCH_FLOATS // m)
+    batch = max(1, _BATCH_FLOATS // (m * replicas))
     owners = np.repeat(np.arange(n), v)
     parts = []
     for start in range(0, draws, batch):
@@ -247,12 +253,12 @@ def draw_shares(n: int, v: int, draws: int, *, seed: int = 0, replicas: int = 1)
         sorted_tokens = np.take_along_axis(tokens, order, axis=1)
         # Token j owns (token j-1, token j]; token 0's arc wraps from the last token.
         arcs = np.diff(sorted_tokens, axis=1, prepend=sorted_tokens[:, -1:] - 1.0)
-        holders = _holders(owners[order], replicas, n)
+        holders = _holders(owners[order], replicas)
         parts.append(_sum_by_node(holders, arcs, n) / replicas)
     return np.concatenate(parts)
 
 
-def _holders(owners: npt.NDArray[np.int64], replicas: int, n: int) -> npt.NDArray[np.int64]:
+def _holders(owners: npt.NDArray[np.int64], replicas: int) -> npt.NDArray[np.int64]:
     """For each token's arc, the first `replicas` distinct owners clockwise: (rows, m, R)."""
     found = np.full((*owners.shape, replicas), -1, dtype=np.int64)
     found[..., 0] = owners
