@@ -229,31 +229,37 @@ class TokenTable:
         """Return the length of the arc (previous token, token] of each token, exactly.
 
         uint64 arithmetic wraps modulo 2**64, which is exact for the 64-bit space; the first
-        arc (wrapping past zero) is fixed up for other spaces. A lone token owns the whole space,
-        reported as ``space % 2**64``.
+        arc (wrapping past zero) is fixed up for other spaces. When every token sits at one
+        point (a lone token, or ties only), the first owns the whole circle, reported as
+        ``space % 2**64`` (0 for the 64-bit space: use ``owned_points`` for exact totals).
         """
         tokens = self.tokens
         lengths = np.empty_like(tokens)
         if len(tokens) == 0:
             return lengths
         lengths[1:] = tokens[1:] - tokens[:-1]
-        if len(tokens) == 1:
+        if self.whole_circle():
             lengths[0] = self.space % SPACE_64
         else:
             lengths[0] = (int(tokens[0]) - int(tokens[-1])) % self.space
         return lengths
 
+    def whole_circle(self) -> bool:
+        """Return True when the first token owns the whole circle (all tokens at one point)."""
+        return len(self.tokens) > 0 and self.tokens[0] == self.tokens[-1]
+
     def owned_points(self, owner_count: int) -> list[int]:
         """Return the exact number of points each owner holds (sum of its arc lengths)."""
-        if owner_count == 1:
-            return [self.space]
         result = [0] * owner_count
         if len(self.tokens) == 0:
+            return result
+        if self.whole_circle() or owner_count == 1:  # one owner of everything: 2**64 overflows
+            result[int(self.owners[0])] = self.space
             return result
         order = np.argsort(self.owners, kind="stable")
         owners_sorted = self.owners[order]
         starts = np.flatnonzero(np.r_[True, owners_sorted[1:] != owners_sorted[:-1]])
-        # uint64 sums are exact: with two or more owners no owner's total reaches 2**64.
+        # uint64 sums are exact: with two distinct tokens no owner's total reaches 2**64.
         sums = np.add.reduceat(self.arc_lengths()[order], starts)
         for owner, total in zip(owners_sorted[starts].tolist(), sums.tolist(), strict=True):
             result[owner] = int(total)
