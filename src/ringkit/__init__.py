@@ -17,6 +17,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 from __future__ import annotations
 
 from ringkit import hashing
+from ringkit.advice import advise, sweep
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -29,7 +30,11 @@ from ringkit.errors import (
 )
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.scenario import load_scenario
+from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.stats import Balance, balance
 from ringkit.strategies.modulo import Modulo
 
 __version__ = "0.1.0"
@@ -38,17 +43,27 @@ __all__ = [
     "DEFAULT_VNODES",
     "Arc",
     "BackendError",
+    "Balance",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "Event",
     "HashRing",
     "Modulo",
     "Node",
     "Placement",
+    "Population",
     "RingkitError",
+    "Scenario",
+    "Sizes",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "advise",
+    "balance",
     "hashing",
+    "load_scenario",
+    "run_scenario",
+    "sweep",
 ]

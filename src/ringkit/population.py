@@ -13,7 +13,7 @@ population however it is read.
 >>> population = Population(count=3)
 >>> [population.key(i) for i in range(3)]
 ['booking-0001', 'booking-0002', 'booking-0003']
->>> [round(x, 3) for x in Population(count=3, zipf=1.0).request_shares(0, 3)]
+>>> Population(count=3, zipf=1.0).request_shares(0, 3).round(3).tolist()
 [0.545, 0.273, 0.182]
 """
 

@@ -11,7 +11,7 @@ chunks, so the population can be far larger than memory.
 
 :func:`gatepass` is seed 004's lesson: 300 booking keys on A, B, C, then add D, then remove B.
 
->>> run = run_scenario(gatepass(vnodes=(128,)))
+>>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
 ['start', 'add D', 'remove B']
 >>> run.steps[1].moved["keys"] < run.steps[1].baseline_moved
