@@ -27,9 +27,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import HasherLike, get_hasher, hash_many
+from ringkit.hashing import Hasher, HasherLike, get_hasher, hash_many
 
-__all__ = ["CHUNK_KEYS", "DISTRIBUTIONS", "Chunk", "Population", "Sizes"]
+__all__ = ["CHUNK_KEYS", "DISTRIBUTIONS", "Chunk", "HashCache", "Population", "Sizes"]
 
 # One chunk: ~1M keys keeps every per-chunk array under ~10 MB.
 CHUNK_KEYS = 1 << 20
@@ -80,27 +80,42 @@ class Sizes:
         return np.round(self.minimum * (1.0 + rng.pareto(self.alpha, count)))
 
 
+HashCache = dict[tuple[int, Hasher], npt.NDArray[np.uint64]]
+
+
 @dataclass(frozen=True, slots=True)
 class Chunk:
-    """Keys ``start`` … ``stop - 1`` of a population, with their sizes and request shares."""
+    """Keys ``start`` … ``stop - 1`` of a population, with their sizes and request shares.
+
+    The key names are made on first use, and hashes are computed once per hasher and kept in
+    `cache` (shared across passes when the caller passes one to :meth:`Population.chunks`).
+    """
 
     start: int
     stop: int
-    keys: list[str]
     sizes: FloatArray
     requests: FloatArray
-    _hashes: dict[str, npt.NDArray[np.uint64]] = field(default_factory=dict, repr=False)
+    population: Population
+    cache: HashCache = field(default_factory=dict, repr=False)
+    _names: list[list[str]] = field(default_factory=list, repr=False)
 
     def __len__(self) -> int:
         return self.stop - self.start
 
+    @property
+    def keys(self) -> list[str]:
+        """The key names of this chunk."""
+        if not self._names:
+            self._names.append(self.population.keys(self.start, self.stop))
+        return self._names[0]
+
     def hashes(self, hasher: HasherLike) -> npt.NDArray[np.uint64]:
-        """Return the native hashes of the keys under `hasher` (computed once per chunk)."""
+        """Return the native hashes of the keys under `hasher` (computed once, then cached)."""
         resolved = get_hasher(hasher)
-        cached = self._hashes.get(resolved.name)
+        cached = self.cache.get((self.start, resolved))
         if cached is None:
             cached = hash_many(self.keys, resolved)
-            self._hashes[resolved.name] = cached
+            self.cache[(self.start, resolved)] = cached
         return cached
 
 
@@ -148,10 +163,13 @@ class Population:
         """Return the request shares of keys `begin` … `end - 1` (all keys sum to 1)."""
         return self._weights(begin, end) / (self.request_total() if total is None else total)
 
-    def chunks(self, size: int = CHUNK_KEYS) -> Iterator[Chunk]:
+    def chunks(self, size: int = CHUNK_KEYS, *, cache: HashCache | None = None) -> Iterator[Chunk]:
         """Yield the population in chunks of `size` keys, with sizes and request shares.
 
-        Runtime: O(count) to name and draw, streamed; memory O(`size`).
+        Hashes land in `cache` when given (8 bytes per key per hasher), so later passes skip
+        hashing; without it every pass hashes again and memory stays O(`size`).
+
+        Runtime: O(count) to name and draw, streamed.
         """
         total = self.request_total()
         for index, begin in enumerate(range(0, self.count, size)):
@@ -160,7 +178,8 @@ class Population:
             yield Chunk(
                 start=begin,
                 stop=end,
-                keys=self.keys(begin, end),
                 sizes=self.sizes.sample(rng, end - begin),
                 requests=self.request_shares(begin, end, total),
+                population=self,
+                cache={} if cache is None else cache,
             )

@@ -20,17 +20,17 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError
+from ringkit.measure import PassContext, Progress, measure_pass
 from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
-from ringkit.population import CHUNK_KEYS, Chunk, Population
-from ringkit.ring import SPACE_64, HashRing
+from ringkit.population import HashCache, Population
 from ringkit.stats import METRICS, Balance, balance
 from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.registry import StrategyOptions, build_placement
@@ -43,14 +43,13 @@ __all__ = [
     "Scenario",
     "Step",
     "gatepass",
-    "owner_indices",
     "run_scenario",
 ]
 
 EVENT_TYPES: tuple[str, ...] = ("add", "remove", "reweight", "fail", "stale")
-IndexArray = npt.NDArray[np.int64]
-# Progress callback: (keys done in this pass, keys in this pass).
-Progress = Callable[[int, int], None]
+# Up to this many keys a run keeps their hashes between passes (8 bytes per key and hasher);
+# larger populations are hashed again on every pass, so memory stays one chunk.
+HASH_CACHE_KEYS = 16_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,69 +146,6 @@ def gatepass(
     ]
 
 
-# -- owners of a chunk ---------------------------------------------------------------------------
-
-
-def owner_indices(placement: Placement, chunk: Chunk, universe: dict[str, int]) -> IndexArray:
-    """Return the owner of each key in `chunk` as an index into `universe` (name -> index).
-
-    Rings and modulo are vectorised (one hash per key per hasher, cached in the chunk); any
-    other placement answers through its ``node_for_many``.
-    """
-    lut = np.array([universe[node.name] for node in placement.nodes], dtype=np.int64)
-    if isinstance(placement, HashRing):
-        hashes = chunk.hashes(placement.hasher)
-        if placement.space == SPACE_64:
-            points = hashes << np.uint64(64 - placement.hasher.bits)
-        else:
-            points = hashes % np.uint64(placement.space)
-        return lut[placement.owner_indices(points)]
-    if isinstance(placement, Modulo):
-        hashes = chunk.hashes(placement._hasher)
-        return lut[(hashes % np.uint64(len(lut))).astype(np.int64)]
-    names = placement.node_for_many(chunk.keys)
-    return np.fromiter((universe[name] for name in names), dtype=np.int64, count=len(names))
-
-
-@dataclass(frozen=True, slots=True)
-class _Pass:
-    loads: list[dict[str, npt.NDArray[np.float64]]]
-    moved: list[dict[str, float]]
-
-
-def _measure(
-    scenario: Scenario,
-    placements: Sequence[Placement],
-    pairs: Sequence[tuple[int, int]],
-    universe: dict[str, int],
-    progress: Progress | None,
-) -> _Pass:
-    """One streaming pass: loads of each placement, and moved shares between index pairs."""
-    size = len(universe)
-    loads = [{m: np.zeros(size) for m in METRICS} for _ in placements]
-    moved = [dict.fromkeys(METRICS, 0.0) for _ in pairs]
-    total_bytes = 0.0
-    population = scenario.population
-    for chunk in population.chunks(CHUNK_KEYS):
-        owners = [owner_indices(p, chunk, universe) for p in placements]
-        weights = {"keys": None, "bytes": chunk.sizes, "requests": chunk.requests}
-        for owner, load in zip(owners, loads, strict=True):
-            for metric in METRICS:
-                load[metric] += np.bincount(owner, weights=weights[metric], minlength=size)
-        for (i, j), shares in zip(pairs, moved, strict=True):
-            differ = owners[i] != owners[j]
-            shares["keys"] += float(np.count_nonzero(differ))
-            shares["bytes"] += float(chunk.sizes[differ].sum())
-            shares["requests"] += float(chunk.requests[differ].sum())
-        total_bytes += float(chunk.sizes.sum())
-        if progress is not None:
-            progress(chunk.stop, population.count)
-    for shares in moved:
-        shares["keys"] /= population.count
-        shares["bytes"] /= total_bytes
-    return _Pass(loads, moved)
-
-
 # -- running -------------------------------------------------------------------------------------
 
 
@@ -280,12 +216,7 @@ def _optimum(old: Placement, new: Placement, event: Event) -> float | None:
 
 
 def _cascade(
-    scenario: Scenario,
-    placement: Placement,
-    event: Event,
-    before: dict[str, float],
-    universe: dict[str, int],
-    progress: Progress | None,
+    ctx: PassContext, placement: Placement, event: Event, before: dict[str, float]
 ) -> tuple[Placement | None, tuple[tuple[str, ...], ...]]:
     """Fail `event.node`; then fail every survivor whose load passes its capacity, in rounds.
 
@@ -296,9 +227,9 @@ def _cascade(
     rounds: list[tuple[str, ...]] = [(event.node,)]
     current = placement.remove(event.node)
     while True:
-        loads = _measure(scenario, [current], [], universe, progress).loads[0][event.load]
+        loads = measure_pass(ctx, [current]).loads[0][event.load]
         # A relative tolerance: a node exactly at capacity holds.
-        over = tuple(n for n in current if loads[universe[n]] > capacity[n] * (1 + 1e-12))
+        over = tuple(n for n in current if loads[ctx.universe[n]] > capacity[n] * (1 + 1e-12))
         if not over:
             return current, tuple(rounds)
         rounds.append(over)
@@ -331,21 +262,15 @@ def _outage(event: Event, failed: tuple[tuple[str, ...], ...]) -> Step:
     )
 
 
-def _step(
-    scenario: Scenario,
-    state: _State,
-    event: Event,
-    universe: dict[str, int],
-    progress: Progress | None,
-) -> Step:
+def _step(ctx: PassContext, state: _State, event: Event) -> Step:
     old, old_base = state.placement, state.baseline
     failed: tuple[tuple[str, ...], ...] = ()
     if event.kind == "stale":
-        return _stale_step(scenario, state, event, universe, progress)
+        return _stale_step(ctx, state, event)
     if event.kind == "fail" and event.capacity is not None:
-        before = _measure(scenario, [old], [], universe, progress).loads[0][event.load]
-        loads_before = {name: float(before[universe[name]]) for name in old}
-        survivors, failed = _cascade(scenario, old, event, loads_before, universe, progress)
+        before = measure_pass(ctx, [old]).loads[0][event.load]
+        loads_before = {name: float(before[ctx.universe[name]]) for name in old}
+        survivors, failed = _cascade(ctx, old, event, loads_before)
         if survivors is None:
             state.down = True
             return _outage(event, failed)
@@ -355,7 +280,7 @@ def _step(
     new_base = _apply(old_base, event) if old_base is not None else None
     placements = [old, new] + ([old_base, new_base] if old_base and new_base else [])
     pairs = [(0, 1)] + ([(2, 3)] if len(placements) == 4 else [])
-    result = _measure(scenario, placements, pairs, universe, progress)
+    result = measure_pass(ctx, placements, pairs)
     state.placement, state.baseline = new, new_base
     state.history.append(new)
     if new_base is not None:
@@ -363,22 +288,16 @@ def _step(
     return Step(
         event=event.label,
         nodes=tuple(new),
-        balance=_balances(new, result.loads[1], universe),
+        balance=_balances(new, result.loads[1], ctx.universe),
         moved=result.moved[0],
         optimum=_optimum(old, new, event),
         baseline_moved=result.moved[1]["keys"] if len(pairs) == 2 else None,
-        hot_keys=_hot_keys(scenario, new),
+        hot_keys=_hot_keys(ctx.scenario, new),
         failed=failed,
     )
 
 
-def _stale_step(
-    scenario: Scenario,
-    state: _State,
-    event: Event,
-    universe: dict[str, int],
-    progress: Progress | None,
-) -> Step:
+def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
     if event.behind >= len(state.history):
         raise ConfigError(
             f"stale behind must be < {len(state.history)} (the membership changes so far), "
@@ -390,15 +309,15 @@ def _stale_step(
     if state.baseline is not None:
         placements += [state.baseline, state.baseline_history[-1 - event.behind]]
         pairs.append((2, 3))
-    result = _measure(scenario, placements, pairs, universe, progress)
+    result = measure_pass(ctx, placements, pairs)
     return Step(
         event=event.label,
         nodes=tuple(current),
-        balance=_balances(current, result.loads[0], universe),
+        balance=_balances(current, result.loads[0], ctx.universe),
         moved=dict.fromkeys(METRICS, 0.0),
         optimum=None,
         baseline_moved=None,
-        hot_keys=_hot_keys(scenario, current),
+        hot_keys=_hot_keys(ctx.scenario, current),
         stale=result.moved[0],
         baseline_stale=result.moved[1]["keys"] if len(pairs) == 2 else None,
     )
@@ -415,6 +334,8 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
         stale view older than the scenario
     """
     universe = _universe(scenario)
+    cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
+    ctx = PassContext(scenario, universe, progress, cache)
     start = build_placement(scenario.strategy, scenario.nodes, scenario.options)
     base = (
         build_placement(scenario.baseline, scenario.nodes, scenario.options)
@@ -422,7 +343,7 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
         else None
     )
     state = _State(start, base, [start], [base] if base is not None else [])
-    first = _measure(scenario, [start], [], universe, progress)
+    first = measure_pass(ctx, [start])
     steps = [
         Step(
             event="start",
@@ -437,7 +358,7 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
     for event in scenario.events:
         if state.down:
             break  # every node failed: nothing is left to change or measure
-        steps.append(_step(scenario, state, event, universe, progress))
+        steps.append(_step(ctx, state, event))
     return Run(scenario, tuple(steps))
 
 
