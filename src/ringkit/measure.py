@@ -51,7 +51,7 @@ def owner_indices(placement: Placement, chunk: Chunk, universe: dict[str, int]) 
     if isinstance(placement, Modulo):
         hashes = chunk.hashes(placement._hasher)
         return lut[(hashes % np.uint64(len(lut))).astype(np.int64)]
-    names = placement.node_for_many(chunk.keys)
+    names = placement.node_for_many(chunk.key_bytes)
     return np.fromiter((universe[name] for name in names), dtype=np.int64, count=len(names))
 
 
