@@ -192,3 +192,25 @@ def test_bytes_and_requests_loads_are_exact_sums() -> None:
         mask = owners == name
         assert step.balance["bytes"].loads[name] == pytest.approx(chunk.sizes[mask].sum())
         assert step.balance["requests"].loads[name] == pytest.approx(chunk.requests[mask].sum())
+
+
+def test_key_bytes_are_the_utf8_of_the_names() -> None:
+    population = Population(count=4, prefix="é%d-", start=-1, width=3)
+    names = population.keys()
+    assert names == ["é%d--01", "é%d-000", "é%d-001", "é%d-002"]
+    assert population.key_bytes() == [k.encode() for k in names]
+    assert [population.key(i) for i in range(4)] == population.keys()
+    chunk = next(population.chunks())
+    assert chunk.keys == population.keys()
+    assert chunk.hashes("fnv1a_32").tolist() == [
+        HashRing(["a"], hasher="fnv1a_32").hasher.function(k) for k in chunk.key_bytes
+    ]
+
+
+def test_hash_cache_is_shared_across_passes() -> None:
+    population = Population(count=10)
+    cache: dict = {}  # type: ignore[type-arg]
+    first = next(population.chunks(cache=cache)).hashes("xxh3_64")
+    assert len(cache) == 1
+    again = next(population.chunks(cache=cache)).hashes("xxh3_64")
+    assert again is first
