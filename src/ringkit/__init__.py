@@ -35,7 +35,12 @@ from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.scenario import load_scenario
 from ringkit.sim import Event, Scenario, run_scenario
 from ringkit.stats import Balance, balance
+from ringkit.strategies.bounded import BoundedLoad
+from ringkit.strategies.jump import JumpHash, jump_hash
+from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.multiprobe import MultiProbe
+from ringkit.strategies.rendezvous import Rendezvous
 
 __version__ = "0.1.0"
 
@@ -44,16 +49,21 @@ __all__ = [
     "Arc",
     "BackendError",
     "Balance",
+    "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
     "Event",
     "HashRing",
+    "JumpHash",
+    "Maglev",
     "Modulo",
+    "MultiProbe",
     "Node",
     "Placement",
     "Population",
+    "Rendezvous",
     "RingkitError",
     "Scenario",
     "Sizes",
@@ -63,6 +73,7 @@ __all__ = [
     "advise",
     "balance",
     "hashing",
+    "jump_hash",
     "load_scenario",
     "run_scenario",
     "sweep",
