@@ -18,11 +18,16 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from ringkit.errors import ConfigError, RingkitError
+from ringkit.measure import PassContext, measure_pass
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.population import Population
-from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.sim import Event, Scenario
+from ringkit.stats import balance
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
 
 __all__ = ["CHANGES", "Comparison", "compare"]
@@ -31,6 +36,7 @@ CHANGES: tuple[str, ...] = ("add", "remove")
 # Scalar lookups are timed on at most this many keys: enough for a stable per-key figure.
 _SCALAR_KEYS = 20_000
 Progress = Callable[[int, int], None]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +55,10 @@ class Comparison:
     error: str | None = None
 
 
-def _timed(function: Callable[[], object], repeats: int) -> float:
-    """Median seconds of `repeats` calls after one warm-up call."""
-    function()
+def _timed(function: Callable[[], object], repeats: int, *, warm_up: bool = True) -> float:
+    """Median seconds of `repeats` calls (after one warm-up call unless told otherwise)."""
+    if warm_up:
+        function()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -60,56 +67,49 @@ def _timed(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
-def _memory(build: Callable[[], Placement]) -> int:
-    """Bytes still allocated by a fresh build (numpy reports its buffers to tracemalloc)."""
+def _measured_build(build: Callable[[], Placement]) -> tuple[Placement, int]:
+    """Build once; return the placement and the bytes it still holds (tracemalloc sees numpy)."""
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
         placement = build()
-        after = tracemalloc.get_traced_memory()[0]
+        return placement, tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    del placement
-    return after - before
 
 
-def _one(
-    name: str, scenario: Scenario, keys: list[str], repeats: int, optimum: float
-) -> Comparison:
+def _one(name: str, scenario: Scenario, event: Event, repeats: int, optimum: float) -> Comparison:
     def build() -> Placement:
         return build_placement(name, scenario.nodes, scenario.options)
 
     try:
-        run = run_scenario(
-            Scenario(
-                population=scenario.population,
-                nodes=scenario.nodes,
-                strategy=name,
-                options=scenario.options,
-                baseline=None,
-                events=scenario.events,
-                hot_keys=0,
-            )
-        )
-        placement = build()
-        scalar = keys[:_SCALAR_KEYS]
-        node_for = placement.node_for
+        placement, memory = _measured_build(build)
+        after = placement.add(event.node) if event.kind == "add" else placement.remove(event.node)
+        universe = {n: i for i, n in enumerate(dict.fromkeys([*placement, *after]))}
+        result = measure_pass(PassContext(scenario, universe, None, {}), [placement, after],
+                              [(0, 1)])  # fmt: skip
+        keys = scenario.population.key_bytes()
+        scalar, node_for = keys[:_SCALAR_KEYS], placement.node_for
         lookup = _timed(lambda: [node_for(k) for k in scalar], repeats) / len(scalar)
         batch = _timed(lambda: placement.node_for_many(keys), repeats) / len(keys)
-        build_s = _timed(build, repeats)
+        build_s = _timed(build, repeats, warm_up=False)  # the measured build warmed it up
     except RingkitError as error:
         return Comparison(name, None, None, None, optimum, None, None, None, None, str(error))
+    balances = [
+        _busiest(p, loads, universe)
+        for p, loads in zip((placement, after), result.loads, strict=True)
+    ]
     return Comparison(
-        strategy=name,
-        busiest_ratio=run.steps[0].balance["keys"].busiest_ratio,
-        busiest_after=run.steps[1].balance["keys"].busiest_ratio,
-        moved=run.steps[1].moved["keys"],
-        optimum=optimum,
-        lookup_ns=lookup * 1e9,
-        batch_ns=batch * 1e9,
-        memory_bytes=_memory(build),
-        build_ms=build_s * 1e3,
-    )
+        strategy=name, busiest_ratio=balances[0], busiest_after=balances[1],
+        moved=result.moved[0]["keys"], optimum=optimum, lookup_ns=lookup * 1e9,
+        batch_ns=batch * 1e9, memory_bytes=memory, build_ms=build_s * 1e3,
+    )  # fmt: skip
+
+
+def _busiest(placement: Placement, loads: dict[str, FloatArray], universe: dict[str, int]) -> float:
+    weights = {node.name: node.weight for node in placement.nodes}
+    counts = {name: float(loads["keys"][universe[name]]) for name in weights}
+    return balance(counts, weights).busiest_ratio
 
 
 def compare(
@@ -152,10 +152,9 @@ def compare(
         events=(event,),
     )
     optimum = 1 / (nodes + 1) if change == "add" else 1 / nodes
-    key_names = scenario.population.keys()
     rows = []
     for i, name in enumerate(strategies):
-        rows.append(_one(name, scenario, key_names, repeats, optimum))
+        rows.append(_one(name, scenario, event, repeats, optimum))
         if progress is not None:
             progress(i + 1, len(strategies))
     return rows

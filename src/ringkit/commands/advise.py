@@ -29,6 +29,18 @@ def _fraction(text: str) -> float:
     return value
 
 
+# (flag, type, default, help): the numeric options, added in one loop.
+_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--nodes", positive_int, 10, "node count (default 10)"),
+    ("--replicas", positive_int, 1, "replicas per key (default 1)"),
+    ("--target", _fraction, 1.10, "busiest node at most TARGET × fair share (default 1.10)"),
+    ("--confidence", _fraction, 0.99, "share of seeded rings meeting the target (default 0.99)"),
+    ("--draws", positive_int, 200, "seeded rings per candidate vnode count (default 200)"),
+    ("--max-nodes", positive_int, None, "node count to plan fixed partitions for (default 2N)"),
+    ("--seed", int, 0, "random seed (default 0)"),
+)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``advise`` subcommand."""
     parser = subparsers.add_parser(
@@ -36,40 +48,11 @@ def register(subparsers: Any) -> None:
         help="the vnode count that reaches a target balance, its costs and the alternatives",
         description="Advise a vnode count for N nodes (seed 000's trade-off).",
     )
-    parser.add_argument("--nodes", type=positive_int, default=10, help="node count (default 10)")
+    for flag, kind, default, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
     parser.add_argument(
-        "--replicas", type=positive_int, default=1, help="replicas per key (default 1)"
+        "--static", action="store_true", help="the node count never changes (a ring is overhead)"
     )
-    parser.add_argument(
-        "--target",
-        type=_fraction,
-        default=1.10,
-        help="busiest node at most TARGET × fair share (default 1.10)",
-    )
-    parser.add_argument(
-        "--confidence",
-        type=_fraction,
-        default=0.99,
-        help="share of seeded rings that must meet the target (default 0.99)",
-    )
-    parser.add_argument(
-        "--draws",
-        type=positive_int,
-        default=200,
-        help="seeded rings per candidate vnode count (default 200)",
-    )
-    parser.add_argument(
-        "--max-nodes",
-        type=positive_int,
-        default=None,
-        help="largest node count to plan fixed partitions for (default 2N)",
-    )
-    parser.add_argument(
-        "--static",
-        action="store_true",
-        help="the node count never changes (then a ring is overhead)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -78,33 +61,8 @@ def _bytes(value: int | None) -> str:
     return "–" if value is None else f"{value:,} B"
 
 
-def _table(a: Advice) -> Table:
-    title = (
-        f"{a.nodes} nodes, {a.replicas} replica{'s' if a.replicas > 1 else ''}: busiest ≤ "
-        f"{a.target:.2f} × fair in {a.confidence:.0%} of {a.draws} seeded rings"
-    )
-    table = Table(title=title, title_justify="left")
-    for column in (
-        "placement",
-        "setting",
-        "balance",
-        "table per client",
-        "gossip entries",
-        "per join",
-    ):
-        table.add_column(column)
-    if a.vnodes is None:
-        table.add_row("ring", "none found ≤ max vnodes", "–", "–", "–", "–")
-    else:
-        table.add_row(
-            "ring (hashed tokens)",
-            f"{a.vnodes:,} vnodes",
-            f"≤ {a.target:.2f} in {a.achieved:.1%}",
-            f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
-            f"{a.gossip_entries:,}",
-            f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
-        )
-    table.add_row(
+def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
+    formula = (
         "seed 000 formula",
         f"{a.formula_vnodes:,} vnodes",
         f"≤ {a.target:.2f} in {a.formula_confidence:.1%}",
@@ -112,31 +70,44 @@ def _table(a: Advice) -> Table:
         "",
         "",
     )
-    table.add_row(
-        "fixed partitions",
-        f"{a.partitions:,} partitions",
-        f"{a.partitions_imbalance:.2f}",
-        f"{a.partitions * 2:,} B",
-        f"{a.partitions:,}",
+    if a.vnodes is None:
+        return [("ring", "none found ≤ max vnodes", "–", "–", "–", "–"), formula]
+    ring = (
+        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:.2f} in {a.achieved:.1%}",
+        f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
+        f"{a.gossip_entries:,}", f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
+    )  # fmt: skip
+    return [ring, formula]
+
+
+def _other_rows(a: Advice) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [(
+        "fixed partitions", f"{a.partitions:,} partitions", f"{a.partitions_imbalance:.2f}",
+        f"{a.partitions * 2:,} B", f"{a.partitions:,}",
         f"~{a.partition_join_moves:,} partitions, sources chosen",
-    )
+    )]  # fmt: skip
     if a.allocated_vnodes is not None:
-        table.add_row(
-            "allocated tokens",
-            f"{a.allocated_vnodes:,} per node",
-            f"≤ {a.target:.2f}",
-            _bytes(a.allocated_table_bytes),
-            f"{a.nodes * a.allocated_vnodes:,}",
+        rows.append((
+            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:.2f}",
+            _bytes(a.allocated_table_bytes), f"{a.nodes * a.allocated_vnodes:,}",
             f"{a.allocated_vnodes:,} arcs from ≤ {min(a.allocated_vnodes, a.nodes)} sources",
-        )
-    table.add_row(
-        "hash % N",
-        "–",
-        "1.00 (even by hash)",
-        "0 B",
-        f"{a.nodes} names",
-        f"moves {a.nodes / (a.nodes + 1):.0%} of keys",
+        ))  # fmt: skip
+    rows.append(("hash % N", "–", "1.00 (even by hash)", "0 B", f"{a.nodes} names",
+                 f"moves {a.nodes / (a.nodes + 1):.0%} of keys"))  # fmt: skip
+    return rows
+
+
+def _table(a: Advice) -> Table:
+    plural = "s" if a.replicas > 1 else ""
+    table = Table(
+        title=f"{a.nodes} nodes, {a.replicas} replica{plural}: busiest ≤ {a.target:.2f} × fair "
+        f"in {a.confidence:.0%} of {a.draws} seeded rings",
+        title_justify="left",
     )
+    for column in ("placement", "setting", "balance", "table per client", "gossip", "per join"):
+        table.add_column(column)
+    for row in _ring_rows(a) + _other_rows(a):
+        table.add_row(*row)
     return table
 
 

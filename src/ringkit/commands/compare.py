@@ -23,6 +23,17 @@ from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
 __all__ = ["register", "run"]
 
 
+# (flag, type, default, help): the valued options, added in one loop.
+_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--nodes", positive_int, 10, "node count (default 10)"),
+    ("--keys", positive_int, 100_000, "number of keys (default 100000)"),
+    ("--vnodes", positive_int, DEFAULT_VNODES, f"vnodes for the ring (default {DEFAULT_VNODES})"),
+    ("--strategies", str, ",".join(STRATEGY_NAMES), "comma-separated (default: all registered)"),
+    ("--repeats", positive_int, 5, "timing repeats; the median is shown (default 5)"),
+    ("--seed", int, 0, "seed for the key names (default 0)"),
+)
+
+
 def register(subparsers: Any) -> None:
     """Add the ``compare`` subcommand."""
     parser = subparsers.add_parser(
@@ -30,40 +41,12 @@ def register(subparsers: Any) -> None:
         help="every strategy on the same keys and change: balance, movement, speed, memory",
         description="Compare every placement strategy on the same keys and the same change.",
     )
-    parser.add_argument("--nodes", type=positive_int, default=10, help="node count (default 10)")
-    parser.add_argument(
-        "--keys", type=positive_int, default=100_000, help="number of keys (default 100000)"
-    )
-    parser.add_argument(
-        "--change",
-        choices=CHANGES,
-        default="add",
-        help="add a node or remove the last one (default add)",
-    )
-    parser.add_argument(
-        "--vnodes",
-        type=positive_int,
-        default=DEFAULT_VNODES,
-        help=f"vnodes for the ring (default {DEFAULT_VNODES})",
-    )
-    parser.add_argument(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=DEFAULT_HASH,
-        help=f"hash function (default {DEFAULT_HASH})",
-    )
-    parser.add_argument(
-        "--strategies",
-        default=",".join(STRATEGY_NAMES),
-        help="comma-separated strategies (default: all in the registry)",
-    )
-    parser.add_argument(
-        "--repeats",
-        type=positive_int,
-        default=5,
-        help="timing repeats; the median is shown (default 5)",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for the key names (default 0)")
+    for flag, kind, default, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument("--change", choices=CHANGES, default="add",
+                        help="add a node or remove the last one (default add)")  # fmt: skip
+    parser.add_argument("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH,
+                        help=f"hash function (default {DEFAULT_HASH})")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--plot", metavar="FILE", help="draw the comparison (PNG or SVG)")
     parser.set_defaults(run=run)
