@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from ringkit import HashRing, Modulo
 from ringkit.errors import ConfigError, UnknownNodeError
@@ -214,3 +216,42 @@ def test_hash_cache_is_shared_across_passes() -> None:
     assert len(cache) == 1
     again = next(population.chunks(cache=cache)).hashes("xxh3_64")
     assert again is first
+
+
+@st.composite
+def _membership(draw: st.DrawFn) -> tuple[list[str], list[Event]]:
+    start = [f"n{i}" for i in range(draw(st.integers(1, 5)))]
+    members, spare, events = list(start), [f"m{i}" for i in range(4)], []
+    for _ in range(draw(st.integers(1, 4))):
+        if len(members) > 1 and draw(st.booleans()):
+            name = draw(st.sampled_from(members))
+            members.remove(name)
+            events.append(Event("remove", name))
+        elif spare:
+            name = spare.pop()
+            members.append(name)
+            events.append(Event("add", name, weight=draw(st.sampled_from([0.5, 1.0, 2.0]))))
+    return start, events
+
+
+@given(_membership(), st.integers(1, 16))
+def test_ring_moves_only_what_the_change_must(
+    membership: tuple[list[str], list[Event]], vnodes: int
+) -> None:
+    # Minimal movement, measured: an add moves exactly the keys the new node ends up with, a
+    # remove exactly the keys the removed node held; key counts always sum to the population.
+    start, events = membership
+    scenario = Scenario(
+        population=Population(count=400, prefix="h-"),
+        nodes=tuple(Node(n) for n in start),
+        options=StrategyOptions(vnodes=vnodes),
+        events=tuple(events),
+    )
+    steps = run_scenario(scenario).steps
+    for before, after, event in zip(steps[:-1], steps[1:], events, strict=True):
+        assert sum(after.keys_per_node.values()) == 400
+        moved = round(after.moved["keys"] * 400)
+        if event.kind == "add":
+            assert moved == after.keys_per_node[event.node]
+        else:
+            assert moved == before.keys_per_node[event.node]
