@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import hashing
+from ringkit import compat, hashing
 from ringkit.advice import advise, sweep
 from ringkit.errors import (
     BackendError,
@@ -72,6 +72,7 @@ __all__ = [
     "__version__",
     "advise",
     "balance",
+    "compat",
     "hashing",
     "jump_hash",
     "load_scenario",
