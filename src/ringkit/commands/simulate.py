@@ -21,7 +21,6 @@ from ringkit.hashing import HASHERS
 from ringkit.ring import HashRing
 from ringkit.scenario import load_scenario
 from ringkit.sim import Run, Scenario, Step, gatepass, run_scenario, with_vnodes
-from ringkit.stats import METRICS
 
 __all__ = ["register", "run", "run_json"]
 
@@ -235,26 +234,52 @@ def _trace(runs: list[Run], key: str | None) -> dict[str, Any]:
     return lookup_report(ring, key or scenario.population.key(0), 1)
 
 
+def _shown_metrics(scenario: Scenario) -> list[str]:
+    """Keys always; bytes when sizes vary; requests when popularity is skewed."""
+    population = scenario.population
+    shown = ["keys"]
+    if population.sizes.distribution != "fixed":
+        shown.append("bytes")
+    if population.zipf > 0:
+        shown.append("requests")
+    return shown
+
+
+def _step_title(run: Run, step: Step) -> str:
+    title = f"{run.scenario.name}: {step.event}"
+    if step.optimum is not None:
+        title += f"\nmoved {percent(step.moved['keys'])}"
+        if step.baseline_moved is not None:
+            title += (
+                f", {_baseline_label(run.scenario.baseline or '')} {percent(step.baseline_moved)}"
+            )
+    return title
+
+
 def _plot(runs: list[Run], path: str) -> None:
     plt = pyplot(path)
     columns = max(len(r.steps) for r in runs)
     figure, axes = plt.subplots(
-        len(runs), columns, figsize=(3.2 * columns, 2.4 * len(runs)), squeeze=False, sharey=True
+        len(runs), columns, figsize=(3.2 * columns, 2.6 * len(runs)), squeeze=False, sharey=True
     )
     for row, r in enumerate(runs):
+        metrics = _shown_metrics(r.scenario)
+        width = 0.8 / len(metrics)
         for col, step in enumerate(r.steps):
             ax = axes[row][col]
-            width = 0.8 / len(METRICS)
-            for k, metric in enumerate(METRICS):
+            for k, metric in enumerate(metrics):
                 ratios = [_ratio(step, metric, n) for n in step.nodes]
                 ax.bar([i + k * width for i in range(len(step.nodes))], ratios, width, label=metric)
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-            ax.set_xticks([i + width for i in range(len(step.nodes))], step.nodes, fontsize=7)
-            ax.set_title(f"{r.scenario.name}: {step.event}", fontsize=8)
+            middle = (len(metrics) - 1) * width / 2
+            long = any(len(name) > 3 for name in step.nodes)
+            ax.set_xticks([i + middle for i in range(len(step.nodes))], step.nodes, fontsize=7,
+                          rotation=30 if long else 0)  # fmt: skip
+            ax.set_title(_step_title(r, step), fontsize=8)
         for col in range(len(r.steps), columns):
             axes[row][col].axis("off")
         axes[row][0].set_ylabel("load × fair share")
-    axes[0][0].legend(fontsize=7)
+        axes[row][0].legend(fontsize=7)
     save_figure(plt, figure, path)
 
 
