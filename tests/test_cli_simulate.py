@@ -180,3 +180,24 @@ def test_bad_vnodes_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
         main(["simulate", "--vnodes", "0,8"])
     assert exit_info.value.code == 2
     assert "vnodes must be >= 1, got '0,8'" in capsys.readouterr().err
+
+
+def test_default_run_options_are_refused_with_a_file(capsys: pytest.CaptureFixture[str]) -> None:
+    path = str(EXAMPLES / "gatepass.toml")
+    assert main(["simulate", path, "--keys", "10"]) == 1
+    assert capsys.readouterr().err == (
+        "ringkit: error: --keys applies to the default run only, got 10; set keys.count in the "
+        "scenario file\n"
+    )
+    assert main(["simulate", path, "--trace", "k"]) == 1
+    assert "--trace applies to the default run only, got 'k'" in capsys.readouterr().err
+
+
+def test_baseline_equal_to_strategy_gets_its_own_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "same.toml"
+    path.write_text('[strategy]\nname = "modulo"\n[[events]]\ntype = "add"\nnode = "D"\n')
+    step = _json(capsys, "simulate", str(path), "--json")["steps"][1]
+    assert step["moved_modulo"] == step["moved_baseline"]
+    assert "stale_None" not in step

@@ -117,6 +117,7 @@ def test_examples_parse(path: Path) -> None:
             r"bad.toml: events.0..behind must be an integer >= 1; got 0",
         ),
         ("events = 3", "bad.toml: events must be an array of tables"),
+        ("hot_keys = -1", "bad.toml: hot_keys must be an integer >= 0; got -1"),
         ("nodes = [", "bad.toml: invalid TOML: "),
     ],
 )

@@ -195,6 +195,13 @@ def _event(source: str, index: int, data: object, names: set[str]) -> Event:
     return event
 
 
+def _hot_keys(top: _Fields) -> int:
+    count: int = top.get("hot_keys", int, 5)
+    if count < 0:
+        raise top.error("hot_keys", "must be an integer >= 0", count)
+    return count
+
+
 def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
     """Return the scenarios described by TOML `text` (one per vnode count).
 
@@ -221,7 +228,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         options=options,
         baseline=None if baseline == "none" else baseline,
         events=tuple(_event(source, i, e, names) for i, e in enumerate(events)),
-        hot_keys=top.get("hot_keys", int, 5),
+        hot_keys=_hot_keys(top),
         name=top.get("name", str, Path(source).stem),
     )
     try:  # options a strategy refuses (e.g. a table size) are found now, not mid-run

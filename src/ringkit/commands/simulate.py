@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import positive_int, print_json, refuse
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
 from ringkit.hashing import HASHERS
@@ -56,13 +56,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--keys",
         type=positive_int,
-        default=300,
+        default=None,
         help="number of booking keys in the default run (default: 300)",
     )
     parser.add_argument(
         "--hasher",
         choices=sorted(HASHERS),
-        default="fnv1a_32_mix",
+        default=None,
         help="hash function of the default run (default: fnv1a_32_mix)",
     )
     parser.add_argument("--trace", default=None, help="key whose lookup ends the default run")
@@ -74,7 +74,19 @@ def register(subparsers: Any) -> None:
 
 def _scenarios(args: argparse.Namespace) -> list[Scenario]:
     if args.scenario is None:
-        return gatepass(vnodes=args.vnodes or _GATEPASS_VNODES, keys=args.keys, hasher=args.hasher)
+        return gatepass(
+            vnodes=args.vnodes or _GATEPASS_VNODES,
+            keys=args.keys or 300,
+            hasher=args.hasher or "fnv1a_32_mix",
+        )
+    for flag, value, field in (
+        ("--keys", args.keys, "keys.count"),
+        ("--hasher", args.hasher, "strategy.hasher"),
+        ("--trace", args.trace, None),
+    ):
+        if value is not None:
+            where = f"; set {field} in the scenario file" if field else ""
+            raise refuse(f"{flag} applies to the default run only, got {value!r}{where}")
     scenarios = load_scenario(args.scenario)
     if args.seed is not None:
         scenarios = [
@@ -95,8 +107,9 @@ def _step_json(run: Run, step: Step) -> dict[str, Any]:
         "busiest_ratio": step.balance["keys"].busiest_ratio if step.balance else None,
         f"moved_{scenario.strategy}": step.moved["keys"],
     }
-    if scenario.baseline is not None:
-        data[f"moved_{scenario.baseline}"] = step.baseline_moved
+    base = _baseline_key(scenario)
+    if base is not None:
+        data[f"moved_{base}"] = step.baseline_moved
     data["optimum"] = step.optimum
     data["moved"] = step.moved
     data["balance"] = {
@@ -108,8 +121,16 @@ def _step_json(run: Run, step: Step) -> dict[str, Any]:
     ]
     data["failed"] = [list(r) for r in step.failed]
     data["stale"] = step.stale
-    data[f"stale_{scenario.baseline}"] = step.baseline_stale
+    if base is not None:
+        data[f"stale_{base}"] = step.baseline_stale
     return data
+
+
+def _baseline_key(scenario: Scenario) -> str | None:
+    """The baseline's name in JSON keys (``baseline`` when it is the strategy itself)."""
+    if scenario.baseline is None:
+        return None
+    return "baseline" if scenario.baseline == scenario.strategy else scenario.baseline
 
 
 def run_json(runs: list[Run], *, default: bool, trace: dict[str, Any] | None) -> dict[str, Any]:
