@@ -255,3 +255,18 @@ def test_ring_moves_only_what_the_change_must(
             assert moved == after.keys_per_node[event.node]
         else:
             assert moved == before.keys_per_node[event.node]
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Event("explode", "a"), "event kind must be one of add, remove, .*got 'explode'"),
+        (lambda: Event("add"), "add event must name a node, got ''"),
+        (lambda: Event("fail", "a", capacity=0.9), r"capacity must be > 1 .*got 0\.9"),
+        (lambda: Event("fail", "a", load="cpu"), "load must be one of keys, bytes, requests"),
+        (lambda: Event("stale", behind=0), "behind must be >= 1, got 0"),
+    ],
+)
+def test_events_refuse_bad_values(make: object, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        make()  # type: ignore[operator]

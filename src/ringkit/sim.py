@@ -64,6 +64,20 @@ class Event:
     load: str = "keys"
     behind: int = 1
 
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_TYPES:
+            raise ConfigError(
+                f"event kind must be one of {', '.join(EVENT_TYPES)}, got {self.kind!r}"
+            )
+        if self.kind != "stale" and not self.node:
+            raise ConfigError(f"{self.kind} event must name a node, got {self.node!r}")
+        if self.capacity is not None and not self.capacity > 1:
+            raise ConfigError(f"capacity must be > 1 (× the load before), got {self.capacity!r}")
+        if self.load not in METRICS:
+            raise ConfigError(f"load must be one of {', '.join(METRICS)}, got {self.load!r}")
+        if self.behind < 1:
+            raise ConfigError(f"behind must be >= 1, got {self.behind!r}")
+
     @property
     def label(self) -> str:
         """A short description: ``add D``, ``fail C``, ``stale 1 behind``."""
