@@ -21,6 +21,7 @@ from ringkit.compare import compare
 from ringkit.errors import ConfigError
 from ringkit.stats import draw_shares, imbalance, worst_share
 from ringkit.strategies.registry import STRATEGY_NAMES
+from tests.plotting import require_matplotlib
 
 
 def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
@@ -141,7 +142,7 @@ def test_sweep_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> No
     out = capsys.readouterr().out
     assert "5 nodes, 50 seeded rings per row" in out
     assert f"H_N = {rows[0].largest_theory:.3f} × fair" in out
-    pytest.importorskip("matplotlib")
+    require_matplotlib()
     plot = tmp_path / "sweep.svg"
     assert (
         main(["sweep", "--nodes", "5", "--vnodes", "1,64", "--draws", "20", "--plot", str(plot)])
@@ -192,7 +193,7 @@ def test_compare_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert "2,000 keys on 4 nodes, then add a node (least possible move 20.0%)" in out
     assert main(["compare", "--strategies", "nope", "--keys", "10"]) == 1
     assert "unknown strategy 'nope'" in capsys.readouterr().err
-    pytest.importorskip("matplotlib")
+    require_matplotlib()
     plot = tmp_path / "compare.png"
     assert (
         main(["compare", "--nodes", "4", "--keys", "2000", "--repeats", "1", "--plot", str(plot)])

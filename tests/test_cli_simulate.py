@@ -11,6 +11,7 @@ import pytest
 
 from ringkit import HashRing, Modulo
 from ringkit.cli import main
+from tests.plotting import require_matplotlib
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 KEYS = [f"booking-{i:04d}" for i in range(1, 301)]
@@ -154,7 +155,7 @@ def test_scenario_error_is_one_line_exit_1(
 
 
 def test_plot_png_and_svg(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("matplotlib")
+    require_matplotlib()
     png, svg = tmp_path / "run.png", tmp_path / "run.svg"
     assert main(["simulate", "--vnodes", "1,128", "--plot", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
