@@ -200,3 +200,16 @@ def test_compare_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         == 0
     )
     assert plot.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_advise_when_no_vnode_count_is_enough(capsys: pytest.CaptureFixture[str]) -> None:
+    # 1.001 x fair needs millions of vnodes: none up to 4,096 passes, and the formula's count
+    # (4.6M) is too large to draw, so it is reported without a measured confidence.
+    advice = advise(10, target=1.001)
+    assert advice.vnodes is None and advice.table_bytes is None
+    assert advice.formula_vnodes == formula_vnodes(10, 1.001)
+    assert advice.formula_confidence is None
+    assert main(["advise", "--target", "1.001"]) == 0
+    out = capsys.readouterr().out
+    assert "none ≤ 4,096 vnodes" in out
+    assert "≤ 1.001 not drawn" in out

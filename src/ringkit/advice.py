@@ -186,7 +186,7 @@ class Advice:
     vnodes: int | None
     achieved: float | None
     formula_vnodes: int
-    formula_confidence: float
+    formula_confidence: float | None
     table_bytes: int | None
     seed_table_bytes: int | None
     gossip_entries: int | None
@@ -275,7 +275,10 @@ def advise(
         vnodes=v,
         achieved=achieved,
         formula_vnodes=formula,
-        formula_confidence=_meets(n, formula, spec) if n > 1 else 1.0,
+        # Above max_vnodes the formula's count is not drawn (it could be millions of tokens).
+        formula_confidence=(
+            1.0 if n == 1 else _meets(n, formula, spec) if formula <= max_vnodes else None
+        ),
         table_bytes=ring_table_bytes(n, v, seed=seed) if v else None,
         seed_table_bytes=n * v * SEED_ENTRY_BYTES if v else None,
         gossip_entries=n * v if v else None,

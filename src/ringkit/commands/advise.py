@@ -62,18 +62,13 @@ def _bytes(value: int | None) -> str:
 
 
 def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
-    formula = (
-        "seed 000 formula",
-        f"{a.formula_vnodes:,} vnodes",
-        f"≤ {a.target:.2f} in {a.formula_confidence:.1%}",
-        "",
-        "",
-        "",
-    )
+    measured = "not drawn" if a.formula_confidence is None else f"in {a.formula_confidence:.1%}"
+    formula = ("seed 000 formula", f"{a.formula_vnodes:,} vnodes",
+               f"≤ {a.target:g} {measured}", "", "", "")  # fmt: skip
     if a.vnodes is None:
-        return [("ring", "none found ≤ max vnodes", "–", "–", "–", "–"), formula]
+        return [("ring", "none ≤ 4,096 vnodes", "–", "–", "–", "–"), formula]
     ring = (
-        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:.2f} in {a.achieved:.1%}",
+        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:g} in {a.achieved:.1%}",
         f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
         f"{a.gossip_entries:,}", f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
     )  # fmt: skip
@@ -88,7 +83,7 @@ def _other_rows(a: Advice) -> list[tuple[str, ...]]:
     )]  # fmt: skip
     if a.allocated_vnodes is not None:
         rows.append((
-            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:.2f}",
+            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:g}",
             _bytes(a.allocated_table_bytes), f"{a.nodes * a.allocated_vnodes:,}",
             f"{a.allocated_vnodes:,} arcs from ≤ {min(a.allocated_vnodes, a.nodes)} sources",
         ))  # fmt: skip
@@ -100,7 +95,7 @@ def _other_rows(a: Advice) -> list[tuple[str, ...]]:
 def _table(a: Advice) -> Table:
     plural = "s" if a.replicas > 1 else ""
     table = Table(
-        title=f"{a.nodes} nodes, {a.replicas} replica{plural}: busiest ≤ {a.target:.2f} × fair "
+        title=f"{a.nodes} nodes, {a.replicas} replica{plural}: busiest ≤ {a.target:g} × fair "
         f"in {a.confidence:.0%} of {a.draws} seeded rings",
         title_justify="left",
     )
@@ -115,7 +110,7 @@ def _notes(a: Advice) -> list[str]:
     notes = [
         "seed 000's formula targets the expected busiest node, not a confidence level.",
         f"fixed partitions: {a.partitions:,} equal partitions keep any count up to "
-        f"{max(a.nodes, round(a.partitions * (a.target - 1)))} nodes within {a.target:.2f} × "
+        f"{max(a.nodes, round(a.partitions * (a.target - 1)))} nodes within {a.target:g} × "
         "fair; a controller holds the partition map.",
         "allocated tokens: a controller places each joiner's tokens to take load from the "
         "busiest nodes (water-filling model); the token map is state every client must learn.",
