@@ -49,7 +49,7 @@ def test_full_scenario_parses() -> None:
     assert scenario.name == "demo"
     assert scenario.baseline is None
     assert [(n.name, n.weight) for n in scenario.nodes] == [("a", 1.0), ("b", 2.0)]
-    assert scenario.population.keys(0, 2) == ["user:00", "user:01"]
+    assert scenario.population.names(0, 2) == ["user:00", "user:01"]
     assert scenario.population.seed == 9
     assert scenario.population.sizes.distribution == "uniform"
     assert scenario.options.vnodes == 16

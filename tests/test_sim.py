@@ -23,10 +23,10 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 def test_population_names_and_chunks() -> None:
     population = Population(count=5, prefix="k-", start=9, width=3, zipf=1.0)
-    assert population.keys() == ["k-009", "k-010", "k-011", "k-012", "k-013"]
+    assert population.names() == ["k-009", "k-010", "k-011", "k-012", "k-013"]
     chunks = list(population.chunks(2))
     assert [len(c) for c in chunks] == [2, 2, 1]
-    assert [k for c in chunks for k in c.keys] == population.keys()
+    assert [k for c in chunks for k in c.keys] == population.names()
     shares = np.concatenate([c.requests for c in chunks])
     assert shares.sum() == pytest.approx(1.0)
     assert shares[0] / shares[1] == pytest.approx(2.0)  # Zipf s = 1: rank 1 gets twice rank 2
@@ -198,12 +198,12 @@ def test_bytes_and_requests_loads_are_exact_sums() -> None:
 
 def test_key_bytes_are_the_utf8_of_the_names() -> None:
     population = Population(count=4, prefix="é%d-", start=-1, width=3)
-    names = population.keys()
+    names = population.names()
     assert names == ["é%d--01", "é%d-000", "é%d-001", "é%d-002"]
     assert population.key_bytes() == [k.encode() for k in names]
-    assert [population.key(i) for i in range(4)] == population.keys()
+    assert [population.key(i) for i in range(4)] == population.names()
     chunk = next(population.chunks())
-    assert chunk.keys == population.keys()
+    assert chunk.keys == population.names()
     assert chunk.hashes("fnv1a_32").tolist() == [
         HashRing(["a"], hasher="fnv1a_32").hasher.function(k) for k in chunk.key_bytes
     ]

@@ -27,7 +27,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import Hasher, HasherLike, get_hasher
+from ringkit.hashing import HASHERS, Hasher, HasherLike, get_hasher
+from ringkit.keyhash import hash_generated
 
 __all__ = ["CHUNK_KEYS", "DISTRIBUTIONS", "Chunk", "HashCache", "Population", "Sizes"]
 
@@ -107,7 +108,7 @@ class Chunk:
     def keys(self) -> list[str]:
         """The key names of this chunk."""
         if not self._names:
-            self._names.append(self.population.keys(self.start, self.stop))
+            self._names.append(self.population.names(self.start, self.stop))
         return self._names[0]
 
     @property
@@ -122,10 +123,7 @@ class Chunk:
         resolved = get_hasher(hasher)
         cached = self.cache.get((self.start, resolved))
         if cached is None:
-            # map() over ready-made bytes: no per-key encode or generator frame.
-            cached = np.fromiter(
-                map(resolved.function, self.key_bytes), dtype=np.uint64, count=len(self)
-            )
+            cached = self.population.hashes(resolved, self.start, self.stop)
             self.cache[(self.start, resolved)] = cached
         return cached
 
@@ -158,10 +156,27 @@ class Population:
         # %-formatting through map() is the fastest way CPython names a million keys.
         return self.prefix.replace("%", "%%") + (f"%0{self.width}d" if self.width else "%d")
 
-    def keys(self, begin: int = 0, end: int | None = None) -> list[str]:
+    def names(self, begin: int = 0, end: int | None = None) -> list[str]:
         """Return the names of keys `begin` … `end - 1`."""
         stop = self.count if end is None else min(end, self.count)
         return list(map(self._format().__mod__, range(self.start + begin, self.start + stop)))
+
+    def hashes(self, hasher: Hasher, begin: int, end: int) -> npt.NDArray[np.uint64]:
+        """Return the native hashes of keys `begin` … `end - 1` under `hasher`.
+
+        Registered FNV-1a and XXH3 hashers run as numpy array operations on the generated keys
+        (``ringkit.keyhash``, exact); any other hasher is called once per key.
+        """
+        if HASHERS.get(hasher.name) == hasher:
+            prefix = self.prefix.encode()
+            first = self.start + begin
+            fast = hash_generated(prefix, self.width, first, first + end - begin, hasher.name)
+            if fast is not None:
+                return fast
+        # map() over ready-made bytes: no per-key encode or generator frame.
+        return np.fromiter(
+            map(hasher.function, self.key_bytes(begin, end)), dtype=np.uint64, count=end - begin
+        )
 
     def key_bytes(self, begin: int = 0, end: int | None = None) -> list[bytes]:
         """Return keys `begin` … `end - 1` as UTF-8 bytes (what they are hashed as)."""

@@ -210,7 +210,7 @@ def _hot_keys(scenario: Scenario, placement: Placement) -> tuple[HotKey, ...]:
     count = min(scenario.hot_keys, population.count)
     if count == 0 or population.zipf == 0:
         return ()
-    names = population.keys(0, count)
+    names = population.names(0, count)
     shares = population.request_shares(0, count)
     owners = placement.node_for_many(names)
     return tuple(

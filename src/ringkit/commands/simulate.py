@@ -139,7 +139,7 @@ def run_json(runs: list[Run], *, default: bool, trace: dict[str, Any] | None) ->
     population = first.population
     data: dict[str, Any] = {"hasher": _hasher_name(first)}
     if default:
-        data["keys"] = population.keys()
+        data["keys"] = population.names()
     else:
         data["scenario"] = first.name
         data["strategy"] = first.strategy
