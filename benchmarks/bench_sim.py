@@ -2,8 +2,8 @@
 
 Each measured run is a fresh child process (so its peak RSS is its own): a scenario of `--keys`
 keys on `--nodes` nodes (ring, `--vnodes` vnodes, xxh3_64), one event (add a node), measured
-against ``hash % N`` as the simulator always does. The child reports the start pass (naming and
-hashing every key, owners, loads), the step pass (owners under the old and new ring and the old
+against ``hash % N`` as the simulator always does. The child reports the start pass (generating
+and hashing every key, owners, loads), the step pass (owners under the old and new ring and the old
 and new ``hash % N``, loads by keys/bytes/requests, moved keys) and its peak RSS. One warm-up
 run is discarded, then `--repeats` runs: min / median / max.
 
