@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ringkit import compat, hashing
 from ringkit.advice import advise, sweep
+from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -66,6 +67,7 @@ __all__ = [
     "Rendezvous",
     "RingkitError",
     "Scenario",
+    "ShardedClient",
     "Sizes",
     "UnknownNodeError",
     "UnsupportedError",

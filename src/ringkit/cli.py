@@ -22,6 +22,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 # One module per subcommand; each has register(subparsers).
 COMMANDS: tuple[str, ...] = (
     "ringkit.commands.lookup",
+    "ringkit.commands.demo",
     "ringkit.commands.simulate",
     "ringkit.commands.sweep",
     "ringkit.commands.advise",
