@@ -17,6 +17,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 from __future__ import annotations
 
 from ringkit import compat, hashing
+from ringkit.advice import advise, sweep
 from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
@@ -32,7 +33,11 @@ from ringkit.movement import MovedArc, Movement, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.plan import MigrationPlan, Transfer
+from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.scenario import load_scenario
+from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.stats import Balance, balance
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.jump import JumpHash, jump_hash
 from ringkit.strategies.maglev import Maglev
@@ -46,11 +51,13 @@ __all__ = [
     "DEFAULT_VNODES",
     "Arc",
     "BackendError",
+    "Balance",
     "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "Event",
     "HashRing",
     "JumpHash",
     "Maglev",
@@ -61,15 +68,23 @@ __all__ = [
     "MultiProbe",
     "Node",
     "Placement",
+    "Population",
     "Rendezvous",
     "RingkitError",
+    "Scenario",
     "ShardedClient",
+    "Sizes",
     "Transfer",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "advise",
+    "balance",
     "compat",
     "diff",
     "hashing",
     "jump_hash",
+    "load_scenario",
+    "run_scenario",
+    "sweep",
 ]

@@ -25,6 +25,10 @@ COMMANDS: tuple[str, ...] = (
     "ringkit.commands.demo",
     "ringkit.commands.plan",
     "ringkit.commands.rebalance",
+    "ringkit.commands.simulate",
+    "ringkit.commands.sweep",
+    "ringkit.commands.advise",
+    "ringkit.commands.compare",
 )
 
 
