@@ -17,6 +17,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 from __future__ import annotations
 
 from ringkit import compat, hashing
+from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -62,6 +63,7 @@ __all__ = [
     "Placement",
     "Rendezvous",
     "RingkitError",
+    "ShardedClient",
     "Transfer",
     "UnknownNodeError",
     "UnsupportedError",

@@ -20,7 +20,11 @@ from ringkit.errors import RingkitError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One module per subcommand; each has register(subparsers).
-COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup", "ringkit.commands.plan")
+COMMANDS: tuple[str, ...] = (
+    "ringkit.commands.lookup",
+    "ringkit.commands.demo",
+    "ringkit.commands.plan",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
