@@ -56,6 +56,7 @@ class _Load:
         self.latest: dict[str, int] = {}
         self.failed_reads: list[str] = []
         self.errors: list[BaseException] = []
+        self.states: set[str] = set()  # the view states the load ran under
         self.stop = threading.Event()
         self.threads = [
             threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
@@ -70,6 +71,7 @@ class _Load:
                 return
             try:
                 key = rng.choice(KEYS)
+                self.states.add(self.client.view.state)
                 if self.client.get(key) is None:
                     self.failed_reads.append(key)
                 if step % 3 == 0:
@@ -111,14 +113,16 @@ def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str]) -> None:
     admin = _seed(urls, ("s1", "s2", "s3"))
     load_client = _client(urls, ("s1", "s2", "s3"))
     old = admin.view.placement
+    slow = RebalanceOptions(keys_per_s=2000)  # a move long enough for the load to meet it
     with _Load(load_client) as load:
-        added = admin.add_server("s4", urls["s4"])
+        added = admin.add_server("s4", urls["s4"], options=slow)
         middle = admin.view.placement
-        removed = admin.remove_server("s1")
+        removed = admin.remove_server("s1", options=slow)
         time.sleep(0.2)
     assert load.errors == []
     assert load.failed_reads == []
-    assert len(load.latest) > 50  # the load really ran during both changes
+    assert len(load.latest) > 50
+    assert "moving" in load.states  # the load ran while keys moved
     assert added.keys_streamed == diff(old, middle).plan(keys=KEYS).total_keys
     assert removed.keys_streamed == diff(middle, admin.view.placement).plan(keys=KEYS).total_keys
     assert added.keys_deleted == added.keys_streamed
