@@ -17,6 +17,17 @@ skipped; the copy is idempotent), and a failed one is undone with :meth:`Rebalan
 itself a rebalance back to the old placement in which writes go to both sides. When a source is
 down (a failed server removed with ``replicas >= 2``), its arcs are rebuilt from the surviving
 copies. Every view and plan goes to the audit log.
+
+>>> from ringkit import HashRing
+>>> from ringkit.cluster import ShardedClient
+>>> servers = {name: f"memory://doctest-rebalance-{name}" for name in "abc"}
+>>> client = ShardedClient(HashRing(["a", "b"]), {name: servers[name] for name in "ab"})
+>>> client.set_many({f"k{i}": i for i in range(100)})
+>>> report = client.add_server("c", servers["c"])
+>>> report.outcome, report.epoch, report.keys_streamed == report.keys_deleted
+('done', 2, True)
+>>> client.get("k7"), client.view.state
+(7, 'stable')
 """
 
 from __future__ import annotations
@@ -163,6 +174,9 @@ class Rebalancer:
         self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
     ) -> RebalanceReport:
         """Move the cluster from its current placement to `new`, served by `servers`.
+
+        Runtime: one range read per moved arc and source, plus O(k) work for the k keys on
+        moved arcs (twice: copy, then cleanup), plus one SCAN per source with ``scan``.
 
         :raises ConfigError: when a rebalance is in progress (resume or roll it back first)
         :raises BackendError: when a server of `new` is down, or keys would have no source
