@@ -7,11 +7,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringkit import HashRing
-from ringkit.cluster import ShardedClient
+from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.index import _in_arc, lex_ranges, member
 from ringkit.cluster.progress import Progress
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.view import ClusterView
+from ringkit.errors import BackendError
 from ringkit.plan import Transfer
 from tests.cluster.helpers import memory_urls
 
@@ -86,3 +87,22 @@ def test_progress_counts_keys_and_bytes() -> None:
         progress.advance(4, 100)
         progress.advance(6, 50)
     assert (progress.keys, progress.bytes) == (10, 150)
+
+
+def test_down_servers_that_cannot_be_worked_around_stop_the_change() -> None:
+    urls = memory_urls(4)
+    base = {name: urls[name] for name in ("s1", "s2", "s3")}
+    client = ShardedClient(HashRing(list(base)), base)
+    client.set_many({f"k{i}": i for i in range(50)})
+    memory_store(urls["s4"].removeprefix("memory://")).unavailable = True
+    with pytest.raises(
+        BackendError, match="server 's4' is down and is a node of the new placement"
+    ):
+        client.add_server("s4", urls["s4"])
+    assert client.view.state == "stable"  # nothing was published
+    memory_store(urls["s2"].removeprefix("memory://")).unavailable = True
+    with pytest.raises(
+        BackendError, match=r"'s2' is down and its keys have no other copy \(replicas=1\)"
+    ):
+        client.remove_server("s2")
+    assert client.view.state == "stable" and client.epoch == 0

@@ -232,9 +232,11 @@ class Rebalancer:
         if old.hasher != new.hasher or old.space != new.space:
             raise UnsupportedError("online rebalancing cannot change the hasher or the space")
         self._probe(view)
-        self._publish(view, replace=resuming)
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
+        for transfer in plan.transfers:
+            self._sources(view, transfer)  # refuse before publishing when keys have no source
+        self._publish(view, replace=resuming)
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
