@@ -223,13 +223,24 @@ def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) ->
     assert stale.publish(1, b"{}") == 2  # an older view never moves a server back
 
 
-def test_reads_converge_with_a_periodic_check(urls: dict[str, str]) -> None:
+def test_reads_converge_with_a_periodic_check(
+    urls: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     admin = _seed(urls, ("s1", "s2", "s3"))
     reader = _client(urls, ("s1", "s2", "s3"))
     reader.view_check_s = 0.01
+    refreshes: list[int] = []
+    refresh = reader.refresh_view
+
+    def counted(*, at_least: int = 0) -> Any:
+        refreshes.append(at_least)  # 0: a periodic check; the epoch a server announced: a refusal
+        return refresh(at_least=at_least)
+
+    monkeypatch.setattr(reader, "refresh_view", counted)
     admin.add_server("s4", urls["s4"])
     time.sleep(0.02)
     assert reader.get(KEYS[0]) is not None
+    assert refreshes == [0]  # the check found the new view before any server had to refuse
     assert reader.epoch == 2 and "s4" in reader.view.placement
 
 
