@@ -23,12 +23,12 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 COMMANDS: tuple[str, ...] = (
     "ringkit.commands.lookup",
     "ringkit.commands.demo",
-    "ringkit.commands.plan",
-    "ringkit.commands.rebalance",
     "ringkit.commands.simulate",
     "ringkit.commands.sweep",
     "ringkit.commands.advise",
     "ringkit.commands.compare",
+    "ringkit.commands.plan",
+    "ringkit.commands.rebalance",
 )
 
 
