@@ -30,6 +30,8 @@ from ringkit.errors import (
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.strategies.controller import PartitionMove, RebalancePlan
+from ringkit.strategies.fixed import FixedPartitions
 from ringkit.strategies.modulo import Modulo
 
 __version__ = "0.1.0"
@@ -42,10 +44,13 @@ __all__ = [
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "FixedPartitions",
     "HashRing",
     "Modulo",
     "Node",
+    "PartitionMove",
     "Placement",
+    "RebalancePlan",
     "RingkitError",
     "UnknownNodeError",
     "UnsupportedError",
