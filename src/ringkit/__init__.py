@@ -30,14 +30,17 @@ from ringkit.errors import (
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.ranges import RangePartitions
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_VNODES",
+    "AllocatedRing",
     "Arc",
     "BackendError",
     "CapacityError",
@@ -50,10 +53,12 @@ __all__ = [
     "Node",
     "PartitionMove",
     "Placement",
+    "RangePartitions",
     "RebalancePlan",
     "RingkitError",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "allocate_tokens",
     "hashing",
 ]
