@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from ringkit import AllocatedRing, ConfigError, DuplicateNodeError, HashRing, allocate_tokens
-from ringkit import UnknownNodeError
+from ringkit import (
+    AllocatedRing,
+    ConfigError,
+    DuplicateNodeError,
+    HashRing,
+    UnknownNodeError,
+    allocate_tokens,
+)
 from ringkit.hashing import points_many
 
 
@@ -50,8 +56,7 @@ def test_balances_measured_load_instead_of_keyspace() -> None:
 
     def worst(ring: AllocatedRing) -> float:
         per: dict[str, float] = {}
-        for (point, amount), owner in zip(load, ring.ring.owner_indices(points).tolist(),
-                                          strict=True):
+        for (_, amount), owner in zip(load, ring.ring.owner_indices(points).tolist(), strict=True):
             name = ring.ring.nodes[owner].name
             per[name] = per.get(name, 0.0) + amount
         return max(per.values()) / (sum(per.values()) / len(per))

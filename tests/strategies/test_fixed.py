@@ -11,8 +11,14 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ringkit import ConfigError, DuplicateNodeError, EmptyRingError, FixedPartitions, Node
-from ringkit import UnknownNodeError
+from ringkit import (
+    ConfigError,
+    DuplicateNodeError,
+    EmptyRingError,
+    FixedPartitions,
+    Node,
+    UnknownNodeError,
+)
 from ringkit.strategies.controller import compute_quotas, zone_key, zone_limit
 
 
@@ -233,8 +239,11 @@ class FixedPartitionsMachine(RuleBasedStateMachine):
         super().__init__()
         self.table = FixedPartitions(partitions=24, replicas=self.replicas)
 
-    @rule(index=st.integers(0, 7), zone=st.sampled_from(["a", "b", "c", "d", None]),
-          weight=st.sampled_from([1.0, 1.0, 2.0, 0.5]))
+    @rule(
+        index=st.integers(0, 7),
+        zone=st.sampled_from(["a", "b", "c", "d", None]),
+        weight=st.sampled_from([1.0, 1.0, 2.0, 0.5]),
+    )
     def add(self, index: int, zone: str | None, weight: float) -> None:
         name = NAMES[index]
         if name in self.table:
@@ -266,8 +275,9 @@ class FixedPartitionsMachine(RuleBasedStateMachine):
         )
         changed = sum(
             len(set(new) - set(old))
-            for old, new in zip(self.table.partition_owners(), table.partition_owners(),
-                                strict=True)
+            for old, new in zip(
+                self.table.partition_owners(), table.partition_owners(), strict=True
+            )
         )
         assert changed == table.plan.moved
         self.table = table

@@ -8,8 +8,13 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given
 
-from ringkit import ConfigError, DuplicateNodeError, EmptyRingError, RangePartitions
-from ringkit import UnknownNodeError
+from ringkit import (
+    ConfigError,
+    DuplicateNodeError,
+    EmptyRingError,
+    RangePartitions,
+    UnknownNodeError,
+)
 
 ALPHABET = [b"", b"\x00", b"a", b"m", b"z", b"\xff"]
 UNIVERSE = sorted({a + b for a, b in itertools.product(ALPHABET, repeat=2)})
@@ -17,8 +22,9 @@ UNIVERSE = sorted({a + b for a, b in itertools.product(ALPHABET, repeat=2)})
 
 @st.composite
 def tables(draw: st.DrawFn) -> RangePartitions:
-    splits = sorted(draw(st.sets(st.sampled_from([u for u in UNIVERSE if u]), min_size=2,
-                                 max_size=8)))
+    splits = sorted(
+        draw(st.sets(st.sampled_from([u for u in UNIVERSE if u]), min_size=2, max_size=8))
+    )
     count = draw(st.integers(1, min(4, len(splits) + 1)))
     return RangePartitions([f"n{i}" for i in range(count)], splits=splits)
 

@@ -66,16 +66,17 @@ class _Load:
         self.points = points[order]
         self.cumulative = np.concatenate(([0.0], np.cumsum(amounts[order])))
 
-    def per_token(self, tokens: np.ndarray[tuple[int], np.dtype[np.uint64]]) -> np.ndarray[
-        tuple[int], np.dtype[np.float64]
-    ]:
+    def per_token(
+        self, tokens: np.ndarray[tuple[int], np.dtype[np.uint64]]
+    ) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
         """Return the amount of each token's arc (previous token, token]."""
         if self.points is None:
             lengths = np.diff(tokens, prepend=tokens[-1]).astype(np.float64)
             lengths[0] = float((int(tokens[0]) - int(tokens[-1])) % SPACE_64 or SPACE_64)
             return lengths
         index = np.searchsorted(tokens, self.points, side="left") % len(tokens)
-        return np.bincount(index, weights=np.diff(self.cumulative), minlength=len(tokens))
+        amounts = np.bincount(index, weights=np.diff(self.cumulative), minlength=len(tokens))
+        return np.asarray(amounts, dtype=np.float64)
 
     def cut(self, start: int, end: int, amount: float) -> int | None:
         """Return a point p strictly inside (start, end) with about `amount` in (start, p]."""

@@ -136,7 +136,9 @@ def zone_limit(zone_sizes: Sequence[int], replicas: int) -> int:
     return limit
 
 
-def _waterfill(weights: Mapping[str, float], caps: Mapping[str, int], total: int) -> dict[str, float]:
+def _waterfill(
+    weights: Mapping[str, float], caps: Mapping[str, int], total: int
+) -> dict[str, float]:
     """Split `total` in proportion to `weights`, no key above its cap (caps sum >= total)."""
     result: dict[str, float] = {}
     free = dict(weights)
@@ -229,15 +231,21 @@ class _Table:
         if name in row:
             return False
         zone = self.zones[name]
-        same = sum(1 for other in row if other is not None and other != leaving
-                   and self.zones[other] == zone)
+        same = sum(
+            1
+            for other in row
+            if other is not None and other != leaving and self.zones[other] == zone
+        )
         return same < self.limit
 
     def row_fits(self, partition: int, leaving: str, joining: str) -> bool:
         """Whether the row of `partition` keeps the zone rule if `leaving` makes way for
         `joining` (a node not in it)."""
-        zones = [self.zones[name] for name in self.owners[partition]
-                 if name is not None and name != leaving]
+        zones = [
+            self.zones[name]
+            for name in self.owners[partition]
+            if name is not None and name != leaving
+        ]
         zones.append(self.zones[joining])
         return max(Counter(zones).values()) <= self.limit
 
@@ -294,8 +302,9 @@ def _evict_crowded(
         crowd = Counter(zones[name] for name in row if name is not None)
         for zone, number in crowd.items():
             members = [slot for slot, name in enumerate(row) if name and zones[name] == zone]
-            members.sort(key=lambda slot: (quotas[row[slot] or ""] - count[row[slot] or ""],
-                                           row[slot] or ""))
+            members.sort(
+                key=lambda slot: (quotas[row[slot] or ""] - count[row[slot] or ""], row[slot] or "")
+            )
             for slot in members[: max(0, number - limit)]:
                 name = row[slot] or ""
                 evicted[(partition, slot)] = name
@@ -361,7 +370,10 @@ def _move_surplus(
 
 
 def _augment(
-    table: _Table, receiver: str, deficit: Mapping[str, int], moves: list[tuple[int, str | None, str]]
+    table: _Table,
+    receiver: str,
+    deficit: Mapping[str, int],
+    moves: list[tuple[int, str | None, str]],
 ) -> str | None:
     """Give `receiver` one more replica when no donor can hand one over directly.
 
@@ -373,14 +385,17 @@ def _augment(
 
     Returns None when there is no such path.
     """
-    taken = {move[0]: i for i, move in enumerate(moves)
-             if move[2] == receiver and move[1] in table.zones}
+    taken = {
+        move[0]: i for i, move in enumerate(moves) if move[2] == receiver and move[1] in table.zones
+    }
     start = sorted(name for name in deficit if deficit[name] < 0)
     parent: dict[str, tuple[str, int] | None] = dict.fromkeys(start)
     queue = deque(start)
     while queue:
         node = queue.popleft()
-        direct = next((p for p in sorted(table.held[node]) if table.accepts(receiver, p, node)), None)
+        direct = next(
+            (p for p in sorted(table.held[node]) if table.accepts(receiver, p, node)), None
+        )
         if direct is not None:
             table.move(direct, node, receiver)
             moves.append((direct, node, receiver))

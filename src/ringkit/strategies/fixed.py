@@ -84,8 +84,18 @@ class FixedPartitions:
     Serialising: ``to_dict``, ``from_dict``.
     """
 
-    __slots__ = ("_epoch", "_hasher", "_names", "_nodes", "_objective", "_owners", "_partitions",
-                 "_plan", "_primary", "_replicas")
+    __slots__ = (
+        "_epoch",
+        "_hasher",
+        "_names",
+        "_nodes",
+        "_objective",
+        "_owners",
+        "_partitions",
+        "_plan",
+        "_primary",
+        "_replicas",
+    )
 
     def __init__(
         self,
@@ -138,10 +148,10 @@ class FixedPartitions:
             kept += departed[: max(0, width - len(kept))]
             rows.append(kept + [None] * (width - len(kept)))
         current = {name: 0 for name in names}
-        for row in rows:
-            for name in row:
-                if name in current:
-                    current[name] += 1
+        for slots in rows:
+            for slot in slots:
+                if slot is not None and slot in current:
+                    current[slot] += 1
         quotas = compute_quotas(members, self._partitions, width, current)
         limit = zone_limit(list(_zone_sizes(members).values()), width)
         new_rows, moves = plan_rebalance(rows, members, quotas, limit, self._objective)
@@ -325,7 +335,11 @@ class FixedPartitions:
         if not isinstance(other, FixedPartitions):
             return NotImplemented
         return (self._nodes, self._owners, self._epoch, self._hasher, self._replicas) == (
-            other._nodes, other._owners, other._epoch, other._hasher, other._replicas
+            other._nodes,
+            other._owners,
+            other._epoch,
+            other._hasher,
+            other._replicas,
         )
 
     def __hash__(self) -> int:

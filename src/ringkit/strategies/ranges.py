@@ -21,6 +21,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import pairwise
 
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import Key, encode_key
@@ -56,7 +57,7 @@ class RangePartitions:
             points = tuple(bytes([256 * i // len(names)]) for i in range(1, len(names)))
         else:
             points = tuple(_bound(split) for split in splits)
-        if any(a >= b for a, b in zip(points, points[1:], strict=False)):
+        if any(a >= b for a, b in pairwise(points)):
             raise ConfigError(f"splits must be strictly increasing, got {list(points)!r}")
         if names and len(points) + 1 < len(names):
             raise ConfigError(
@@ -67,15 +68,17 @@ class RangePartitions:
         owners = tuple(names[i * len(names) // ranges] for i in range(ranges)) if names else ()
         self._install(members, points, owners)
 
-    def _install(self, nodes: Sequence[Node], splits: tuple[bytes, ...],
-                 owners: tuple[str, ...]) -> None:
+    def _install(
+        self, nodes: Sequence[Node], splits: tuple[bytes, ...], owners: tuple[str, ...]
+    ) -> None:
         self._nodes = tuple(nodes)
         self._names = tuple(node.name for node in self._nodes)
         self._splits = splits
         self._owners = owners
 
-    def _with(self, nodes: Sequence[Node], splits: tuple[bytes, ...],
-              owners: tuple[str, ...]) -> RangePartitions:
+    def _with(
+        self, nodes: Sequence[Node], splits: tuple[bytes, ...], owners: tuple[str, ...]
+    ) -> RangePartitions:
         result = RangePartitions.__new__(RangePartitions)
         result._install(nodes, splits, owners)
         return result
@@ -256,7 +259,9 @@ class RangePartitions:
         """Return how many of `keys` fall in each range (the measure ``split_hot`` uses)."""
         counts = [0] * len(self._owners)
         for key in keys:
-            counts[bisect_right(self._splits, key if isinstance(key, bytes) else encode_key(key))] += 1
+            counts[
+                bisect_right(self._splits, key if isinstance(key, bytes) else encode_key(key))
+            ] += 1
         return counts
 
     def shares(self) -> dict[str, float]:
@@ -284,7 +289,9 @@ class RangePartitions:
         if not isinstance(other, RangePartitions):
             return NotImplemented
         return (self._nodes, self._splits, self._owners) == (
-            other._nodes, other._splits, other._owners
+            other._nodes,
+            other._splits,
+            other._owners,
         )
 
     def __hash__(self) -> int:
@@ -295,7 +302,7 @@ class RangePartitions:
 
     def _check(self) -> None:
         """Assert the table's invariants (for tests)."""
-        assert all(a < b for a, b in zip(self._splits, self._splits[1:], strict=False))
+        assert all(a < b for a, b in pairwise(self._splits))
         if self._names:
             assert len(self._owners) == len(self._splits) + 1
             assert set(self._owners) <= set(self._names)

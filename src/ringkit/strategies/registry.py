@@ -6,8 +6,8 @@ Each entry maps a strategy name to a factory ``(nodes, options) -> Placement``. 
 
 >>> build_placement("modulo", ["A", "B"]).node_for("k") in {"A", "B"}
 True
->>> sorted(STRATEGY_NAMES)[:2]
-['modulo', 'ring']
+>>> sorted(STRATEGY_NAMES)[:3]
+['allocated', 'fixed', 'modulo']
 """
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import NodesLike
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.strategies.allocation import DEFAULT_TOKENS, AllocatedRing
+from ringkit.strategies.fixed import DEFAULT_PARTITIONS, FixedPartitions
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.ranges import RangePartitions
 
 __all__ = ["STRATEGY_NAMES", "StrategyOptions", "build_placement"]
 
@@ -32,6 +35,9 @@ class StrategyOptions:
 
     vnodes: int = DEFAULT_VNODES
     hasher: HasherLike = DEFAULT_HASH
+    partitions: int = DEFAULT_PARTITIONS
+    replicas: int = 1
+    tokens: int = DEFAULT_TOKENS
 
 
 Factory = Callable[[NodesLike, StrategyOptions], Placement]
@@ -40,6 +46,11 @@ _FACTORIES: Mapping[str, Factory] = MappingProxyType(
     {
         "ring": lambda nodes, o: HashRing(nodes, vnodes=o.vnodes, hasher=o.hasher),
         "modulo": lambda nodes, o: Modulo(nodes, hasher=o.hasher),
+        "fixed": lambda nodes, o: FixedPartitions(
+            nodes, partitions=o.partitions, replicas=o.replicas, hasher=o.hasher
+        ),
+        "allocated": lambda nodes, o: AllocatedRing(nodes, tokens=o.tokens, hasher=o.hasher),
+        "ranges": lambda nodes, o: RangePartitions(nodes),
     }
 )
 

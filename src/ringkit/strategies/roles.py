@@ -34,8 +34,10 @@ def choose_sources(
     ``"spread"``: each move to the holder with the fewest moves so far. A partition with no
     holder left (every replica departed) streams from its donor.
     """
-    candidates = [tuple(owners[partition]) or (donor or destination,)
-                  for partition, donor, destination in moves]
+    candidates = [
+        tuple(owners[partition]) or (donor or destination,)
+        for partition, donor, destination in moves
+    ]
     if objective == "spread":
         load: Counter[str] = Counter()
         chosen = []
@@ -46,8 +48,9 @@ def choose_sources(
         return chosen
     result: list[str | None] = [None] * len(moves)
     while None in result:
-        cover = Counter(name for i, options in enumerate(candidates) if result[i] is None
-                        for name in options)
+        cover = Counter(
+            name for i, options in enumerate(candidates) if result[i] is None for name in options
+        )
         best = min(cover, key=lambda name: (-cover[name], name))
         for i, options in enumerate(candidates):
             if result[i] is None and best in options:
@@ -67,8 +70,10 @@ def balance_primaries(
     """
     if not nodes:
         return [list(row) for row in rows]
-    kept = [old if old is not None and old in row else None for old, row in zip(previous, rows,
-                                                                                   strict=True)]
+    kept = [
+        old if old is not None and old in row else None
+        for old, row in zip(previous, rows, strict=True)
+    ]
     count: Counter[str] = Counter(name for name in kept if name is not None)
     quota = compute_quotas(nodes, len(rows), 1, count)
     primary: list[str] = []
