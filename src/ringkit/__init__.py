@@ -31,10 +31,15 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
+from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
+from ringkit.strategies.jump import JumpHash, jump_hash
+from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
+from ringkit.strategies.rendezvous import Rendezvous
 
 __version__ = "0.1.0"
 
@@ -43,22 +48,28 @@ __all__ = [
     "AllocatedRing",
     "Arc",
     "BackendError",
+    "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
     "FixedPartitions",
     "HashRing",
+    "JumpHash",
+    "Maglev",
     "Modulo",
+    "MultiProbe",
     "Node",
     "PartitionMove",
     "Placement",
     "RangePartitions",
     "RebalancePlan",
+    "Rendezvous",
     "RingkitError",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
     "allocate_tokens",
     "hashing",
+    "jump_hash",
 ]
