@@ -29,16 +29,8 @@ from ringkit.hashing import DEFAULT_HASH, HASHERS, HasherLike, Key, encode_key, 
 from ringkit.hashing import points_many as _points_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import check_n, check_not_empty, unknown_node
-from ringkit.strategies.controller import (
-    PartitionMove,
-    RebalancePlan,
-    check_objective,
-    compute_quotas,
-    plan_rebalance,
-    zone_key,
-    zone_limit,
-)
-from ringkit.strategies.roles import balance_primaries, choose_sources
+from ringkit.strategies.controller import RebalancePlan, check_objective, zone_key, zone_limit
+from ringkit.strategies.planner import reassign
 
 __all__ = ["DEFAULT_PARTITIONS", "FixedPartitions"]
 
@@ -111,7 +103,8 @@ class FixedPartitions:
         self._hasher = get_hasher(hasher)
         self._objective = check_objective(objective)
         members = coerce_nodes(nodes)
-        owners, _ = self._assign(((),) * self._partitions, members)
+        empty = ((),) * self._partitions
+        owners, _ = reassign(empty, members, self._replicas, self._objective, epoch=0)
         self._install(members, owners, epoch=0, plan=None)
 
     def _install(
@@ -132,49 +125,10 @@ class FixedPartitions:
         primary.flags.writeable = False
         self._primary = primary
 
-    def _assign(
-        self, old: tuple[tuple[str, ...], ...], members: tuple[Node, ...]
-    ) -> tuple[tuple[tuple[str, ...], ...], list[tuple[int, str | None, str]]]:
-        """Return the new table for `members`, starting from `old`, and its moves."""
-        if not members:
-            return ((),) * self._partitions, []
-        width = min(self._replicas, len(members))
-        names = {node.name for node in members}
-        rows: list[list[str | None]] = []
-        for row in old:
-            kept: list[str | None] = [name for name in row if name in names]
-            departed = [name for name in row if name not in names]
-            # Departed replicas become orphans to re-place, unless the row got narrower.
-            kept += departed[: max(0, width - len(kept))]
-            rows.append(kept + [None] * (width - len(kept)))
-        current = {name: 0 for name in names}
-        for slots in rows:
-            for slot in slots:
-                if slot is not None and slot in current:
-                    current[slot] += 1
-        quotas = compute_quotas(members, self._partitions, width, current)
-        limit = zone_limit(list(_zone_sizes(members).values()), width)
-        new_rows, moves = plan_rebalance(rows, members, quotas, limit, self._objective)
-        ordered = balance_primaries(new_rows, members, [row[0] if row else None for row in old])
-        return tuple(tuple(row) for row in ordered), moves
-
     def _changed(self, members: tuple[Node, ...]) -> FixedPartitions:
-        owners, raw = self._assign(self._owners, members)
-        names = {node.name for node in members}
-        holders = [tuple(name for name in row if name in names) for row in self._owners]
-        sources = choose_sources(holders, raw, self._objective)
-        moves = tuple(
-            PartitionMove(partition, donor, destination, source)
-            for (partition, donor, destination), source in zip(raw, sources, strict=True)
+        owners, plan = reassign(
+            self._owners, members, self._replicas, self._objective, epoch=self._epoch + 1
         )
-        current = dict.fromkeys(names, 0)
-        for row in self._owners:
-            for name in row:
-                if name in current:
-                    current[name] += 1
-        new_counts = _counts(owners)
-        minimum = sum(max(0, new_counts.get(name, 0) - current[name]) for name in names)
-        plan = RebalancePlan(self._epoch + 1, self._objective, moves, minimum)
         result = FixedPartitions.__new__(FixedPartitions)
         result._partitions, result._replicas = self._partitions, self._replicas
         result._hasher, result._objective = self._hasher, self._objective
