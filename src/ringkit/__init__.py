@@ -40,6 +40,7 @@ from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
+from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
 __version__ = "0.1.0"
 
@@ -64,8 +65,10 @@ __all__ = [
     "Placement",
     "RangePartitions",
     "RebalancePlan",
+    "RemapReport",
     "Rendezvous",
     "RingkitError",
+    "ScheduledRemap",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",

@@ -30,6 +30,7 @@ from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import DEFAULT_PROBES, MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
+from ringkit.strategies.scheduled import ScheduledRemap
 
 __all__ = ["STRATEGY_NAMES", "StrategyOptions", "build_placement"]
 
@@ -75,6 +76,7 @@ _FACTORIES: Mapping[str, Factory] = MappingProxyType(
         ),
         "allocated": lambda nodes, o: AllocatedRing(nodes, tokens=o.tokens, hasher=o.hasher),
         "ranges": lambda nodes, o: RangePartitions(nodes),
+        "scheduled": lambda nodes, o: ScheduledRemap(nodes, vnodes=o.vnodes, hasher=o.hasher),
     }
 )
 
