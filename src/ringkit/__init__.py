@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import hashing
+from ringkit import compat, hashing
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -73,6 +73,7 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "allocate_tokens",
+    "compat",
     "hashing",
     "jump_hash",
 ]
