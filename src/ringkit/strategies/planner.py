@@ -184,7 +184,45 @@ def _evict_crowded(
                 evicted[(partition, slot)] = name
                 count[name] -= 1
                 row[slot] = None
+    _swap_evictions(rows, evicted, count, quotas, zones)
     return evicted
+
+
+def _swap_evictions(
+    rows: list[list[str | None]],
+    evicted: dict[tuple[int, int], str],
+    count: Counter[str],
+    quotas: Mapping[str, int],
+    zones: Mapping[str, str],
+) -> None:
+    """Where an evicted node ends below quota and a node kept in the same row ends above it,
+    evict that one instead: each swap saves a move back."""
+    changed = True
+    while changed:
+        changed = False
+        for (partition, slot), name in list(evicted.items()):
+            if count[name] >= quotas[name]:
+                continue
+            row = rows[partition]
+            other = next(
+                (
+                    i
+                    for i, kept in enumerate(row)
+                    if kept is not None
+                    and count[kept] > quotas[kept]
+                    and zones[kept] == zones[name]
+                ),
+                None,
+            )
+            if other is None:
+                continue
+            kept = row[other] or ""
+            row[slot], row[other] = name, None
+            del evicted[(partition, slot)]
+            evicted[(partition, other)] = kept
+            count[name] += 1
+            count[kept] -= 1
+            changed = True
 
 
 def _receiver(table: _Table, deficit: dict[str, int], partition: int, donor: str | None) -> str:
