@@ -81,3 +81,26 @@ def test_protocol_and_errors() -> None:
         allocate_tokens(HashRing.from_tokens({"a": [1]}, space=360), "b")
     with pytest.raises(ConfigError, match="positive total amount"):
         AllocatedRing(["a", "b"], load=[(1, 0.0)])
+
+
+def replicated_over_fair(ring: HashRing, replicas: int, keys: int = 30_000) -> float:
+    """Largest replicated ownership / fair, counted on keys through the ring's own nodes_for."""
+    counts = dict.fromkeys(ring, 0)
+    for i in range(keys):
+        for name in ring.nodes_for(f"k{i}", replicas):
+            counts[name] += 1
+    return max(counts.values()) / (replicas * keys / len(counts))
+
+
+def test_replication_aware_allocation_balances_replicated_ownership() -> None:
+    names = [f"node-{i}" for i in range(12)]
+    aware = AllocatedRing(names, tokens=8, replicas=3)
+    primary_only = AllocatedRing(names, tokens=8)
+    aware.ring._check()
+    assert aware.replicas == 3 and "replicas=3" in repr(aware)
+    # 30,000 keys × 3 replicas over 12 nodes: 7,500 per node, sd ~ 80 (1%); the exact replicated
+    # ownership of this ring is 1.039 × fair (exact, from arcs).
+    assert replicated_over_fair(aware.ring, 3) <= 1.06
+    assert replicated_over_fair(aware.ring, 3) < replicated_over_fair(primary_only.ring, 3)
+    with pytest.raises(ConfigError, match="replicas must be an int >= 1, got 0"):
+        allocate_tokens(aware.ring, "x", replicas=0)

@@ -12,8 +12,9 @@ The quantity balanced is keyspace by default; give ``load`` (observed points wit
 requests) and the planner balances that instead (seed 000: "The operator cares about bytes,
 requests, and cost"). Removing a node does not re-plan: its arcs pass to their successors.
 
-Limitations, measured in ``benchmarks/bench_controller.py``: the ownership balanced is primary
-ownership (replication factor 1); replicated ownership (R > 1) follows it only approximately.
+With ``replicas=R`` the planner balances *replicated* ownership instead (each key counts for the
+R distinct nodes of its preference list), Cassandra's goal; primary ownership then balances less
+well (figures in ``benchmarks/bench_controller.py`` and docs/strategies.md).
 
 >>> ring = AllocatedRing(["a", "b", "c", "d"], tokens=4)
 >>> sorted(round(share, 4) for share in ring.shares().values())
@@ -36,6 +37,10 @@ from ringkit.ring import SPACE_64, HashRing, vnode_count
 __all__ = ["DEFAULT_TOKENS", "AllocatedRing", "LoadSample", "allocate_tokens"]
 
 DEFAULT_TOKENS = 16
+# Candidate arcs per replicated token: those whose last replica is one of the _DONORS most
+# loaded nodes, the _ARCS largest of them, each judged exactly (O(N·V·R) per judgement).
+_DONORS = 4
+_ARCS = 8
 
 LoadSample = tuple[int, float]
 """An observed point on the ring and what it weighs (bytes, requests)."""
@@ -101,9 +106,15 @@ def allocate_tokens(
     node: str | Node,
     *,
     tokens: int = DEFAULT_TOKENS,
+    replicas: int = 1,
     load: Sequence[LoadSample] | None = None,
 ) -> tuple[int, ...]:
     """Return ``round(tokens · weight)`` tokens for `node` that balance ownership when it joins.
+
+    With ``replicas`` R > 1 the balanced quantity is *replicated* ownership (each key counts for
+    the R distinct nodes of its preference list, zones aside), as in Cassandra's allocator: each
+    token is the best of a few candidate cuts, judged by the exact squared relative deviations
+    from fair after the insertion, the new node aiming at (tokens placed / tokens) of its share.
 
     Each token takes ``need / tokens_left`` of the load from the largest arc of the node
     furthest above its fair share, where need is what the new node still lacks of its own fair
@@ -114,9 +125,12 @@ def allocate_tokens(
     >>> allocate_tokens(ring, "b", tokens=1)
     (9223372036854775808,)
 
-    :raises ConfigError: when `tokens` < 1, the ring's space is not 2**64, or `load` is empty
+    :raises ConfigError: when `tokens` or `replicas` < 1, the ring's space is not 2**64, or
+        `load` is empty
     :raises DuplicateNodeError: when `node` is already in the ring
     """
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ConfigError(f"replicas must be an int >= 1, got {replicas!r}")
     new = coerce_node(node)
     # Like vnodes: a node of weight w gets round(tokens · w), since one token takes one arc.
     count = vnode_count(_check_tokens(tokens), new.weight)
@@ -130,13 +144,18 @@ def allocate_tokens(
     positions = ring.tokens.copy()
     owners = ring.token_owners.astype(np.int64)
     weights = np.array([n.weight for n in ring.nodes] + [new.weight], dtype=np.float64)
+    # With no more nodes than replicas every node holds every key: balance primaries instead.
+    width = replicas if len(weights) > replicas else 1
     chosen: list[int] = []
     for step in range(count):
         per = measure.per_token(positions)
-        own = np.bincount(owners, weights=per, minlength=len(weights))
-        fair = weights / weights.sum() * per.sum()
-        amount = (fair[-1] - own[-1]) / (count - step)
-        point = _best_cut(measure, positions, owners, per, own - fair, amount)
+        if width == 1:
+            own = np.bincount(owners, weights=per, minlength=len(weights))
+            fair = weights / weights.sum() * per.sum()
+            amount = (fair[-1] - own[-1]) / (count - step)
+            point = _best_cut(measure, positions, owners, per, own - fair, amount)
+        else:
+            point = _replicated_cut(measure, positions, owners, weights, width, (step + 1) / count)
         if point is None:
             break  # every arc is a single point: nothing left to split
         at = int(np.searchsorted(positions, np.uint64(point)))
@@ -166,6 +185,72 @@ def _best_cut(
     return None
 
 
+def _replica_lists(
+    owners: np.ndarray[tuple[int], np.dtype[np.int64]], width: int
+) -> np.ndarray[tuple[int, int], np.dtype[np.int64]]:
+    """Return, for each token's arc, the first `width` distinct owners walking clockwise."""
+    count = len(owners)
+    chosen = np.full((count, width), -1, dtype=np.int64)
+    filled = np.zeros(count, dtype=np.int64)
+    index = np.arange(count)
+    for step in range(count):
+        if int(filled.min()) >= width:
+            break
+        candidate = owners[(index + step) % count]
+        fresh = np.flatnonzero((filled < width) & ~(chosen == candidate[:, None]).any(axis=1))
+        chosen[fresh, filled[fresh]] = candidate[fresh]
+        filled[fresh] += 1
+    return chosen
+
+
+def _replicated_own(
+    per: np.ndarray[tuple[int], np.dtype[np.float64]],
+    chosen: np.ndarray[tuple[int, int], np.dtype[np.int64]],
+    units: int,
+) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
+    """Return each unit's replicated ownership: the arcs whose preference list holds it."""
+    valid = chosen >= 0
+    amounts = np.broadcast_to(per[:, None], chosen.shape)[valid]
+    return np.asarray(np.bincount(chosen[valid], weights=amounts, minlength=units), np.float64)
+
+
+def _replicated_cut(
+    measure: _Load,
+    positions: np.ndarray[tuple[int], np.dtype[np.uint64]],
+    owners: np.ndarray[tuple[int], np.dtype[np.int64]],
+    weights: np.ndarray[tuple[int], np.dtype[np.float64]],
+    width: int,
+    progress: float,
+) -> int | None:
+    """Return the candidate cut that leaves replicated ownership closest to fair."""
+    per = measure.per_token(positions)
+    chosen = _replica_lists(owners, width)
+    own = _replicated_own(per, chosen, len(weights))
+    fair = weights / weights.sum() * per.sum() * width
+    target = fair.copy()
+    target[-1] *= progress  # like Cassandra's newUnitMult: the newcomer fills up token by token
+    loaded = np.argsort(-(own - fair)[:-1], kind="stable")[:_DONORS]
+    # A cut in arc (a, b] puts the new node first there and pushes out the arc's last replica.
+    pool = np.flatnonzero(np.isin(chosen[:, -1], loaded) & ~(chosen == len(weights) - 1).any(1))
+    candidates = pool[np.argsort(-per[pool], kind="stable")][:_ARCS].tolist()
+    best: tuple[float, int] | None = None
+    for index in candidates:
+        for part in (float(per[index]) / 4, float(per[index]) / 2, float(per[index]) * 3 / 4):
+            point = measure.cut(int(positions[index - 1]), int(positions[index]), part)
+            if point is None:
+                continue
+            at = int(np.searchsorted(positions, np.uint64(point)))
+            trial = np.insert(owners, at, len(weights) - 1)
+            spot = np.insert(positions, at, np.uint64(point))
+            after = _replicated_own(
+                measure.per_token(spot), _replica_lists(trial, width), len(weights)
+            )
+            score = float(np.sum(((after - target) / fair) ** 2))
+            if best is None or score < best[0]:
+                best = (score, point)
+    return best[1] if best is not None else None
+
+
 class AllocatedRing:
     """A :class:`HashRing` whose tokens are allocated by the planner, node by node.
 
@@ -178,32 +263,41 @@ class AllocatedRing:
     ``shares`` (exact, from arcs), ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_load", "_ring", "_tokens")
+    __slots__ = ("_load", "_replicas", "_ring", "_tokens")
 
     def __init__(
         self,
         nodes: NodesLike = (),
         *,
         tokens: int = DEFAULT_TOKENS,
+        replicas: int = 1,
         hasher: HasherLike = DEFAULT_HASH,
         load: Sequence[LoadSample] | None = None,
     ) -> None:
         self._tokens = _check_tokens(tokens)
+        self._replicas = replicas
         self._load = tuple(load) if load is not None else None
         ring = HashRing.from_tokens({}, hasher=hasher)
         for node in sorted(coerce_nodes(nodes), key=lambda n: n.name):
-            ring = ring.add(node, tokens=allocate_tokens(ring, node, tokens=tokens, load=load))
+            chosen = allocate_tokens(ring, node, tokens=tokens, replicas=replicas, load=load)
+            ring = ring.add(node, tokens=chosen)
         self._ring = ring
 
     def _with(self, ring: HashRing) -> AllocatedRing:
         result = AllocatedRing.__new__(AllocatedRing)
         result._tokens, result._load, result._ring = self._tokens, self._load, ring
+        result._replicas = self._replicas
         return result
 
     @property
     def ring(self) -> HashRing:
         """The underlying ring, with explicit tokens (serialise it with ``to_dict``)."""
         return self._ring
+
+    @property
+    def replicas(self) -> int:
+        """The replica count whose (replicated) ownership the allocation balances."""
+        return self._replicas
 
     @property
     def tokens(self) -> int:
@@ -238,7 +332,9 @@ class AllocatedRing:
         :raises DuplicateNodeError: when the node is already there
         """
         new = coerce_node(node)
-        tokens = allocate_tokens(self._ring, new, tokens=self._tokens, load=self._load)
+        tokens = allocate_tokens(
+            self._ring, new, tokens=self._tokens, replicas=self._replicas, load=self._load
+        )
         return self._with(self._ring.add(new, tokens=tokens))
 
     def remove(self, name: str) -> AllocatedRing:
@@ -281,4 +377,6 @@ class AllocatedRing:
         return hash(self._ring)
 
     def __repr__(self) -> str:
-        return f"AllocatedRing({list(self._ring)!r}, tokens={self._tokens})"
+        return (
+            f"AllocatedRing({list(self._ring)!r}, tokens={self._tokens}, replicas={self._replicas})"
+        )

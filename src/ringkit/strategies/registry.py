@@ -74,7 +74,9 @@ _FACTORIES: Mapping[str, Factory] = MappingProxyType(
         "fixed": lambda nodes, o: FixedPartitions(
             nodes, partitions=o.partitions, replicas=o.replicas, hasher=o.hasher
         ),
-        "allocated": lambda nodes, o: AllocatedRing(nodes, tokens=o.tokens, hasher=o.hasher),
+        "allocated": lambda nodes, o: AllocatedRing(
+            nodes, tokens=o.tokens, replicas=o.replicas, hasher=o.hasher
+        ),
         "ranges": lambda nodes, o: RangePartitions(nodes),
         "scheduled": lambda nodes, o: ScheduledRemap(nodes, vnodes=o.vnodes, hasher=o.hasher),
     }
