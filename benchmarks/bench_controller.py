@@ -3,6 +3,7 @@
     python benchmarks/bench_controller.py            # everything (allocating 256 tokens at
                                                      # N = 100 alone takes about a minute)
     python benchmarks/bench_controller.py --quick    # skips 256 allocated tokens at N = 100
+    python benchmarks/bench_controller.py --sections replicated,plans
 
 Strategies: HashRing (160 random vnodes), FixedPartitions (Q = 4096, R = 1), AllocatedRing
 (16 allocated tokens), ScheduledRemap (halfway through a version), RangePartitions (one range
@@ -113,19 +114,32 @@ def allocation_quality(quick: bool) -> None:
 
 def replicated_quality() -> None:
     """Replicated ownership (R = 3): the share of keys each node holds a replica of."""
-    print("\n## Replicated ownership, R = 3 (largest / fair), N = 30, 200,000 keys")
-    names = [f"node-{i}" for i in range(30)]
     keys = [f"k{i}" for i in range(200_000)]
-    print("| ring | largest / fair |")
-    print("|---|---:|")
-    for label, ring in (("allocated 16", AllocatedRing(names, tokens=16).ring),
-                        ("random 16", HashRing(names, vnodes=16)),
-                        ("random 256", HashRing(names, vnodes=256))):  # fmt: skip
-        counts = dict.fromkeys(names, 0)
-        for key in keys:
-            for name in ring.nodes_for(key, 3):
-                counts[name] += 1
-        print(f"| {label} | {max(counts.values()) / (3 * len(keys) / len(names)):.3f} |")
+    for n in (30, 100):
+        names = [f"node-{i}" for i in range(n)]
+        print(f"\n## Replicated ownership, R = 3, N = {n}, 200,000 keys (via nodes_for)")
+        print("| ring | replicated largest / fair | primary largest / fair | build (s) |")
+        print("|---|---:|---:|---:|")
+        contenders: list[tuple[str, Callable[[], HashRing]]] = [
+            (
+                "allocated 16, replicas=3",
+                lambda names=names: AllocatedRing(names, tokens=16, replicas=3).ring,
+            ),
+            ("allocated 16, replicas=1", lambda names=names: AllocatedRing(names, tokens=16).ring),
+            ("random 16", lambda names=names: HashRing(names, vnodes=16)),
+            ("random 256", lambda names=names: HashRing(names, vnodes=256)),
+        ]
+        for label, build in contenders:
+            start = time.perf_counter()
+            ring = build()
+            elapsed = time.perf_counter() - start
+            counts = dict.fromkeys(names, 0)
+            for key in keys:
+                for name in ring.nodes_for(key, 3):
+                    counts[name] += 1
+            replicated = max(counts.values()) / (3 * len(keys) / n)
+            primary = max(ring.shares().values()) * n
+            print(f"| {label} | {replicated:.3f} | {primary:.3f} | {elapsed:.1f} |")
 
 
 def plans() -> None:
@@ -146,12 +160,20 @@ def plans() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="skip 256 allocated tokens at N=100")
+    sections = ("build", "lookup", "allocation", "replicated", "plans")
+    parser.add_argument("--sections", default=",".join(sections), help="comma-separated subset")
     options = parser.parse_args()
-    built = build_and_memory()
-    lookups(built)
-    allocation_quality(options.quick)
-    replicated_quality()
-    plans()
+    chosen = set(options.sections.split(","))
+    if chosen & {"build", "lookup"}:
+        built = build_and_memory()
+        if "lookup" in chosen:
+            lookups(built)
+    if "allocation" in chosen:
+        allocation_quality(options.quick)
+    if "replicated" in chosen:
+        replicated_quality()
+    if "plans" in chosen:
+        plans()
 
 
 if __name__ == "__main__":
