@@ -30,7 +30,7 @@ from ringkit.errors import (
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
-from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
+from ringkit.strategies.allocation import AllocatedRing, allocate_tokens, replicated_shares
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
@@ -76,4 +76,5 @@ __all__ = [
     "compat",
     "hashing",
     "jump_hash",
+    "replicated_shares",
 ]

@@ -104,3 +104,22 @@ def test_replication_aware_allocation_balances_replicated_ownership() -> None:
     assert replicated_over_fair(aware.ring, 3) < replicated_over_fair(primary_only.ring, 3)
     with pytest.raises(ConfigError, match="replicas must be an int >= 1, got 0"):
         allocate_tokens(aware.ring, "x", replicas=0)
+
+
+def test_replicated_shares_match_preference_lists() -> None:
+    from ringkit import replicated_shares
+
+    ring = HashRing(["a", "b", "c", "d", "e"], vnodes=8)
+    exact = replicated_shares(ring, 3)
+    assert sum(exact.values()) == pytest.approx(3.0)
+    counts = dict.fromkeys(ring, 0)
+    keys = 60_000
+    for i in range(keys):
+        for name in ring.nodes_for(f"k{i}", 3):
+            counts[name] += 1
+    for name in ring:
+        # Binomial counts: sd <= sqrt(keys / 4) ≈ 122 keys; 5 sd.
+        assert abs(counts[name] / keys - exact[name]) < 5 * 122 / keys
+    assert replicated_shares(ring, 9) == pytest.approx(dict.fromkeys(ring, 1.0))
+    with pytest.raises(ConfigError, match="replicas must be an int >= 1, got 0"):
+        replicated_shares(ring, 0)

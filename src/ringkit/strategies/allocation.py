@@ -34,7 +34,7 @@ from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import unknown_node
 from ringkit.ring import SPACE_64, HashRing, vnode_count
 
-__all__ = ["DEFAULT_TOKENS", "AllocatedRing", "LoadSample", "allocate_tokens"]
+__all__ = ["DEFAULT_TOKENS", "AllocatedRing", "LoadSample", "allocate_tokens", "replicated_shares"]
 
 DEFAULT_TOKENS = 16
 # Candidate arcs per replicated token: those whose last replica is one of the _DONORS most
@@ -249,6 +249,30 @@ def _replicated_cut(
             if best is None or score < best[0]:
                 best = (score, point)
     return best[1] if best is not None else None
+
+
+def replicated_shares(ring: HashRing, replicas: int) -> dict[str, float]:
+    """Return, from the arc lengths, the fraction of keys each node holds a replica of.
+
+    A key's replicas are the first `replicas` distinct nodes clockwise (zones are not
+    considered, unlike ``nodes_for`` on a zoned ring). The values sum to ``min(replicas, N)``.
+    Runtime: O(N·V · R) in numpy.
+
+    >>> replicated_shares(HashRing.from_tokens({"a": [0], "b": [2**62], "c": [2**63]}), 2)
+    {'a': 0.75, 'b': 0.75, 'c': 0.5}
+
+    :raises ConfigError: when `replicas` < 1
+    """
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ConfigError(f"replicas must be an int >= 1, got {replicas!r}")
+    if len(ring) == 0:
+        return {}
+    per = _Load(None).per_token(ring.tokens)
+    width = min(replicas, len(ring))
+    owned = _replicated_own(
+        per, _replica_lists(ring.token_owners.astype(np.int64), width), len(ring)
+    )
+    return {name: float(value) / SPACE_64 for name, value in zip(ring, owned.tolist(), strict=True)}
 
 
 class AllocatedRing:
