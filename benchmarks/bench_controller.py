@@ -121,7 +121,8 @@ def replicated_quality() -> None:
         print("| ring | replicated largest / fair | primary largest / fair | build (s) |")
         print("|---|---:|---:|---:|")
         contenders: list[tuple[str, Callable[[], HashRing]]] = [
-            ("allocated 16, replicas=3", lambda names=names: AllocatedRing(names, tokens=16, replicas=3).ring),
+            ("allocated 16, replicas=3",
+             lambda names=names: AllocatedRing(names, tokens=16, replicas=3).ring),
             ("allocated 16, replicas=1", lambda names=names: AllocatedRing(names, tokens=16).ring),
             ("random 16", lambda names=names: HashRing(names, vnodes=16)),
             ("random 256", lambda names=names: HashRing(names, vnodes=256)),
