@@ -11,7 +11,7 @@ than a hashing problem."
 
 >>> table = FixedPartitions(["a", "b", "c"], partitions=12)
 >>> table.partition_owners()[:4]
-(('c',), ('b',), ('a',), ('a',))
+(('c',), ('a',), ('b',), ('c',))
 >>> bigger = table.add("d")
 >>> bigger.epoch, bigger.plan.moved, bigger.plan.minimum
 (1, 3, 3)

@@ -39,8 +39,15 @@ Move = tuple[int, str | None, str]
 _STEPS = 8  # how coarsely deficits are compared when placing orphans (see _receiver)
 
 
-def _mix(name: str, partition: int) -> int:
-    return xxh3_64(f"{partition}:{name}".encode())
+_MASK = (1 << 64) - 1
+
+
+def _mix(seed: int, partition: int) -> int:
+    """A well-spread 64-bit number from a node's seed and a partition (SplitMix64's mixer)."""
+    x = (seed ^ (partition * 0x9E3779B97F4A7C15)) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
 
 
 Rows = tuple[tuple[str, ...], ...]
@@ -90,6 +97,8 @@ class _Table:
         quotas: Mapping[str, int],
     ) -> None:
         self.quotas = quotas
+        self.scale = {name: max(1, quota) for name, quota in quotas.items()}
+        self.seeds = {name: xxh3_64(name.encode()) for name in zones}
         self.owners = [list(row) for row in owners]
         self.zones = zones
         self.limit = limit
@@ -236,7 +245,8 @@ def _receiver(table: _Table, deficit: dict[str, int], partition: int, donor: str
 
     def rank(name: str) -> tuple[bool, int, int]:
         need = deficit[name]
-        return (need <= 0, -(need * _STEPS // max(1, table.quotas[name])), _mix(name, partition))
+        step = -(need * _STEPS // table.scale[name])
+        return (need <= 0, step, _mix(table.seeds[name], partition))
 
     ranked = sorted(deficit, key=rank)
     for name in ranked:
