@@ -17,6 +17,8 @@ see exactly what a membership change moves, and run a sharded cache client on to
 from __future__ import annotations
 
 from ringkit import compat, hashing
+from ringkit.advice import advise, sweep
+from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -27,9 +29,15 @@ from ringkit.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
+from ringkit.movement import MovedArc, Movement, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.plan import MigrationPlan, Transfer
+from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.scenario import load_scenario
+from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens, replicated_shares
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.controller import PartitionMove, RebalancePlan
@@ -49,32 +57,48 @@ __all__ = [
     "AllocatedRing",
     "Arc",
     "BackendError",
+    "Balance",
     "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "Event",
     "FixedPartitions",
     "HashRing",
     "JumpHash",
     "Maglev",
+    "MigrationPlan",
     "Modulo",
+    "MovedArc",
+    "Movement",
     "MultiProbe",
     "Node",
     "PartitionMove",
     "Placement",
+    "Population",
     "RangePartitions",
     "RebalancePlan",
     "RemapReport",
     "Rendezvous",
     "RingkitError",
+    "Scenario",
     "ScheduledRemap",
+    "ShardedClient",
+    "Sizes",
+    "Transfer",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "advise",
     "allocate_tokens",
+    "balance",
     "compat",
+    "diff",
     "hashing",
     "jump_hash",
+    "load_scenario",
     "replicated_shares",
+    "run_scenario",
+    "sweep",
 ]
