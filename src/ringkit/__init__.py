@@ -38,7 +38,7 @@ from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.scenario import load_scenario
 from ringkit.sim import Event, Scenario, run_scenario
 from ringkit.stats import Balance, balance
-from ringkit.strategies.allocation import AllocatedRing, allocate_tokens, replicated_shares
+from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
@@ -48,6 +48,7 @@ from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
+from ringkit.strategies.replicated import replicated_shares
 from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
 __version__ = "0.1.0"

@@ -33,17 +33,12 @@ from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import unknown_node
 from ringkit.ring import SPACE_64, HashRing, vnode_count
+from ringkit.strategies.measure import LoadSample, Measure
+from ringkit.strategies.replicated import replicated_cut
 
-__all__ = ["DEFAULT_TOKENS", "AllocatedRing", "LoadSample", "allocate_tokens", "replicated_shares"]
+__all__ = ["DEFAULT_TOKENS", "AllocatedRing", "allocate_tokens"]
 
 DEFAULT_TOKENS = 16
-# Candidate arcs per replicated token: those whose last replica is one of the _DONORS most
-# loaded nodes, the _ARCS largest of them, each judged exactly (O(N·V·R) per judgement).
-_DONORS = 4
-_ARCS = 8
-
-LoadSample = tuple[int, float]
-"""An observed point on the ring and what it weighs (bytes, requests)."""
 
 
 def _check_tokens(tokens: object) -> int:
@@ -52,53 +47,6 @@ def _check_tokens(tokens: object) -> int:
     if tokens < 1:
         raise ConfigError(f"tokens must be >= 1, got {tokens!r}")
     return tokens
-
-
-class _Load:
-    """The measure being balanced: keyspace (uniform), or observed points with amounts."""
-
-    def __init__(self, samples: Sequence[LoadSample] | None) -> None:
-        if samples is None:
-            self.points = None
-            return
-        points = np.array([int(point) for point, _ in samples], dtype=np.uint64)
-        amounts = np.array([float(amount) for _, amount in samples], dtype=np.float64)
-        if len(points) == 0 or not np.all(np.isfinite(amounts)) or np.any(amounts < 0):
-            raise ConfigError("load must be a non-empty list of (point, amount >= 0) pairs")
-        if float(amounts.sum()) <= 0:
-            raise ConfigError("load must have a positive total amount, got 0")
-        order = np.argsort(points, kind="stable")
-        self.points = points[order]
-        self.cumulative = np.concatenate(([0.0], np.cumsum(amounts[order])))
-
-    def per_token(
-        self, tokens: np.ndarray[tuple[int], np.dtype[np.uint64]]
-    ) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
-        """Return the amount of each token's arc (previous token, token]."""
-        if self.points is None:
-            lengths = np.diff(tokens, prepend=tokens[-1]).astype(np.float64)
-            lengths[0] = float((int(tokens[0]) - int(tokens[-1])) % SPACE_64 or SPACE_64)
-            return lengths
-        index = np.searchsorted(tokens, self.points, side="left") % len(tokens)
-        amounts = np.bincount(index, weights=np.diff(self.cumulative), minlength=len(tokens))
-        return np.asarray(amounts, dtype=np.float64)
-
-    def cut(self, start: int, end: int, amount: float) -> int | None:
-        """Return a point p strictly inside (start, end) with about `amount` in (start, p]."""
-        length = (end - start) % SPACE_64 or SPACE_64
-        if length < 2:
-            return None
-        if self.points is None:
-            return (start + min(max(1, int(amount)), length - 1)) % SPACE_64
-        # uint64 subtraction wraps modulo 2**64: the offset of each point after `start`.
-        offsets = self.points - np.uint64(start)
-        inside = np.flatnonzero((offsets >= 1) & (offsets <= np.uint64(length - 1)))
-        if len(inside) == 0:
-            return None
-        inside = inside[np.argsort(offsets[inside], kind="stable")]
-        running = np.cumsum(np.diff(self.cumulative)[inside])
-        at = min(int(np.searchsorted(running, amount, side="left")), len(inside) - 1)
-        return int(self.points[inside[at]])
 
 
 def allocate_tokens(
@@ -140,7 +88,7 @@ def allocate_tokens(
         raise ConfigError(f"token allocation needs the 64-bit space, got space={ring.space}")
     if len(ring) == 0:
         return tuple(i * (SPACE_64 // count) for i in range(count))
-    measure = _Load(load)
+    measure = Measure(load)
     positions = ring.tokens.copy()
     owners = ring.token_owners.astype(np.int64)
     weights = np.array([n.weight for n in ring.nodes] + [new.weight], dtype=np.float64)
@@ -155,7 +103,7 @@ def allocate_tokens(
             amount = (fair[-1] - own[-1]) / (count - step)
             point = _best_cut(measure, positions, owners, per, own - fair, amount)
         else:
-            point = _replicated_cut(measure, positions, owners, weights, width, (step + 1) / count)
+            point = replicated_cut(measure, positions, owners, weights, width, (step + 1) / count)
         if point is None:
             break  # every arc is a single point: nothing left to split
         at = int(np.searchsorted(positions, np.uint64(point)))
@@ -166,7 +114,7 @@ def allocate_tokens(
 
 
 def _best_cut(
-    measure: _Load,
+    measure: Measure,
     positions: np.ndarray[tuple[int], np.dtype[np.uint64]],
     owners: np.ndarray[tuple[int], np.dtype[np.int64]],
     per: np.ndarray[tuple[int], np.dtype[np.float64]],
@@ -183,96 +131,6 @@ def _best_cut(
             if point is not None:
                 return point
     return None
-
-
-def _replica_lists(
-    owners: np.ndarray[tuple[int], np.dtype[np.int64]], width: int
-) -> np.ndarray[tuple[int, int], np.dtype[np.int64]]:
-    """Return, for each token's arc, the first `width` distinct owners walking clockwise."""
-    count = len(owners)
-    chosen = np.full((count, width), -1, dtype=np.int64)
-    filled = np.zeros(count, dtype=np.int64)
-    index = np.arange(count)
-    for step in range(count):
-        if int(filled.min()) >= width:
-            break
-        candidate = owners[(index + step) % count]
-        fresh = np.flatnonzero((filled < width) & ~(chosen == candidate[:, None]).any(axis=1))
-        chosen[fresh, filled[fresh]] = candidate[fresh]
-        filled[fresh] += 1
-    return chosen
-
-
-def _replicated_own(
-    per: np.ndarray[tuple[int], np.dtype[np.float64]],
-    chosen: np.ndarray[tuple[int, int], np.dtype[np.int64]],
-    units: int,
-) -> np.ndarray[tuple[int], np.dtype[np.float64]]:
-    """Return each unit's replicated ownership: the arcs whose preference list holds it."""
-    valid = chosen >= 0
-    amounts = np.broadcast_to(per[:, None], chosen.shape)[valid]
-    return np.asarray(np.bincount(chosen[valid], weights=amounts, minlength=units), np.float64)
-
-
-def _replicated_cut(
-    measure: _Load,
-    positions: np.ndarray[tuple[int], np.dtype[np.uint64]],
-    owners: np.ndarray[tuple[int], np.dtype[np.int64]],
-    weights: np.ndarray[tuple[int], np.dtype[np.float64]],
-    width: int,
-    progress: float,
-) -> int | None:
-    """Return the candidate cut that leaves replicated ownership closest to fair."""
-    per = measure.per_token(positions)
-    chosen = _replica_lists(owners, width)
-    own = _replicated_own(per, chosen, len(weights))
-    fair = weights / weights.sum() * per.sum() * width
-    target = fair.copy()
-    target[-1] *= progress  # like Cassandra's newUnitMult: the newcomer fills up token by token
-    loaded = np.argsort(-(own - fair)[:-1], kind="stable")[:_DONORS]
-    # A cut in arc (a, b] puts the new node first there and pushes out the arc's last replica.
-    pool = np.flatnonzero(np.isin(chosen[:, -1], loaded) & ~(chosen == len(weights) - 1).any(1))
-    candidates = pool[np.argsort(-per[pool], kind="stable")][:_ARCS].tolist()
-    best: tuple[float, int] | None = None
-    for index in candidates:
-        for part in (float(per[index]) / 4, float(per[index]) / 2, float(per[index]) * 3 / 4):
-            point = measure.cut(int(positions[index - 1]), int(positions[index]), part)
-            if point is None:
-                continue
-            at = int(np.searchsorted(positions, np.uint64(point)))
-            trial = np.insert(owners, at, len(weights) - 1)
-            spot = np.insert(positions, at, np.uint64(point))
-            after = _replicated_own(
-                measure.per_token(spot), _replica_lists(trial, width), len(weights)
-            )
-            score = float(np.sum(((after - target) / fair) ** 2))
-            if best is None or score < best[0]:
-                best = (score, point)
-    return best[1] if best is not None else None
-
-
-def replicated_shares(ring: HashRing, replicas: int) -> dict[str, float]:
-    """Return, from the arc lengths, the fraction of keys each node holds a replica of.
-
-    A key's replicas are the first `replicas` distinct nodes clockwise (zones are not
-    considered, unlike ``nodes_for`` on a zoned ring). The values sum to ``min(replicas, N)``.
-    Runtime: O(N·V · R) in numpy.
-
-    >>> replicated_shares(HashRing.from_tokens({"a": [0], "b": [2**62], "c": [2**63]}), 2)
-    {'a': 0.75, 'b': 0.75, 'c': 0.5}
-
-    :raises ConfigError: when `replicas` < 1
-    """
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise ConfigError(f"replicas must be an int >= 1, got {replicas!r}")
-    if len(ring) == 0:
-        return {}
-    per = _Load(None).per_token(ring.tokens)
-    width = min(replicas, len(ring))
-    owned = _replicated_own(
-        per, _replica_lists(ring.token_owners.astype(np.int64), width), len(ring)
-    )
-    return {name: float(value) / SPACE_64 for name, value in zip(ring, owned.tolist(), strict=True)}
 
 
 class AllocatedRing:
