@@ -20,7 +20,7 @@ from ringkit.errors import RingkitError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One module per subcommand; each has register(subparsers).
-COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup",)
+COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup", "ringkit.commands.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,466 @@
+// The simulator page: it keeps the settings, asks the JSON API and draws the answer.
+// It computes nothing about placement itself: owners, counts, fair shares, ratios, moved keys
+// and walks all come from the server, which asks the ringkit library (docs/web.md).
+"use strict";
+
+const SVG = "http://www.w3.org/2000/svg";
+const R = 200; // radius of the ring in SVG units
+
+const state = {
+  meta: null,
+  nodes: [], // {name, weight, zone} in page order (the order hash % N indexes)
+  vnodes: 1,
+  hasher: "",
+  strategy: "",
+  keys: 300,
+  prefix: "booking-",
+  zipf: null,
+  colours: new Map(), // node name -> palette index, kept while the node lives
+  report: null,
+  lookup: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function nodeSpec(node) {
+  let spec = node.name;
+  if (node.weight !== 1 || node.zone) spec += `:${node.weight}`;
+  if (node.zone) spec += `:${node.zone}`;
+  return spec;
+}
+
+function placementParams() {
+  return {
+    nodes: state.nodes.map(nodeSpec).join(","),
+    vnodes: String(state.vnodes),
+    hasher: state.hasher,
+    strategy: state.strategy,
+  };
+}
+
+async function getJSON(path, params) {
+  const url = `${path}?${new URLSearchParams(params)}`;
+  const response = await fetch(url);
+  const body = await response.json();
+  if (!response.ok) {
+    const error = body.error || {};
+    throw new Error(error.param ? `${error.param}: ${error.message}` : error.message);
+  }
+  return body;
+}
+
+function showError(error) {
+  const box = $("error");
+  box.textContent = error ? String(error.message || error) : "";
+  box.hidden = !error;
+}
+
+// -- colours: a node keeps its colour while it lives; freed colours are reused -----------------
+
+function colourOf(name) {
+  const palette = state.meta.palette;
+  if (!state.colours.has(name)) {
+    const used = new Set(state.colours.values());
+    let index = 0;
+    while (used.has(index) && index < palette.length) index += 1;
+    state.colours.set(name, index < palette.length ? index : state.colours.size % palette.length);
+  }
+  return palette[state.colours.get(name)];
+}
+
+function forgetColours() {
+  const live = new Set(state.nodes.map((node) => node.name));
+  for (const name of [...state.colours.keys()]) if (!live.has(name)) state.colours.delete(name);
+}
+
+// -- talking to the API ------------------------------------------------------------------------
+
+async function refresh(change) {
+  document.body.dataset.busy = "true"; // tests wait for "false": the page has drawn the answer
+  const params = { ...placementParams(), keys: String(state.keys), prefix: state.prefix };
+  if (state.zipf !== null) params.zipf = String(state.zipf);
+  if (change) params[change.kind] = change.value;
+  try {
+    const report = await getJSON("/api/ring", params);
+    state.report = report;
+    state.nodes = report.nodes.map(({ name, weight, zone }) => ({ name, weight, zone }));
+    forgetColours();
+    showError(null);
+    render();
+    await lookupNow();
+  } catch (error) {
+    showError(error);
+    syncControls();
+  }
+  document.body.dataset.busy = "false";
+}
+
+async function lookup() {
+  document.body.dataset.busy = "true";
+  await lookupNow();
+  document.body.dataset.busy = "false";
+}
+
+async function lookupNow() {
+  const key = $("lookup-key").value;
+  if (!key) return;
+  const params = { ...placementParams(), key, replicas: $("lookup-replicas").value };
+  try {
+    state.lookup = await getJSON("/api/lookup", params);
+    showError(null);
+  } catch (error) {
+    state.lookup = null;
+    showError(error);
+  }
+  renderLookup();
+  drawRing();
+}
+
+// -- drawing -----------------------------------------------------------------------------------
+
+function el(tag, attributes = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function at(position, radius) {
+  const angle = position * 2 * Math.PI; // 0 at the top, clockwise
+  return [radius * Math.sin(angle), -radius * Math.cos(angle)];
+}
+
+function arcPath(from, to, radius) {
+  let span = to - from;
+  if (span <= 0) span += 1;
+  const [x1, y1] = at(from, radius);
+  const [x2, y2] = at(from + span, radius);
+  const large = span > 0.5 ? 1 : 0;
+  if (span >= 0.999999) return `M ${x1} ${y1} A ${radius} ${radius} 0 1 1 ${x1 - 0.01} ${y1}`;
+  return `M ${x1} ${y1} A ${radius} ${radius} 0 ${large} 1 ${x2} ${y2}`;
+}
+
+function movedSet() {
+  const change = state.report.change;
+  const mode = $("highlight").value;
+  if (!change || mode === "none") return new Set();
+  return new Set(mode === "modulo" ? change.moved_modulo_keys : change.moved_keys);
+}
+
+function drawOwnership(svg, report, colours) {
+  // A token owns the arc (previous token, token]: drawn as a band just inside the ring.
+  const tokens = report.tokens;
+  const group = el("g", { class: "arcs" });
+  const count = tokens.positions.length;
+  let start = tokens.positions[count - 1];
+  for (let i = 0; i < count; i += 1) {
+    const owner = tokens.owners[i];
+    while (i + 1 < count && tokens.owners[i + 1] === owner) i += 1;
+    const end = tokens.positions[i];
+    const path = count === 1 ? arcPath(end, end, R - 14) : arcPath(start, end, R - 14);
+    group.append(el("path", { d: path, stroke: colours[owner], class: "arc" }));
+    start = end;
+  }
+  svg.append(group);
+  const ticks = el("g", { class: "tokens" });
+  const labelled = count <= 48;
+  tokens.positions.forEach((position, i) => {
+    const [x1, y1] = at(position, R + 4);
+    const [x2, y2] = at(position, R + 18);
+    ticks.append(el("line", { x1, y1, x2, y2, stroke: colours[tokens.owners[i]] }));
+    if (labelled) {
+      const [x, y] = at(position, R + 30);
+      const name = report.nodes[tokens.owners[i]].name;
+      ticks.append(el("text", { x, y, class: "token-label" }, name));
+    }
+  });
+  svg.append(ticks);
+}
+
+function drawKeys(svg, report, colours) {
+  const keys = report.keys;
+  const moved = movedSet();
+  const hot = new Set((report.popularity?.hot_keys || []).map((key) => key.index));
+  const radius = keys.positions.length > 2000 ? 1.6 : 3.4;
+  const group = el("g", { class: "keys" });
+  const marks = el("g", { class: "marks" });
+  keys.positions.forEach((position, i) => {
+    const [x, y] = at(position, R);
+    const dot = el("circle", { cx: x, cy: y, r: radius, fill: colours[keys.owners[i]] });
+    if (keys.positions.length <= 2000) dot.append(el("title", {}, keys.names[i]));
+    group.append(dot);
+    if (moved.has(i)) marks.append(el("circle", { cx: x, cy: y, r: radius + 3, class: "moved" }));
+    if (hot.has(i)) {
+      marks.append(el("circle", { cx: x, cy: y, r: radius + 5, class: "hot" }));
+      const [lx, ly] = at(position, R - 30);
+      marks.append(el("text", { x: lx, y: ly, class: "hot-label" }, `#${i + 1}`));
+    }
+  });
+  svg.append(group, marks);
+}
+
+function drawLookup(svg) {
+  const found = state.lookup;
+  if (!found) return;
+  const group = el("g", { class: "lookup-marks" });
+  const steps = found.walk ? found.walk.steps : [];
+  if (steps.length) {
+    const owner = steps[0].position;
+    group.append(el("path", { d: arcPath(found.position, owner, R + 10), class: "walk-arc" }));
+  }
+  const [x, y] = at(found.position, R);
+  group.append(el("circle", { cx: x, cy: y, r: 7, class: "lookup-key" }));
+  const [lx, ly] = at(found.position, R - 48);
+  group.append(el("text", { x: lx, y: ly, class: "lookup-label" }, found.key));
+  svg.append(group);
+}
+
+function drawRing() {
+  const svg = $("ring");
+  const report = state.report;
+  for (const child of [...svg.children]) if (child.tagName !== "title") child.remove();
+  const colours = report.nodes.map((node) => colourOf(node.name));
+  svg.append(el("circle", { cx: 0, cy: 0, r: R, class: "track" }));
+  if (report.tokens) drawOwnership(svg, report, colours);
+  drawKeys(svg, report, colours);
+  drawLookup(svg);
+  const centre = el("text", { x: 0, y: -6, class: "centre" },
+    `${report.keys.positions.length} keys · ${report.nodes.length} nodes`);
+  const sub = el("text", { x: 0, y: 14, class: "centre sub" },
+    `${report.strategy} · ${report.vnodes} vnodes · ${report.hasher}`);
+  svg.append(centre, sub);
+  $("ring-summary").textContent =
+    `${report.keys.positions.length} keys on ${report.nodes.length} nodes, strategy ` +
+    `${report.strategy}, ${report.vnodes} vnodes per node, hasher ${report.hasher}`;
+}
+
+function renderBars() {
+  const report = state.report;
+  const requests = Boolean(report.popularity);
+  const value = (node) => (requests ? node.requests : node.keys);
+  const fair = (node) => (requests ? node.fair_requests : node.fair_keys);
+  const scale = Math.max(...report.nodes.map((node) => Math.max(value(node), fair(node)))) * 1.1;
+  const bars = $("bars");
+  bars.replaceChildren();
+  for (const node of report.nodes) {
+    const row = document.createElement("div");
+    row.className = "bar-row";
+    row.dataset.node = node.name;
+    const shown = Math.round(value(node));
+    row.innerHTML =
+      `<span class="bar-name"></span><span class="bar-track"><span class="bar"></span>` +
+      `<span class="fair"></span></span><span class="bar-value"></span>`;
+    row.querySelector(".bar-name").textContent = node.name;
+    row.querySelector(".bar-value").textContent = String(shown);
+    const bar = row.querySelector(".bar");
+    bar.style.width = `${(100 * value(node)) / scale}%`;
+    bar.style.background = colourOf(node.name);
+    row.querySelector(".fair").style.left = `${(100 * fair(node)) / scale}%`;
+    row.setAttribute("aria-label", `${node.name}: ${shown}, fair share ${fair(node).toFixed(1)}`);
+    bars.append(row);
+  }
+  $("bars-title").textContent = requests ? "Requests per node" : "Keys per node";
+  const first = report.nodes[0];
+  const equal = report.nodes.every((node) => node.weight === first.weight);
+  $("fair-note").textContent = equal
+    ? `Thin line: a fair share (${fair(first).toFixed(fair(first) % 1 ? 1 : 0)} ` +
+      `${requests ? "requests" : "keys"}).`
+    : "Thin line: each node's fair share (its weight over the total weight).";
+  const busiest = requests ? report.popularity.busiest : report.busiest;
+  $("busiest-ratio").textContent = busiest.ratio.toFixed(2);
+  $("busiest-node").textContent = `node ${busiest.node}: ${Math.round(busiest.load)} ` +
+    `${requests ? "requests" : "keys"}`;
+}
+
+function percent(fraction) {
+  return `(${(100 * fraction).toFixed(1)}%)`;
+}
+
+function renderChange() {
+  const change = state.report.change;
+  const ring = state.report.strategy === "ring";
+  $("moved-ring-title").textContent = ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`;
+  $("moved-ring-note").textContent = ring ? "consistent hashing" : "the chosen strategy";
+  if (!change) {
+    for (const id of ["last-change", "moved-ring", "moved-modulo"]) $(id).textContent = "–";
+    for (const id of ["moved-ring-fraction", "moved-modulo-fraction", "transfers"]) {
+      $(id).textContent = "";
+    }
+    return;
+  }
+  const what = { add: "added", remove: "removed", reweight: `weight ${change.weight} for` };
+  $("last-change").textContent = `${what[change.kind]} ${change.node}`;
+  $("moved-ring").textContent = String(change.moved);
+  $("moved-ring-fraction").textContent = percent(change.moved_fraction);
+  $("moved-modulo").textContent = String(change.moved_modulo);
+  $("moved-modulo-fraction").textContent = percent(change.moved_modulo_fraction);
+  const transfers = Object.entries(change.transfers).map(([path, count]) => `${path} ${count}`);
+  $("transfers").textContent = transfers.length
+    ? `Moved keys, from → to: ${transfers.join(", ")}` : "No key moved.";
+}
+
+function renderNodes() {
+  const rows = $("node-rows");
+  rows.replaceChildren();
+  for (const node of state.nodes) {
+    const row = document.createElement("tr");
+    row.innerHTML =
+      `<th scope="row"><span class="swatch"></span><span class="name"></span></th>` +
+      `<td><input type="number" min="0.1" max="16" step="0.1" class="weight"></td>` +
+      `<td><input class="zone" maxlength="32" size="5" placeholder="none"></td>` +
+      `<td><button type="button" class="remove">Remove</button></td>`;
+    row.querySelector(".swatch").style.background = colourOf(node.name);
+    row.querySelector(".name").textContent = node.name;
+    const weight = row.querySelector(".weight");
+    weight.value = node.weight;
+    weight.setAttribute("aria-label", `Weight of node ${node.name}`);
+    weight.addEventListener("change", () =>
+      refresh({ kind: "reweight", value: `${node.name}:${weight.value}` }));
+    const zone = row.querySelector(".zone");
+    zone.value = node.zone || "";
+    zone.setAttribute("aria-label", `Zone of node ${node.name}`);
+    zone.addEventListener("change", () => {
+      node.zone = zone.value || null;
+      refresh(null);
+    });
+    const remove = row.querySelector(".remove");
+    remove.setAttribute("aria-label", `Remove node ${node.name}`);
+    remove.disabled = state.nodes.length === 1;
+    remove.addEventListener("click", () => refresh({ kind: "remove", value: node.name }));
+    rows.append(row);
+  }
+  $("add-name").value = suggestName();
+}
+
+function suggestName() {
+  const names = new Set(state.nodes.map((node) => node.name));
+  for (const letter of "ABCDEFGHIJKLMNOPQRSTUVWXYZ") if (!names.has(letter)) return letter;
+  let i = 1;
+  while (names.has(`n${i}`)) i += 1;
+  return `n${i}`;
+}
+
+function renderLegend() {
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const node of state.report.nodes) {
+    const item = document.createElement("li");
+    item.innerHTML = `<span class="swatch"></span>`;
+    item.querySelector(".swatch").style.background = colourOf(node.name);
+    item.append(`${node.name} ${node.keys}`);
+    legend.append(item);
+  }
+}
+
+function renderLookup() {
+  const found = state.lookup;
+  const walk = $("lookup-walk");
+  walk.replaceChildren();
+  if (!found) {
+    $("lookup-line").textContent = "";
+    $("lookup-owner").textContent = "–";
+    $("lookup-preference").textContent = "–";
+    return;
+  }
+  const how = found.walk ? "walk clockwise" : `${state.report.strategy} picks`;
+  $("lookup-line").textContent = `hash = ${found.hash} → ${how} → node ${found.owner}`;
+  $("lookup-owner").textContent = found.owner;
+  $("lookup-preference").textContent = found.preference_list.join(", ");
+  for (const step of found.walk ? found.walk.steps : []) {
+    const item = document.createElement("li");
+    const role = step.rank === null ? "already met, skipped"
+      : step.rank === 1 ? "owner" : `replica ${step.rank}`;
+    item.textContent = `token ${step.token}${step.wrapped ? " (wrapped)" : ""} → ${step.node}: ${role}`;
+    walk.append(item);
+  }
+}
+
+function syncControls() {
+  for (const input of document.querySelectorAll("input[name=vnodes]")) {
+    input.checked = Number(input.value) === state.vnodes;
+  }
+  $("vnodes-custom").value = state.vnodes;
+  $("hasher").value = state.hasher;
+  $("strategy").value = state.strategy;
+  $("keys").value = state.keys;
+  $("zipf-on").checked = state.zipf !== null;
+}
+
+function render() {
+  syncControls();
+  renderNodes();
+  renderLegend();
+  renderBars();
+  renderChange();
+  drawRing();
+}
+
+// -- controls ----------------------------------------------------------------------------------
+
+function buildControls(meta) {
+  const choices = $("vnode-choices");
+  for (const count of meta.vnode_choices) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="radio" name="vnodes" value="${count}"> ${count}`;
+    label.querySelector("input").addEventListener("change", () => {
+      state.vnodes = count;
+      refresh(null);
+    });
+    choices.append(label);
+  }
+  $("vnodes-custom").addEventListener("change", (event) => {
+    state.vnodes = Number(event.target.value);
+    refresh(null);
+  });
+  for (const [id, names] of [["hasher", meta.hashers.map((h) => h.name)],
+    ["strategy", meta.strategies]]) {
+    const select = $(id);
+    for (const name of names) select.append(new Option(name, name));
+    select.addEventListener("change", () => {
+      state[id] = select.value;
+      refresh(null);
+    });
+  }
+  $("keys").addEventListener("change", (event) => {
+    state.keys = Number(event.target.value);
+    refresh(null);
+  });
+  const zipfChanged = () => {
+    state.zipf = $("zipf-on").checked ? Number($("zipf").value) : null;
+    refresh(null);
+  };
+  $("zipf-on").addEventListener("change", zipfChanged);
+  $("zipf").addEventListener("change", () => { if ($("zipf-on").checked) zipfChanged(); });
+  $("highlight").addEventListener("change", drawRing);
+  $("add-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const node = { name: $("add-name").value.trim(), weight: Number($("add-weight").value),
+      zone: $("add-zone").value.trim() || null };
+    refresh({ kind: "add", value: nodeSpec(node) });
+  });
+  $("lookup-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    lookup();
+  });
+}
+
+async function start() {
+  try {
+    state.meta = await getJSON("/api/meta", {});
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  const defaults = state.meta.defaults;
+  state.nodes = defaults.nodes.split(",").map((name) => ({ name, weight: 1, zone: null }));
+  state.vnodes = Number(defaults.vnodes);
+  state.hasher = defaults.hasher;
+  state.strategy = defaults.strategy;
+  state.keys = Number(defaults.keys);
+  state.prefix = defaults.prefix;
+  buildControls(state.meta);
+  await refresh(null);
+  document.body.dataset.ready = "true";
+}
+
+document.addEventListener("DOMContentLoaded", start);
