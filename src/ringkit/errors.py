@@ -4,7 +4,7 @@ Every error is a :class:`RingkitError` and also subclasses the builtin it refine
 written against the builtins (``except ValueError``) keeps working::
 
     RingkitError
-    ├── ConfigError(RingkitError, ValueError)         bad option: weight <= 0, vnodes < 1, unknown hasher
+    ├── ConfigError(RingkitError, ValueError)         bad option: weight <= 0, unknown hasher
     ├── EmptyRingError(RingkitError, LookupError)     a lookup on a placement with no nodes
     ├── UnknownNodeError(RingkitError, KeyError)      remove / reweight a node that is not there
     ├── DuplicateNodeError(RingkitError, ValueError)  add a node that is already there

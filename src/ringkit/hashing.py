@@ -42,10 +42,10 @@ __all__ = [
     "Hasher",
     "HasherLike",
     "encode_key",
+    "fmix32",
     "fnv1a_32",
     "fnv1a_32_mix",
     "fnv1a_64",
-    "fmix32",
     "get_hasher",
     "hash_many",
     "md5",
@@ -153,7 +153,7 @@ def md5(data: bytes) -> int:
 
 def xxh3_64(data: bytes) -> int:
     """Return XXH3-64 (seed 0) of `data`: the default hasher, fast and well distributed."""
-    return xxhash.xxh3_64_intdigest(data)  # type: ignore[no-any-return]
+    return int(xxhash.xxh3_64_intdigest(data))
 
 
 # -- MurmurHash3 (Austin Appleby, public domain; smhasher MurmurHash3.cpp) ---------------------
@@ -321,9 +321,7 @@ def get_hasher(spec: HasherLike) -> Hasher:
             raise ConfigError(f"unknown hasher {spec!r}; known: {known}") from None
     if callable(spec):
         return Hasher(getattr(spec, "__name__", "custom"), spec, 64)
-    raise ConfigError(
-        f"hasher must be a name, a Hasher or a callable, got {type(spec).__name__}"
-    )
+    raise ConfigError(f"hasher must be a name, a Hasher or a callable, got {type(spec).__name__}")
 
 
 def widen(h: int, bits: int) -> int:

@@ -59,9 +59,7 @@ class Node:
 def _check_weight(name: str, weight: object) -> None:
     # bool is an int subclass; a weight of True is almost certainly a mistake.
     if isinstance(weight, bool) or not isinstance(weight, (int, float)):
-        raise ConfigError(
-            f"weight of node {name!r} must be a number, got {type(weight).__name__}"
-        )
+        raise ConfigError(f"weight of node {name!r} must be a number, got {type(weight).__name__}")
     if not math.isfinite(weight) or weight <= 0:
         raise ConfigError(f"weight of node {name!r} must be finite and > 0, got {weight!r}")
 
@@ -102,6 +100,8 @@ def coerce_nodes(nodes: NodesLike) -> tuple[Node, ...]:
     seen: set[str] = set()
     for node in result:
         if node.name in seen:
-            raise DuplicateNodeError(f"node {node.name!r} is given twice; node names must be unique")
+            raise DuplicateNodeError(
+                f"node {node.name!r} is given twice; node names must be unique"
+            )
         seen.add(node.name)
     return result

@@ -20,14 +20,30 @@ def register(subparsers: Any) -> None:
         description="Look up one key on a hash ring.",
     )
     parser.add_argument("key", help="the key to look up (hashed as UTF-8 text)")
-    parser.add_argument("--nodes", type=node_list, default=["A", "B", "C"],
-                        help="comma-separated node names (default: A,B,C)")
-    parser.add_argument("--vnodes", type=positive_int, default=DEFAULT_VNODES,
-                        help=f"vnodes per node (default: {DEFAULT_VNODES})")
-    parser.add_argument("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH,
-                        help=f"hash function (default: {DEFAULT_HASH})")
-    parser.add_argument("--replicas", type=positive_int, default=1,
-                        help="length of the preference list to show (default: 1)")
+    parser.add_argument(
+        "--nodes",
+        type=node_list,
+        default=["A", "B", "C"],
+        help="comma-separated node names (default: A,B,C)",
+    )
+    parser.add_argument(
+        "--vnodes",
+        type=positive_int,
+        default=DEFAULT_VNODES,
+        help=f"vnodes per node (default: {DEFAULT_VNODES})",
+    )
+    parser.add_argument(
+        "--hasher",
+        choices=sorted(HASHERS),
+        default=DEFAULT_HASH,
+        help=f"hash function (default: {DEFAULT_HASH})",
+    )
+    parser.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="length of the preference list to show (default: 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -62,8 +78,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"key      {report['key']!r}")
     print(f"hash     {report['hash']} ({report['hasher']})")
     print(f"point    {report['point']:#018x}")
-    print(f"token    {report['token']:#018x} (#{report['token_index']} of "
-          f"{len(ring.tokens)}){walk}")
+    print(
+        f"token    {report['token']:#018x} (#{report['token_index']} of {len(ring.tokens)}){walk}"
+    )
     print(f"owner    {report['owner']}")
     if args.replicas > 1:
         print(f"replicas {', '.join(report['preference_list'])}")
