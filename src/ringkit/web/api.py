@@ -45,11 +45,12 @@ from ringkit.web.params import (
 
 __all__ = ["PALETTE", "REQUESTS", "lookup_report", "make_keys", "meta", "ring_report"]
 
-# Kelly's colours of maximum contrast (Kelly 1965), reordered so that the first ones differ most;
-# the page colours node i by PALETTE[i % 16]. tests/web/test_api.py checks they stay apart.
+# Kelly's colours of maximum contrast (Kelly 1965), with teal for his violet (too near his purple),
+# ordered so that the first ones differ most. The page gives each node the first free colour;
+# tests/web/test_api.py checks every pair stays apart (CIELAB distance).
 PALETTE: tuple[str, ...] = (
     "#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#882d17",
-    "#e68fac", "#8db600", "#604e97", "#848482", "#f99379", "#2b3d26", "#c2b280", "#b3446c",
+    "#e68fac", "#8db600", "#00a3a3", "#848482", "#f99379", "#2b3d26", "#c2b280", "#b3446c",
 )  # fmt: skip
 REQUESTS = 100_000
 HOT_KEYS = 10
@@ -303,33 +304,38 @@ def lookup_report(query: LookupQuery) -> dict[str, Any]:
 def _walk(ring: HashRing, key: str, replicas: int) -> dict[str, Any]:
     """Return the tokens met walking clockwise from `key` until its preference list is complete.
 
-    Each step names the token's node and, on that node's first visit, its rank in the
-    preference list (a node met early may rank later when zones hold it back).
+    Each step names the token's node; on the node's first visit, its rank in the preference list
+    (``nodes_for``'s answer) and whether zones held it back: a node met early whose zone already
+    has a replica ranks later than its turn, or not at all.
     """
     base = ring_lookup_report(ring, key, replicas)
     preference: list[str] = base["preference_list"]
     names = [node.name for node in ring.nodes]
     tokens, owners = ring.tokens, ring.token_owners
     steps: list[dict[str, Any]] = []
-    seen: set[str] = set()
+    seen: list[str] = []
     start = base["token_index"]
     for step in range(min(len(tokens), _WALK_STEPS)):
         at = (start + step) % len(tokens)
         name = names[int(owners[at])]
         first = name not in seen
-        seen.add(name)
+        if first:
+            seen.append(name)
         rank = preference.index(name) + 1 if first and name in preference else None
         token = int(tokens[at])
-        # A token before the key's point was reached by wrapping past the top of the circle.
         steps.append(
             {
                 "token": f"0x{token:016x}",
                 "position": token / SPACE_64,
                 "node": name,
+                "first": first,
                 "rank": rank,
+                "held_back": first and (rank is None or rank > len(seen)),
+                # A token before the key's point is reached by wrapping past the top.
                 "wrapped": token < base["point"],
             }
         )
-        if seen.issuperset(preference):
+        if set(seen).issuperset(preference):
             break
-    return {"wrapped": base["wrapped"], "steps": steps, "complete": seen.issuperset(preference)}
+    complete = set(seen).issuperset(preference)
+    return {"wrapped": base["wrapped"], "steps": steps, "complete": complete}

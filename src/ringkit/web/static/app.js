@@ -368,8 +368,13 @@ function renderLookup() {
   $("lookup-preference").textContent = found.preference_list.join(", ");
   for (const step of found.walk ? found.walk.steps : []) {
     const item = document.createElement("li");
-    const role = step.rank === null ? "already met, skipped"
-      : step.rank === 1 ? "owner" : `replica ${step.rank}`;
+    let role = "already met, skipped";
+    if (step.held_back) {
+      role = step.rank === null ? "held back: its zone already has a replica"
+        : `replica ${step.rank} (held back until every zone had one)`;
+    } else if (step.rank !== null) {
+      role = step.rank === 1 ? "owner" : `replica ${step.rank}`;
+    }
     item.textContent = `token ${step.token}${step.wrapped ? " (wrapped)" : ""} → ${step.node}: ${role}`;
     walk.append(item);
   }
