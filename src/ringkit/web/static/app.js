@@ -164,10 +164,12 @@ function drawOwnership(svg, report, colours) {
   svg.append(group);
   const ticks = el("g", { class: "tokens" });
   const labelled = count <= 48;
+  const outer = labelled ? R + 18 : R + 11; // many tokens: short ticks, so they stay apart
   tokens.positions.forEach((position, i) => {
-    const [x1, y1] = at(position, R + 4);
-    const [x2, y2] = at(position, R + 18);
-    ticks.append(el("line", { x1, y1, x2, y2, stroke: colours[tokens.owners[i]] }));
+    const [x1, y1] = at(position, R + 5);
+    const [x2, y2] = at(position, outer);
+    ticks.append(el("line", { x1, y1, x2, y2, stroke: colours[tokens.owners[i]],
+      "stroke-width": labelled ? 2.5 : 1.2 }));
     if (labelled) {
       const [x, y] = at(position, R + 30);
       const name = report.nodes[tokens.owners[i]].name;
