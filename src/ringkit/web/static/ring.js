@@ -16,13 +16,20 @@ function at(position, radius) {
   return [radius * Math.sin(angle), -radius * Math.cos(angle)];
 }
 
-function arcPath(from, to, radius) {
+// The clockwise arc from `from` to `to` (turns), or the whole circle when `whole`; null when the
+// two ends meet (an arc too short to see).
+function arcPath(from, to, radius, whole = false) {
   let span = to - from;
-  if (span <= 0) span += 1;
+  if (span < 0) span += 1;
   const [x1, y1] = at(from, radius);
+  if (whole) {
+    const [xh, yh] = at(from + 0.5, radius);
+    return `M ${x1} ${y1} A ${radius} ${radius} 0 1 1 ${xh} ${yh} ` +
+      `A ${radius} ${radius} 0 1 1 ${x1} ${y1}`;
+  }
+  if (span === 0) return null;
   const [x2, y2] = at(from + span, radius);
   const large = span > 0.5 ? 1 : 0;
-  if (span >= 0.999999) return `M ${x1} ${y1} A ${radius} ${radius} 0 1 1 ${x1 - 0.01} ${y1}`;
   return `M ${x1} ${y1} A ${radius} ${radius} 0 ${large} 1 ${x2} ${y2}`;
 }
 
@@ -36,8 +43,8 @@ function drawOwnership(svg, report, colours) {
     const owner = tokens.owners[i];
     while (i + 1 < count && tokens.owners[i + 1] === owner) i += 1;
     const end = tokens.positions[i];
-    const path = count === 1 ? arcPath(end, end, R - 14) : arcPath(start, end, R - 14);
-    group.append(el("path", { d: path, stroke: colours[owner], class: "arc" }));
+    const path = arcPath(start, end, R - 14, count === 1 || (i === count - 1 && start === end));
+    if (path) group.append(el("path", { d: path, stroke: colours[owner], class: "arc" }));
     start = end;
   }
   svg.append(group);
@@ -84,12 +91,12 @@ function drawLookup(svg, found) {
   const group = el("g", { class: "lookup-marks" });
   const steps = found.walk ? found.walk.steps : [];
   if (steps.length) {
-    const owner = steps[0].position;
-    group.append(el("path", { d: arcPath(found.position, owner, R + 10), class: "walk-arc" }));
+    const path = arcPath(found.position, steps[0].position, R + 10);
+    if (path) group.append(el("path", { d: path, class: "walk-arc" }));
   }
   const [x, y] = at(found.position, R);
   group.append(el("circle", { cx: x, cy: y, r: 7, class: "lookup-key" }));
-  const [lx, ly] = at(found.position, R - 48);
+  const [lx, ly] = at(found.position, R - 62); // inside the ring, clear of the key dots
   group.append(el("text", { x: lx, y: ly, class: "lookup-label" }, found.key));
   svg.append(group);
 }
