@@ -98,7 +98,18 @@ def redis_server() -> Iterator[Server]:
     """Run a redis-server on a free loopback port, without persistence, for the block."""
     binary = require_binary("redis-server", "redis-server")
     port = free_port()
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", "--protected-mode", "no"]
+    command = [
+        binary,
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--protected-mode",
+        "no",
+    ]
     with _serve(command, port) as server:
         yield server

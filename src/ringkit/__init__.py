@@ -30,7 +30,12 @@ from ringkit.errors import (
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.strategies.bounded import BoundedLoad
+from ringkit.strategies.jump import JumpHash, jump_hash
+from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.multiprobe import MultiProbe
+from ringkit.strategies.rendezvous import Rendezvous
 
 __version__ = "0.1.0"
 
@@ -38,17 +43,23 @@ __all__ = [
     "DEFAULT_VNODES",
     "Arc",
     "BackendError",
+    "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
     "HashRing",
+    "JumpHash",
+    "Maglev",
     "Modulo",
+    "MultiProbe",
     "Node",
     "Placement",
+    "Rendezvous",
     "RingkitError",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
     "hashing",
+    "jump_hash",
 ]

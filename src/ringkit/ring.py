@@ -476,9 +476,14 @@ class HashRing:
         """
         position = self._position(name)
         tokens, lengths = self._table.tokens, self._table.arc_lengths()
-        whole = len(tokens) == 1  # a lone token owns the whole circle
+        whole = self._table.whole_circle()  # every token at one point: the first owns it all
         return [
-            Arc(int(tokens[i - 1]), int(tokens[i]), name, self._space if whole else int(lengths[i]))
+            Arc(
+                int(tokens[i - 1]),
+                int(tokens[i]),
+                name,
+                self._space if whole and i == 0 else int(lengths[i]),
+            )
             for i in np.flatnonzero(self._table.owners == position).tolist()
         ]
 

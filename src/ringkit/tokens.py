@@ -42,6 +42,8 @@ __all__ = [
 SPACE_64 = 1 << 64
 # Points per chunk of a batch search: small enough that the temporaries stay in cache.
 _CHUNK = 1 << 14
+# Scalar lookups search Python lists up to this many tokens (see TokenTable.make_lookup).
+_LIST_LOOKUP_MAX_TOKENS = 1 << 14
 # One prefix entry per 2-4 tokens: at most 2 bytes per token with uint32 entries.
 _TOKENS_PER_BUCKET_LOG2 = 1
 
@@ -71,6 +73,31 @@ def vnode_count(vnodes: int, weight: float) -> int:
 def label_suffixes(count: int) -> tuple[bytes, ...]:
     """Return the label suffixes ``b"#0" … b"#{count-1}"`` (cached: every node shares them)."""
     return tuple(f"#{i}".encode() for i in range(count))
+
+
+def _array_lookup(
+    point_of: Callable[[bytes], int], table: TokenTable, names: tuple[str, ...]
+) -> Callable[[Any], str]:
+    """Return the scalar lookup of a large table: memoryviews over the arrays themselves."""
+
+    def lookup(
+        key: Any, point_of: Callable[[bytes], int] = point_of,
+        tokens: memoryview = table.tokens.data, owners: memoryview = table.owners.data,
+        names: tuple[str, ...] = names,
+        prefix: memoryview = table.prefix.data, shift: int = table.prefix_shift,
+        count: int = len(table.tokens), bisect: Callable[..., int] = bisect_left,
+        encode_key: Callable[[Any], bytes] = encode_key,
+    ) -> str:  # fmt: skip
+        try:
+            data = key.encode()
+        except AttributeError:
+            data = encode_key(key)
+        point = point_of(data)
+        bucket = point >> shift
+        index = bisect(tokens, point, prefix[bucket], prefix[bucket + 1])
+        return names[owners[index if index < count else 0]]
+
+    return lookup
 
 
 def owner_dtype(count: int) -> type[np.unsignedinteger[Any]]:
@@ -170,18 +197,23 @@ class TokenTable:
         """Return ``key -> owner name`` with every array and function bound as a local.
 
         NOTE: default-argument binding (the local-binding trick of sortedcontainers) saves an
-        attribute lookup per step on the hot path (benchmarks/bench_lookup.py). Precondition:
-        the table is not empty.
+        attribute lookup per step. Rings of up to ``_LIST_LOOKUP_MAX_TOKENS`` tokens search
+        Python lists (a memoryview builds a new int on every read; a small list is all in
+        cache); larger rings search the arrays through memoryviews, whose contiguous memory
+        beats a list's scattered int objects and keeps 12 bytes per vnode
+        (benchmarks/bench_lookup.py). Precondition: the table is not empty.
         """
         # With no prefix bits the shift is 64: every point is in bucket 0, which holds all.
-        tokens, owners = self.tokens.data, self.owners.data
-        prefix, shift, count = self.prefix.data, self.prefix_shift, len(self.tokens)
+        shift, count = self.prefix_shift, len(self.tokens)
+        if count > _LIST_LOOKUP_MAX_TOKENS:
+            return _array_lookup(point_of, self, names)
+        tokens, prefix = self.tokens.tolist(), self.prefix.tolist()
+        owner_names = [names[owner] for owner in self.owners.tolist()]
 
         def lookup(
-            key: Any, point_of: Callable[[bytes], int] = point_of, tokens: memoryview = tokens,
-            owners: memoryview = owners, names: tuple[str, ...] = names,
-            prefix: memoryview = prefix, shift: int = shift, count: int = count,
-            bisect: Callable[..., int] = bisect_left,
+            key: Any, point_of: Callable[[bytes], int] = point_of, tokens: list[int] = tokens,
+            owner_names: list[str] = owner_names, prefix: list[int] = prefix, shift: int = shift,
+            count: int = count, bisect: Callable[..., int] = bisect_left,
             encode_key: Callable[[Any], bytes] = encode_key,
         ) -> str:  # fmt: skip
             try:
@@ -192,7 +224,7 @@ class TokenTable:
             bucket = point >> shift
             index = bisect(tokens, point, prefix[bucket], prefix[bucket + 1])
             # Past the last token: wrap around to the first.
-            return names[owners[index if index < count else 0]]
+            return owner_names[index if index < count else 0]
 
         return lookup
 
@@ -229,31 +261,37 @@ class TokenTable:
         """Return the length of the arc (previous token, token] of each token, exactly.
 
         uint64 arithmetic wraps modulo 2**64, which is exact for the 64-bit space; the first
-        arc (wrapping past zero) is fixed up for other spaces. A lone token owns the whole space,
-        reported as ``space % 2**64``.
+        arc (wrapping past zero) is fixed up for other spaces. When every token sits at one
+        point (a lone token, or ties only), the first owns the whole circle, reported as
+        ``space % 2**64`` (0 for the 64-bit space: use ``owned_points`` for exact totals).
         """
         tokens = self.tokens
         lengths = np.empty_like(tokens)
         if len(tokens) == 0:
             return lengths
         lengths[1:] = tokens[1:] - tokens[:-1]
-        if len(tokens) == 1:
+        if self.whole_circle():
             lengths[0] = self.space % SPACE_64
         else:
             lengths[0] = (int(tokens[0]) - int(tokens[-1])) % self.space
         return lengths
 
+    def whole_circle(self) -> bool:
+        """Return True when the first token owns the whole circle (all tokens at one point)."""
+        return len(self.tokens) > 0 and self.tokens[0] == self.tokens[-1]
+
     def owned_points(self, owner_count: int) -> list[int]:
         """Return the exact number of points each owner holds (sum of its arc lengths)."""
-        if owner_count == 1:
-            return [self.space]
         result = [0] * owner_count
         if len(self.tokens) == 0:
+            return result
+        if self.whole_circle() or owner_count == 1:  # one owner of everything: 2**64 overflows
+            result[int(self.owners[0])] = self.space
             return result
         order = np.argsort(self.owners, kind="stable")
         owners_sorted = self.owners[order]
         starts = np.flatnonzero(np.r_[True, owners_sorted[1:] != owners_sorted[:-1]])
-        # uint64 sums are exact: with two or more owners no owner's total reaches 2**64.
+        # uint64 sums are exact: with two distinct tokens no owner's total reaches 2**64.
         sums = np.add.reduceat(self.arc_lengths()[order], starts)
         for owner, total in zip(owners_sorted[starts].tolist(), sums.tolist(), strict=True):
             result[owner] = int(total)

@@ -21,7 +21,12 @@ from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import NodesLike
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
+from ringkit.strategies.jump import JumpHash
+from ringkit.strategies.maglev import MAGLEV_TABLE_SIZE, Maglev
 from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.multiprobe import DEFAULT_PROBES, MultiProbe
+from ringkit.strategies.rendezvous import Rendezvous
 
 __all__ = ["STRATEGY_NAMES", "StrategyOptions", "build_placement"]
 
@@ -32,14 +37,33 @@ class StrategyOptions:
 
     vnodes: int = DEFAULT_VNODES
     hasher: HasherLike = DEFAULT_HASH
+    # maglev, multiprobe, bounded, rendezvous ("weighted" or "pymemcache", which fixes its hasher)
+    table_size: int = MAGLEV_TABLE_SIZE
+    probes: int = DEFAULT_PROBES
+    balance_factor: float = DEFAULT_BALANCE_FACTOR
+    rendezvous_variant: str = "weighted"
 
 
 Factory = Callable[[NodesLike, StrategyOptions], Placement]
+
+
+def _rendezvous(nodes: NodesLike, options: StrategyOptions) -> Placement:
+    if options.rendezvous_variant == "pymemcache":
+        return Rendezvous(nodes, variant="pymemcache")  # pymemcache always uses murmur3_32
+    return Rendezvous(nodes, hasher=options.hasher, variant=options.rendezvous_variant)
+
 
 _FACTORIES: Mapping[str, Factory] = MappingProxyType(
     {
         "ring": lambda nodes, o: HashRing(nodes, vnodes=o.vnodes, hasher=o.hasher),
         "modulo": lambda nodes, o: Modulo(nodes, hasher=o.hasher),
+        "jump": lambda nodes, o: JumpHash(nodes, hasher=o.hasher),
+        "rendezvous": _rendezvous,
+        "maglev": lambda nodes, o: Maglev(nodes, table_size=o.table_size, hasher=o.hasher),
+        "multiprobe": lambda nodes, o: MultiProbe(nodes, probes=o.probes, hasher=o.hasher),
+        "bounded": lambda nodes, o: BoundedLoad(
+            HashRing(nodes, vnodes=o.vnodes, hasher=o.hasher), balance_factor=o.balance_factor
+        ),
     }
 )
 

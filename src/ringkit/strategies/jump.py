@@ -1,0 +1,239 @@
+"""JumpHash: Lamping & Veach's jump consistent hash, and a placement of named nodes over it.
+
+``jump_hash(key, buckets)`` maps a 64-bit key to a bucket in ``[0, buckets)`` with no table at
+all: it follows a 64-bit linear congruential generator and "jumps" forward through bucket
+numbers, so going from ``b`` to ``b + 1`` buckets moves exactly the keys that land in the new
+bucket (an expected ``1/(b + 1)`` of them). The cost is that buckets are numbers, not names: only
+the *last* bucket can be removed without reshuffling.
+
+Reference: John Lamping, Eric Veach, "A Fast, Minimal Memory, Consistent Hash Algorithm",
+arXiv:1406.2294 (2014), figure 1. The variable names ``b`` and ``j`` are the paper's.
+
+>>> jump_hash(42, 57), jump_hash(0xDEAD10CC, 666), jump_hash(256, 1024)
+(43, 361, 520)
+>>> placement = JumpHash(["A", "B", "C"])
+>>> placement.node_for("booking:42") in placement
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.errors import ConfigError, DuplicateNodeError, UnsupportedError
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
+from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
+from ringkit.placement import check_n, check_not_empty, unknown_node
+
+__all__ = ["JumpHash", "jump_hash", "jump_hash_many"]
+
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_LCG = 2862933555777941757  # the paper's 64-bit LCG multiplier
+_MAX_BUCKETS = 2**31 - 1  # the paper's num_buckets is an int32_t
+_TWO_31 = float(1 << 31)
+
+
+def _check_buckets(buckets: object) -> int:
+    if isinstance(buckets, bool) or not isinstance(buckets, int):
+        raise TypeError(f"buckets must be int, got {type(buckets).__name__}")
+    if not 1 <= buckets <= _MAX_BUCKETS:
+        raise ConfigError(f"buckets must be in [1, 2**31 - 1], got {buckets!r}")
+    return buckets
+
+
+def jump_hash(key: int, buckets: int) -> int:
+    """Return the bucket in ``[0, buckets)`` of a 64-bit `key` (the paper's algorithm exactly).
+
+    Runtime: O(log buckets) expected.
+
+    >>> jump_hash(1, 1)
+    0
+
+    :raises ConfigError: when `key` is outside [0, 2**64) or `buckets` outside [1, 2**31 - 1]
+    :raises TypeError: when `key` or `buckets` is not an int
+    """
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise TypeError(f"key must be int, got {type(key).__name__}")
+    if not 0 <= key <= _MASK64:
+        raise ConfigError(
+            f"key must be in [0, 2**64), got {key!r}; mask a signed key with key & (2**64 - 1)"
+        )
+    num_buckets = _check_buckets(buckets)
+    b, j = -1, 0
+    while j < num_buckets:
+        b = j
+        key = (key * _LCG + 1) & _MASK64
+        # NOTE: the same double arithmetic as the paper's C++, so results agree bit for bit.
+        j = int((b + 1) * (_TWO_31 / float((key >> 33) + 1)))
+    return b
+
+
+def jump_hash_many(keys: npt.ArrayLike, buckets: int) -> npt.NDArray[np.int64]:
+    """Return ``jump_hash`` of every uint64 key, vectorised (one numpy pass per jump).
+
+    >>> jump_hash_many([42, 256], 57).tolist()
+    [43, 16]
+
+    :raises ConfigError: when `buckets` is outside [1, 2**31 - 1]
+    """
+    num_buckets = _check_buckets(buckets)
+    key = np.array(keys, dtype=np.uint64)
+    b = np.full(key.shape, -1, dtype=np.int64)
+    j = np.zeros(key.shape, dtype=np.int64)
+    active = np.ones(key.shape, dtype=bool)
+    with np.errstate(over="ignore"):  # uint64 products wrap modulo 2**64, as in C
+        while active.any():
+            b[active] = j[active]
+            key[active] = key[active] * np.uint64(_LCG) + np.uint64(1)
+            step = _TWO_31 / ((key[active] >> np.uint64(33)).astype(np.float64) + 1.0)
+            j[active] = ((b[active] + 1).astype(np.float64) * step).astype(np.int64)
+            active &= j < num_buckets
+    return b
+
+
+class JumpHash:
+    """Named nodes on jump-hash buckets: node ``i`` (in the order given) is bucket ``i``.
+
+    A key's owner is ``nodes[jump_hash(hash(key), N)]``. Adding a node appends bucket N and moves
+    only keys to it; removing is possible only for the *last* node (others would renumber every
+    bucket after them, which is no longer consistent hashing: use ``Rendezvous`` for that).
+    Weights are ignored: every node gets 1/N of the keys in expectation.
+
+    Replica order: replica ``r`` is ``jump_hash(mix(hash(key), r), N)``, skipping buckets
+    already chosen (``r = 0`` is the owner); each replica rank is itself a jump hash, so adding a
+    node changes a preference list only where the new node enters it.
+
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``.
+    Changing membership: ``add``, ``remove`` (last node only), ``discard``.
+    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
+    """
+
+    __slots__ = ("_hasher", "_index", "_names", "_nodes")
+
+    def __init__(self, nodes: NodesLike = (), *, hasher: HasherLike = DEFAULT_HASH) -> None:
+        self._hasher = get_hasher(hasher)
+        self._nodes = coerce_nodes(nodes)
+        self._names = tuple(node.name for node in self._nodes)
+        self._index = {name: i for i, name in enumerate(self._names)}
+        if len(self._names) > _MAX_BUCKETS:
+            raise ConfigError(f"jump hash takes at most 2**31 - 1 nodes, got {len(self._names)}")
+
+    def _key_hash(self, key: Key) -> int:
+        return self._hasher.function(key.encode() if type(key) is str else encode_key(key))
+
+    def node_for(self, key: Key) -> str:
+        """Return the owner of `key`: bucket ``jump_hash(hash(key), N)``.
+
+        Runtime: O(log N).
+
+        :raises EmptyRingError: when there are no nodes
+        :raises TypeError: when `key` is not str, bytes or int
+        """
+        check_not_empty(len(self._names), "node_for")
+        return self._names[jump_hash(self._key_hash(key), len(self._names))]
+
+    def nodes_for(self, key: Key, n: int) -> list[str]:
+        """Return up to `n` distinct nodes for `key`, the owner first.
+
+        Replica ``r`` is the jump bucket of ``hash(key)`` mixed with ``r``; after ``64 + 8·N``
+        ranks without completing the list (vanishingly unlikely), the remaining buckets follow
+        in index order so that the call always ends. Runtime: O(n·log N) expected.
+
+        :raises ConfigError: when `n` < 1
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_n(n)
+        check_not_empty(len(self._names), "nodes_for")
+        count, want = len(self._names), min(n, len(self._names))
+        h = self._key_hash(key)
+        chosen: dict[int, None] = {}
+        for rank in range(64 + 8 * count):
+            chosen.setdefault(jump_hash(_mix(h, rank), count))
+            if len(chosen) == want:
+                return [self._names[i] for i in chosen]
+        rest = (i for i in range(count) if i not in chosen)
+        return [self._names[i] for i in [*chosen, *rest][:want]]
+
+    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key, in order (vectorised jump).
+
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_not_empty(len(self._names), "node_for_many")
+        buckets = jump_hash_many(hash_many(keys, self._hasher), len(self._names))
+        result: list[str] = np.array(self._names, dtype=object)[buckets].tolist()
+        return result
+
+    def add(self, node: str | Node) -> JumpHash:
+        """Return a new placement with `node` as the new last bucket.
+
+        :raises DuplicateNodeError: when a node of that name is already there
+        """
+        new = coerce_node(node)
+        if new.name in self._index:
+            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
+        return JumpHash((*self._nodes, new), hasher=self._hasher)
+
+    def remove(self, name: str) -> JumpHash:
+        """Return a new placement without `name`, which must be the last node.
+
+        :raises UnknownNodeError: when `name` is not there
+        :raises UnsupportedError: when `name` is not the last node
+        """
+        if name not in self._index:
+            raise unknown_node(name, self._names, "placement")
+        if self._index[name] != len(self._names) - 1:
+            raise UnsupportedError(
+                f"jump hash can only remove the last bucket ({self._names[-1]!r}), "
+                f"got {name!r} (bucket {self._index[name]}); use Rendezvous for arbitrary removal"
+            )
+        return JumpHash(self._nodes[:-1], hasher=self._hasher)
+
+    def discard(self, name: str) -> JumpHash:
+        """Return a new placement without `name`, or this one if it is not there.
+
+        :raises UnsupportedError: when `name` is there but is not the last node
+        """
+        return self.remove(name) if name in self._index else self
+
+    def shares(self) -> dict[str, float]:
+        """Return 1/N for every node: jump hash's expected share (estimated, not a table count)."""
+        return {name: 1 / len(self._names) for name in self._names}
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, in bucket order."""
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JumpHash):
+            return NotImplemented
+        return self._nodes == other._nodes and self._hasher == other._hasher
+
+    def __hash__(self) -> int:
+        return hash((self._nodes, self._hasher.name))
+
+    def __repr__(self) -> str:
+        return f"JumpHash({list(self._names)!r}, hasher={self._hasher.name!r})"
+
+
+def _mix(h: int, rank: int) -> int:
+    """Return `h` for rank 0, else the splitmix64 finalizer of ``h + rank·golden`` (a bijection)."""
+    if rank == 0:
+        return h
+    z = (h + rank * 0x9E3779B97F4A7C15) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return z ^ (z >> 31)

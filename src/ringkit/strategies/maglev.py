@@ -1,0 +1,347 @@
+"""Maglev: a lookup table of prime size filled from per-node permutations (Eisenbud et al.).
+
+Each node prefers the slots of a prime-sized table in its own order, ``permutation[j] =
+(offset + j·skip) mod M``; the nodes take turns claiming their next preferred free slot until
+the table is full. A key goes to ``table[hash(key) mod M]``: one array access per lookup, and
+every node holds ``M/N`` slots give or take one (weights scale the turns). The price is
+disruption: when membership changes, the turns change, so a few slots move between nodes that
+stayed (``docs/strategies.md`` gives the measured figure).
+
+ringkit populates the table exactly as Envoy does (``maglev_lb.cc``): nodes sorted by name,
+``offset = xxHash64(name) mod M``, ``skip = xxHash64(name, seed=1) mod (M - 1) + 1``, and
+weighted turns against the largest normalised weight. So ``Maglev`` and
+:func:`envoy_maglev` build the same table, and Envoy's ``maglev_lb_test`` tables come out
+slot for slot.
+
+Reference: Daniel E. Eisenbud et al., "Maglev: A Fast and Reliable Software Network Load
+Balancer", NSDI 2016, section 3.4 and pseudocode listing 1 (the names ``offset``, ``skip``,
+``permutation``, ``next`` are the paper's); Envoy ``source/common/upstream/maglev_lb.cc``.
+
+>>> maglev = envoy_maglev([f"127.0.0.1:{port}" for port in range(90, 96)], table_size=7)
+>>> [name[-2:] for name in maglev.table]
+['92', '94', '90', '91', '95', '90', '93']
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+from ringkit.errors import ConfigError, DuplicateNodeError
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
+from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
+from ringkit.placement import check_n, check_not_empty, unknown_node
+
+__all__ = [
+    "ENVOY_KEY_HASHER",
+    "MAGLEV_TABLE_SIZE",
+    "Maglev",
+    "envoy_maglev",
+    "is_prime",
+    "nearest_primes",
+]
+
+MAGLEV_TABLE_SIZE = 65537  # the paper's recommended size (section 5.3), Envoy's default
+_UINT32_MAX = 2**32 - 1
+
+
+def _xxh64(data: bytes) -> int:
+    return xxhash.xxh64_intdigest(data)
+
+
+# Envoy's hash policies hash a header or cookie value with XXH64 (seed 0), not XXH3.
+ENVOY_KEY_HASHER = Hasher("xxh64", _xxh64, 64)
+
+
+def is_prime(n: int) -> bool:
+    """Return whether `n` is prime (trial division by 6k ± 1).
+
+    >>> [p for p in range(20) if is_prime(p)]
+    [2, 3, 5, 7, 11, 13, 17, 19]
+    """
+    if n < 4:
+        return n >= 2
+    if n % 2 == 0 or n % 3 == 0:
+        return False
+    return all(n % f and n % (f + 2) for f in range(5, math.isqrt(n) + 1, 6))
+
+
+def nearest_primes(n: int) -> tuple[int | None, int]:
+    """Return the largest prime below `n` (None if there is none) and the smallest above it.
+
+    >>> nearest_primes(1000)
+    (997, 1009)
+    """
+    below = next((p for p in range(n - 1, 1, -1) if is_prime(p)), None)
+    above = next(p for p in range(max(n + 1, 2), 2 * n + 3) if is_prime(p))
+    return below, above
+
+
+def _check_table_size(table_size: object) -> int:
+    if isinstance(table_size, bool) or not isinstance(table_size, int):
+        raise TypeError(f"maglev table_size must be int, got {type(table_size).__name__}")
+    if not is_prime(table_size):
+        below, above = nearest_primes(max(table_size, 0))
+        nearest = ", ".join(str(p) for p in (below, above) if p is not None)
+        raise ConfigError(
+            f"maglev table_size must be prime, got {table_size!r}; nearest primes: {nearest}"
+        )
+    return table_size
+
+
+def _next_turn(t: int, weight: float, target: float) -> int:
+    """Return the first iteration after `t` at which ``iteration * weight >= target``.
+
+    Envoy visits every node on every iteration and skips it while ``iteration * weight <
+    target``; jumping straight to the next turn gives the same order with far fewer steps.
+    """
+    turn = max(t + 1, math.ceil(target / weight))
+    # The same double arithmetic as Envoy decides: nudge past rounding in the division.
+    while turn > t + 1 and float(turn - 1) * weight >= target:
+        turn -= 1
+    while float(turn) * weight < target:
+        turn += 1
+    return turn
+
+
+def _populate(names: tuple[str, ...], weights: list[float], m: int) -> list[int]:
+    """Return the table (node index per slot), filled as Envoy's MaglevTable (listing 1)."""
+    offset = [_xxh64(name.encode()) % m for name in names]
+    skip = [xxhash.xxh64_intdigest(name.encode(), seed=1) % (m - 1) + 1 for name in names]
+    max_weight = max(weights)
+    position = list(offset)  # permutation[next] of each node, advanced in place
+    target = [0.0] * len(names)
+    table = [-1] * m
+    turns = [(1, i) for i in range(len(names))]  # (iteration, node): Envoy's visiting order
+    filled = 0
+    while filled < m:
+        t, i = heapq.heappop(turns)
+        c, step = position[i], skip[i]
+        while table[c] >= 0:  # the paper's "next[i] += 1" until a free slot
+            c += step
+            if c >= m:
+                c -= m
+        table[c] = i
+        filled += 1
+        c += step
+        position[i] = c - m if c >= m else c
+        target[i] += max_weight
+        heapq.heappush(turns, (_next_turn(t, weights[i], target[i]), i))
+    return table
+
+
+class Maglev:
+    """A Maglev lookup table over named nodes; an immutable value.
+
+    ``table`` has ``table_size`` slots (a prime), each naming a node; ``slot_for(key)`` is
+    ``hash(key) mod table_size`` and ``node_for(key)`` is ``table[slot_for(key)]``. Weights
+    give a node proportionally more turns while filling. With more nodes than slots, the nodes
+    last in name order get no slot (as in Envoy).
+
+    Replica order: the distinct nodes met walking the table forward from the key's slot.
+
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``slot_for``, ``table``.
+    Changing membership: ``add``, ``remove``, ``discard`` (each rebuilds the table).
+    Measuring: ``nodes``, ``shares`` (exact: slots / table_size), ``len``, ``in``, ``iter``.
+    """
+
+    __slots__ = ("_hasher", "_names", "_nodes", "_table", "_table_size")
+
+    def __init__(
+        self,
+        nodes: NodesLike = (),
+        *,
+        table_size: int = MAGLEV_TABLE_SIZE,
+        hasher: HasherLike = DEFAULT_HASH,
+    ) -> None:
+        self._table_size = _check_table_size(table_size)
+        self._hasher = get_hasher(hasher)
+        # Envoy sorts by the hashed name (byte order; UTF-8 keeps code-point order).
+        self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
+        self._names = tuple(node.name for node in self._nodes)
+        dtype = np.uint16 if len(self._names) <= 2**16 else np.uint32
+        if self._names:
+            total = math.fsum(node.weight for node in self._nodes)
+            weights = [node.weight * 1.0 / total for node in self._nodes]
+            table = np.array(_populate(self._names, weights, table_size), dtype=dtype)
+        else:
+            table = np.empty(0, dtype=dtype)
+        table.flags.writeable = False
+        self._table: npt.NDArray[Any] = table
+
+    # -- looking up --------------------------------------------------------------------------
+
+    def slot_for(self, key: Key) -> int:
+        """Return the table slot of `key`: ``hash(key) mod table_size``.
+
+        :raises TypeError: when `key` is not str, bytes or int
+        """
+        data = key.encode() if type(key) is str else encode_key(key)
+        return int(self._hasher.function(data) % self._table_size)
+
+    def node_for(self, key: Key) -> str:
+        """Return ``table[slot_for(key)]``.
+
+        Runtime: O(1): one hash and one array access.
+
+        :raises EmptyRingError: when there are no nodes
+        :raises TypeError: when `key` is not str, bytes or int
+        """
+        check_not_empty(len(self._names), "node_for")
+        return self._names[int(self._table[self.slot_for(key)])]
+
+    def nodes_for(self, key: Key, n: int) -> list[str]:
+        """Return up to `n` distinct nodes: the owner, then new nodes walking the table forward.
+
+        Runtime: O(n log n) slots expected, O(table_size) at worst.
+
+        :raises ConfigError: when `n` < 1
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_n(n)
+        check_not_empty(len(self._names), "nodes_for")
+        start = self.slot_for(key)
+        seen: dict[int, None] = {}
+        want = min(n, int(np.count_nonzero(np.bincount(self._table))))
+        table = self._table
+        for step in range(self._table_size):
+            seen.setdefault(int(table[(start + step) % self._table_size]))
+            if len(seen) == want:
+                break
+        return [self._names[i] for i in seen]
+
+    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key, in order (one vectorised table gather).
+
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_not_empty(len(self._names), "node_for_many")
+        slots = hash_many(keys, self._hasher) % np.uint64(self._table_size)
+        result: list[str] = np.array(self._names, dtype=object)[self._table[slots]].tolist()
+        return result
+
+    @property
+    def table(self) -> tuple[str, ...]:
+        """The owner of every slot, as node names (built on each access: O(table_size))."""
+        names = np.array(self._names, dtype=object)
+        return tuple(names[self._table].tolist())
+
+    @property
+    def table_size(self) -> int:
+        """The number of slots (a prime)."""
+        return self._table_size
+
+    # -- changing membership -----------------------------------------------------------------
+
+    def _with(self, nodes: Iterable[Node]) -> Maglev:
+        return Maglev(tuple(nodes), table_size=self._table_size, hasher=self._hasher)
+
+    def add(self, node: str | Node) -> Maglev:
+        """Return a new placement with `node` (the table is rebuilt).
+
+        Runtime: O(M log M) for a table of M slots.
+
+        :raises DuplicateNodeError: when a node of that name is already there
+        """
+        new = coerce_node(node)
+        if new.name in self._names:
+            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
+        return self._with((*self._nodes, new))
+
+    def remove(self, name: str) -> Maglev:
+        """Return a new placement without `name` (its slots, and a few others, change owner).
+
+        :raises UnknownNodeError: when `name` is not there
+        """
+        if name not in self._names:
+            raise unknown_node(name, self._names, "placement")
+        return self._with(node for node in self._nodes if node.name != name)
+
+    def discard(self, name: str) -> Maglev:
+        """Return a new placement without `name`, or this one if it is not there."""
+        return self.remove(name) if name in self._names else self
+
+    # -- measuring ---------------------------------------------------------------------------
+
+    def shares(self) -> dict[str, float]:
+        """Return each node's exact share: its slots over ``table_size``."""
+        counts = np.bincount(self._table, minlength=len(self._names)).tolist()
+        return {
+            name: count / self._table_size for name, count in zip(self._names, counts, strict=True)
+        }
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, sorted by name (the order the table is filled in)."""
+        return self._nodes
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Maglev):
+            return NotImplemented
+        return (self._nodes, self._table_size, self._hasher) == (
+            other._nodes,
+            other._table_size,
+            other._hasher,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._nodes, self._table_size, self._hasher.name))
+
+    def __repr__(self) -> str:
+        names = ", ".join(repr(name) for name in self._names[:5])
+        if len(self._names) > 5:
+            names += f", … and {len(self._names) - 5} more"
+        return f"Maglev([{names}], table_size={self._table_size}, hasher={self._hasher.name!r})"
+
+    def _check(self) -> None:
+        """Assert the table's invariants (for tests)."""
+        assert len(self._table) == (self._table_size if self._names else 0)
+        assert list(self._names) == sorted(self._names)
+        if self._names:
+            assert int(self._table.max()) < len(self._names)
+
+
+def envoy_maglev(
+    hosts: Iterable[str] | Mapping[str, int], *, table_size: int = MAGLEV_TABLE_SIZE
+) -> Maglev:
+    """Return Envoy's Maglev table for `hosts` (addresses, or ``{address: weight}``).
+
+    Nodes are named by address (Envoy hashes ``address()->asString()``, e.g.
+    ``"127.0.0.1:90"``; pass host names to model ``use_hostname_for_hashing``). Keys hash with
+    XXH64, as Envoy's header and cookie hash policies do.
+
+    :raises ConfigError: for a non-prime `table_size`, a weight that is not an int in
+        [1, 2**32 - 1], or weights summing past 2**32 - 1 (Envoy refuses those too)
+    """
+    if isinstance(hosts, (str, bytes)):
+        raise TypeError(f"hosts must be a list of addresses or a mapping, got {hosts!r}")
+    items = list(hosts.items()) if isinstance(hosts, Mapping) else [(h, 1) for h in hosts]
+    for address, weight in items:
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            raise ConfigError(
+                f"envoy host weight of {address!r} must be int, got {type(weight).__name__}"
+            )
+        if not 1 <= weight <= _UINT32_MAX:
+            raise ConfigError(
+                f"envoy host weight of {address!r} must be in [1, 2**32 - 1], got {weight!r}"
+            )
+    total = sum(weight for _, weight in items)
+    if total > _UINT32_MAX:
+        raise ConfigError(f"the sum of envoy host weights must be <= 2**32 - 1, got {total}")
+    nodes = [Node(address, weight=float(w), address=address) for address, w in items]
+    return Maglev(coerce_nodes(nodes), table_size=table_size, hasher=ENVOY_KEY_HASHER)

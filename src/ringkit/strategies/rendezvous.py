@@ -1,0 +1,281 @@
+"""Rendezvous (highest random weight) hashing, weighted, and pymemcache's exact variant.
+
+Every node scores every key with a hash of the pair; the key goes to the highest score, and its
+replicas to the next highest. Scores of one node never depend on the others, so adding a node
+moves only the keys it now wins, and removing one moves only its own keys: the minimum possible
+movement, with no table and no virtual nodes, at O(N) per lookup.
+
+Weights use the logarithmic method: with ``u`` the pair's hash mapped into (0, 1), a node of
+weight ``w`` scores ``-w / ln(u)``, and wins a key with probability exactly ``w / Σw``.
+
+References: David G. Thaler, Chinya V. Ravishankar, "Using Name-Based Mappings to Increase Hit
+Rates", IEEE/ACM Transactions on Networking 6(1), 1998; Christian Schindelhauer, Gunnar
+Schomaker, "Weighted Distributed Hash Tables", SPAA 2005 (the logarithmic method);
+pymemcache ``pymemcache/client/rendezvous.py`` (the ``variant="pymemcache"`` rule).
+
+>>> placement = Rendezvous(["0", "1", "2"], variant="pymemcache")
+>>> [placement.node_for(key) for key in ("ok", "mykey", "wat", "lol")]
+['0', '1', '2', '2']
+>>> placement.add("3").node_for("lol")
+'3'
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.errors import ConfigError, DuplicateNodeError
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, murmur3_32
+from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
+from ringkit.placement import check_n, check_not_empty, unknown_node
+
+__all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
+
+RENDEZVOUS_VARIANTS = ("weighted", "pymemcache")
+# Keys per vectorised block in node_for_many: bounds the (keys x nodes) score matrix to ~8 MB.
+_BLOCK_CELLS = 1 << 20
+
+
+def fmix64_many(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """Return MurmurHash3's 64-bit finalizer of every element (a bijection; wraps like C).
+
+    >>> fmix64_many(np.array([0, 1], dtype=np.uint64)).tolist()
+    [0, 12994781566227106604]
+    """
+    z = z ^ (z >> np.uint64(33))
+    z = z * np.uint64(0xFF51AFD7ED558CCD)
+    z ^= z >> np.uint64(33)
+    z *= np.uint64(0xC4CEB9FE1A85EC53)
+    z ^= z >> np.uint64(33)
+    return z
+
+
+def _pymemcache_bytes(text: str) -> bytes:
+    # pymemcache's murmur3 reads characters, not UTF-8 bytes, and keeps the low byte of each
+    # code point: the first byte of each UTF-32-LE unit is exactly that.
+    if text.isascii():
+        return text.encode()
+    return text.encode("utf-32-le", "surrogatepass")[::4]
+
+
+class Rendezvous:
+    """Rendezvous hashing over named nodes; an immutable value.
+
+    ``variant="weighted"`` (default): the pair score is ``fmix64(hash(key) ^ hash(name))``,
+    used directly when all weights are equal and through ``-w / ln(u)`` otherwise.
+    ``variant="pymemcache"``: pymemcache's ``RendezvousHash`` exactly: score
+    ``murmur3_32(f"{name}-{key}")`` over the text's characters, equal scores won by the larger
+    name. It is unweighted and always hashes with murmur3_32 (its keys are formatted as
+    pymemcache formats them, so a bytes key is hashed as its ``repr``: use str keys).
+
+    Replica order: descending score, equal scores by descending name.
+
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``scores``.
+    Changing membership: ``add``, ``remove``, ``discard``.
+    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
+    """
+
+    __slots__ = ("_hasher", "_names", "_nodes", "_seeds", "_uniform", "_variant", "_weights")
+
+    def __init__(
+        self,
+        nodes: NodesLike = (),
+        *,
+        hasher: HasherLike | None = None,
+        variant: str = "weighted",
+    ) -> None:
+        if variant not in RENDEZVOUS_VARIANTS:
+            raise ConfigError(
+                f"unknown rendezvous variant {variant!r}; known: {', '.join(RENDEZVOUS_VARIANTS)}"
+            )
+        self._variant = variant
+        self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
+        self._names = tuple(node.name for node in self._nodes)
+        if variant == "pymemcache":
+            self._check_pymemcache(hasher)
+            self._hasher = get_hasher("murmur3_32")
+        else:
+            self._hasher = get_hasher(DEFAULT_HASH if hasher is None else hasher)
+        function = self._hasher.function
+        self._seeds = np.array([function(name.encode()) for name in self._names], np.uint64)
+        self._weights = np.array([node.weight for node in self._nodes], dtype=np.float64)
+        self._uniform = len(set(self._weights.tolist())) <= 1
+
+    def _check_pymemcache(self, hasher: HasherLike | None) -> None:
+        if hasher is not None:
+            raise ConfigError(
+                f"the pymemcache variant always hashes with murmur3_32, got hasher={hasher!r}; "
+                "leave hasher unset"
+            )
+        for node in self._nodes:
+            if node.weight != 1.0:
+                raise ConfigError(
+                    f"the pymemcache variant is unweighted, got weight {node.weight!r} for node "
+                    f"{node.name!r}; use variant='weighted'"
+                )
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def _key_hash(self, key: Key) -> int:
+        return self._hasher.function(key.encode() if type(key) is str else encode_key(key))
+
+    def scores(self, key: Key) -> dict[str, float]:
+        """Return every node's score for `key` (the highest wins; ties to the larger name).
+
+        Runtime: O(N).
+
+        :raises TypeError: when `key` is not str, bytes or int
+        """
+        return dict(zip(self._names, self._score_row(key).tolist(), strict=True))
+
+    def _score_row(self, key: Key) -> npt.NDArray[Any]:
+        if self._variant == "pymemcache":
+            text = _pymemcache_key(key)
+            return np.array(
+                [murmur3_32(_pymemcache_bytes(f"{name}-{text}")) for name in self._names],
+                dtype=np.uint64,
+            )
+        row: npt.NDArray[Any] = self._score_block(np.array([self._key_hash(key)], np.uint64))[0]
+        return row
+
+    def _score_block(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[Any]:
+        """Return the (keys x nodes) score matrix of the weighted variant."""
+        mixed = fmix64_many(hashes[:, None] ^ self._seeds[None, :])
+        if self._uniform:
+            return mixed  # equal weights: -w/ln(u) is increasing in u, so compare hashes
+        # u in (0, 1): the top 53 bits plus one half, so neither 0 nor 1 is reachable.
+        u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / (1 << 53))
+        result: npt.NDArray[np.float64] = -self._weights[None, :] / np.log(u)
+        return result
+
+    # -- looking up --------------------------------------------------------------------------
+
+    def node_for(self, key: Key) -> str:
+        """Return the node with the highest score for `key`.
+
+        Runtime: O(N) (numpy over the nodes).
+
+        :raises EmptyRingError: when there are no nodes
+        :raises TypeError: when `key` is not str, bytes or int
+        """
+        check_not_empty(len(self._names), "node_for")
+        row = self._score_row(key)
+        # The last maximum in name order is the larger name: pymemcache's tie rule.
+        return self._names[len(row) - 1 - int(np.argmax(row[::-1]))]
+
+    def nodes_for(self, key: Key, n: int) -> list[str]:
+        """Return the `n` nodes with the highest scores for `key`, best first.
+
+        :raises ConfigError: when `n` < 1
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_n(n)
+        check_not_empty(len(self._names), "nodes_for")
+        order = np.argsort(self._score_row(key), kind="stable")[::-1][:n]
+        return [self._names[i] for i in order.tolist()]
+
+    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key, in order (blocks of keys scored at once).
+
+        Runtime: O(K·N) numpy work.
+
+        :raises EmptyRingError: when there are no nodes
+        """
+        check_not_empty(len(self._names), "node_for_many")
+        if self._variant == "pymemcache":
+            return [self.node_for(key) for key in keys]
+        hashes = np.fromiter((self._key_hash(key) for key in keys), dtype=np.uint64)
+        names = np.array(self._names, dtype=object)
+        block = max(1, _BLOCK_CELLS // len(self._names))
+        result: list[str] = []
+        for start in range(0, len(hashes), block):
+            scores = self._score_block(hashes[start : start + block])
+            last_max = len(self._names) - 1 - np.argmax(scores[:, ::-1], axis=1)
+            result.extend(names[last_max].tolist())
+        return result
+
+    # -- changing membership -----------------------------------------------------------------
+
+    def _with(self, nodes: Iterable[Node]) -> Rendezvous:
+        hasher = None if self._variant == "pymemcache" else self._hasher
+        return Rendezvous(tuple(nodes), hasher=hasher, variant=self._variant)
+
+    def add(self, node: str | Node) -> Rendezvous:
+        """Return a new placement with `node`; only keys it now wins move, all to it.
+
+        :raises DuplicateNodeError: when a node of that name is already there
+        """
+        new = coerce_node(node)
+        if new.name in self:
+            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
+        return self._with((*self._nodes, new))
+
+    def remove(self, name: str) -> Rendezvous:
+        """Return a new placement without `name`; only its keys move.
+
+        :raises UnknownNodeError: when `name` is not there
+        """
+        if name not in self:
+            raise unknown_node(name, self._names, "placement")
+        return self._with(node for node in self._nodes if node.name != name)
+
+    def discard(self, name: str) -> Rendezvous:
+        """Return a new placement without `name`, or this one if it is not there."""
+        return self.remove(name) if name in self else self
+
+    # -- measuring ---------------------------------------------------------------------------
+
+    def shares(self) -> dict[str, float]:
+        """Return ``w / Σw`` per node: the expected share (estimated; no table to count)."""
+        total = math.fsum(self._weights.tolist())
+        return {node.name: node.weight / total for node in self._nodes}
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, sorted by name."""
+        return self._nodes
+
+    @property
+    def variant(self) -> str:
+        """``"weighted"`` or ``"pymemcache"``."""
+        return self._variant
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Rendezvous):
+            return NotImplemented
+        return (self._nodes, self._variant, self._hasher) == (
+            other._nodes,
+            other._variant,
+            other._hasher,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self._nodes, self._variant, self._hasher.name))
+
+    def __repr__(self) -> str:
+        return (
+            f"Rendezvous({list(self._names)!r}, hasher={self._hasher.name!r}, "
+            f"variant={self._variant!r})"
+        )
+
+
+def _pymemcache_key(key: Key) -> str:
+    """Return the text pymemcache's ``f"{node}-{key}"`` would put after the dash."""
+    encode_key(key)  # validates the type (TypeError for float, None, ...)
+    if isinstance(key, (bytearray, memoryview)):
+        key = bytes(key)
+    return f"{key!s}" if not isinstance(key, bytes) else repr(key)

@@ -1,0 +1,62 @@
+"""The ringkit command, called in-process: output, JSON and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ringkit import HashRing
+from ringkit.cli import main
+
+
+def test_lookup_prints_point_token_and_owner(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lookup", "booking:42", "--nodes", "a,b,c", "--replicas", "3"]) == 0
+    out = capsys.readouterr().out
+    ring = HashRing(["a", "b", "c"])
+    assert f"owner    {ring.node_for('booking:42')}" in out
+    assert f"replicas {', '.join(ring.nodes_for('booking:42', 3))}" in out
+    assert f"point    {ring.point_for('booking:42'):#018x}" in out
+
+
+def test_lookup_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["lookup", "booking-0001", "--nodes", "A,B,C", "--vnodes", "8", "--hasher",
+            "fnv1a_32_mix", "--replicas", "2", "--json"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    ring = HashRing(["A", "B", "C"], vnodes=8, hasher="fnv1a_32_mix")
+    assert report["hash"] == "0xf93f2e70"
+    assert report["point"] == ring.point_for("booking-0001")
+    assert report["owner"] == ring.node_for("booking-0001")
+    assert report["preference_list"] == ring.nodes_for("booking-0001", 2)
+    assert report["token"] >= report["point"] or report["wrapped"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lookup", "k", "--nodes", "a,,b"], "expected comma-separated node names, got 'a,,b'"),
+        (["lookup", "k", "--vnodes", "0"], "must be >= 1, got 0"),
+        (["lookup", "k", "--hasher", "xxh64"], "invalid choice: 'xxh64'"),
+        (["lookup", "k", "--replicas", "x"], "expected an integer, got 'x'"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_usage_errors_exit_2_naming_the_value(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_library_errors_exit_1_without_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lookup", "k", "--nodes", "a,a"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == "ringkit: error: node 'a' is given twice; node names must be unique"
+
+
+def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: ringkit" in capsys.readouterr().out

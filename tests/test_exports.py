@@ -1,0 +1,39 @@
+"""The public surface: ``ringkit.__all__`` is sorted, complete and importable (httpx's test)."""
+
+from __future__ import annotations
+
+import ringkit
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    # The order ruff's RUF022 keeps: CONSTANTS, then CamelCase, then everything else.
+    if name.isupper():
+        return (0, name)
+    return (1, name) if name[:1].isupper() else (2, name)
+
+
+def test_all_is_sorted_and_every_name_exists() -> None:
+    assert ringkit.__all__ == sorted(ringkit.__all__, key=_isort_key)
+    for name in ringkit.__all__:
+        assert hasattr(ringkit, name), name
+
+
+def test_every_public_member_is_exported() -> None:
+    public = {
+        name for name, value in vars(ringkit).items()
+        if not name.startswith("_") and getattr(value, "__module__", "").startswith("ringkit")
+    }  # fmt: skip
+    assert public <= set(ringkit.__all__)
+
+
+def test_errors_subclass_the_builtins_they_refine() -> None:
+    assert issubclass(ringkit.ConfigError, ValueError)
+    assert issubclass(ringkit.EmptyRingError, LookupError)
+    assert issubclass(ringkit.UnknownNodeError, KeyError)
+    assert issubclass(ringkit.DuplicateNodeError, ValueError)
+    assert issubclass(ringkit.CapacityError, RuntimeError)
+    assert issubclass(ringkit.UnsupportedError, NotImplementedError)
+    assert all(
+        issubclass(error, ringkit.RingkitError)
+        for error in (ringkit.ConfigError, ringkit.BackendError, ringkit.UnknownNodeError)
+    )
