@@ -19,8 +19,8 @@ demo: setup
 	$(BIN)/ringkit lookup booking:42 --replicas 3
 
 lint: setup-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 typecheck: setup-dev
 	$(BIN)/mypy
