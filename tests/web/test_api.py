@@ -22,6 +22,7 @@ with warnings.catch_warnings():
 
 from ringkit import HashRing, Modulo, Node
 from ringkit.strategies import registry
+from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
 from ringkit.web import api
 from ringkit.web.app import create_app
 
@@ -166,6 +167,20 @@ def test_zipf_popularity_sums_key_weights_per_node(client: TestClient) -> None:
     top = max(report["nodes"], key=lambda node: node["requests"])
     assert popularity["busiest"]["node"] == top["name"]
     assert popularity["busiest"]["ratio"] == pytest.approx(top["requests"] / (api.REQUESTS / 3))
+
+
+def test_bounded_load_places_the_keys_as_load(client: TestClient) -> None:
+    report = get(client, "/api/ring", strategy="bounded", vnodes="1", add="D")
+    ring = HashRing(["A", "B", "C", "D"], vnodes=1, hasher="fnv1a_32_mix")
+    bounded = BoundedLoad(ring, balance_factor=DEFAULT_BALANCE_FACTOR)
+    owners = [bounded.acquire(key) for key in SEED_KEYS]
+    assert owners_by_name(report) == owners
+    cap = math.ceil(DEFAULT_BALANCE_FACTOR * 300 / 4)
+    assert max(node["keys"] for node in report["nodes"]) <= cap
+    names = [node["name"] for node in report["nodes"]]
+    assert [names[i] for i in report["tokens"]["owners"]] == [
+        ring.nodes[i].name for i in ring.token_owners.tolist()
+    ]
 
 
 def test_lookup_matches_the_ring(client: TestClient) -> None:

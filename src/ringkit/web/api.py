@@ -32,6 +32,7 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import SPACE_64, HashRing
 from ringkit.strategies import registry
+from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.modulo import Modulo
 from ringkit.web.params import (
     DEFAULTS,
@@ -156,6 +157,11 @@ def _changed_nodes(nodes: Sequence[Node], change: Change) -> tuple[Node, ...]:
 
 def _owners(placement: Placement, keys: Sequence[str]) -> list[str]:
     try:
+        if isinstance(placement, BoundedLoad):
+            # The keys are the load: each is acquired in turn on a fresh load table, so a node at
+            # its cap passes the next keys on clockwise (a pure lookup would count no load).
+            fresh = BoundedLoad(placement.ring, balance_factor=placement.balance_factor)
+            return [fresh.acquire(key) for key in keys]
         return placement.node_for_many(keys)
     except RingkitError as error:
         raise ParamError("strategy", str(error), type(placement).__name__) from None
@@ -192,18 +198,27 @@ def _node_rows(
     ]
 
 
+def _ring_of(placement: Placement) -> HashRing | None:
+    """Return the hash ring a placement keeps its tokens in, if it has one."""
+    if isinstance(placement, BoundedLoad):
+        return placement.ring
+    return placement if isinstance(placement, HashRing) else None
+
+
 def _token_owner_names(placement: Placement) -> list[str]:
-    if not isinstance(placement, HashRing):
+    ring = _ring_of(placement)
+    if ring is None:
         return []
-    names = [node.name for node in placement.nodes]
-    return [names[owner] for owner in placement.token_owners.tolist()]
+    names = [node.name for node in ring.nodes]
+    return [names[owner] for owner in ring.token_owners.tolist()]
 
 
 def _tokens(placement: Placement, index: Mapping[str, int]) -> dict[str, list[Any]] | None:
-    if not isinstance(placement, HashRing):
+    ring = _ring_of(placement)
+    if ring is None:
         return None
     return {
-        "positions": _positions(placement.tokens),
+        "positions": _positions(ring.tokens),
         "owners": [index[name] for name in _token_owner_names(placement)],
     }
 
