@@ -148,6 +148,18 @@ def test_the_lesson_scenario_shows_the_librarys_numbers(page: Page, shots: Path)
         "A", "C", "D",
     ]  # fmt: skip
 
+    # Give A twice the weight: it gets a second vnode; hash % N ignores weights.
+    ring, modulo = ring.remove("B"), modulo.remove("B")
+    page.fill("input[aria-label='Weight of node A']", "2")
+    page.press("input[aria-label='Weight of node A']", "Tab")
+    settle(page)
+    assert text(page, "#last-change") == "weight 2 for A"
+    assert text(page, "#moved-ring") == str(moved(ring, ring.reweight("A", 2.0)))
+    assert text(page, "#moved-modulo") == "0"
+    page.fill("input[aria-label='Weight of node A']", "1")
+    page.press("input[aria-label='Weight of node A']", "Tab")
+    settle(page)
+
     # 128 vnodes: the busiest node's ratio to its fair share, as the library's owners give it.
     page.check("input[name=vnodes][value='128']")
     settle(page)
@@ -189,6 +201,23 @@ def test_every_control_has_a_label_and_the_key_figures_fit_1280x800(page: Page) 
         box = page.locator(selector).bounding_box()
         assert box is not None and box["y"] + box["height"] <= 800, selector
     assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+def test_every_control_is_reachable_with_the_tab_key(page: Page) -> None:
+    # Tab stops at one radio per group (the checked one); arrow keys move inside the group.
+    count = page.evaluate(
+        """() => {
+            const controls = [...document.querySelectorAll('input, select, button, a[href]')]
+              .filter((el) => !el.disabled && !(el.type === 'radio' && !el.checked));
+            controls.forEach((el, i) => { el.dataset.tabCheck = String(i); });
+            return controls.length;
+        }"""
+    )
+    reached: set[str | None] = set()
+    for _ in range(count + 5):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.dataset.tabCheck"))
+    assert {str(i) for i in range(count)} <= reached
 
 
 def test_phone_width_has_no_sideways_scrolling(page: Page, shots: Path) -> None:
