@@ -79,7 +79,7 @@ function drawKeys(svg, report, colours, moved) {
     if (moved.has(i)) marks.append(el("circle", { cx: x, cy: y, r: radius + 3, class: "moved" }));
     if (hot.has(i)) {
       marks.append(el("circle", { cx: x, cy: y, r: radius + 5, class: "hot" }));
-      const [lx, ly] = at(position, R - 30);
+      const [lx, ly] = at(position, i % 2 ? R - 38 : R - 26); // alternate, so neighbours stay apart
       marks.append(el("text", { x: lx, y: ly, class: "hot-label" }, `#${i + 1}`));
     }
   });
