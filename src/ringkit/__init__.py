@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import hashing
+from ringkit import compat, hashing
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -60,6 +60,7 @@ __all__ = [
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "compat",
     "hashing",
     "jump_hash",
 ]

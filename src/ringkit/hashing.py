@@ -37,10 +37,14 @@ import xxhash
 from ringkit.errors import ConfigError
 
 __all__ = [
+    "CASSANDRA_MAX_TOKEN",
+    "CASSANDRA_MIN_TOKEN",
     "DEFAULT_HASH",
     "HASHERS",
     "Hasher",
     "HasherLike",
+    "cassandra_partition_key",
+    "cassandra_token",
     "encode_key",
     "fmix32",
     "fnv1a_32",
@@ -352,3 +356,64 @@ def _hashes(keys: Iterable[Key], function: Callable[[bytes], int]) -> Iterable[i
     # NOTE: str keys are the common case; encoding them inline skips a call per key.
     for key in keys:
         yield function(key.encode() if type(key) is str else encode_key(key))
+
+
+# -- Cassandra's Murmur3Partitioner --------------------------------------------------------------
+
+CASSANDRA_MIN_TOKEN = -(1 << 63)
+CASSANDRA_MAX_TOKEN = (1 << 63) - 1
+
+
+def cassandra_token(key: bytes) -> int:
+    """Return the Murmur3Partitioner token of a serialized partition key (a signed 64-bit int).
+
+    The first 64 bits of MurmurHash3 x64_128 with the tail bytes read as Java's signed ``byte``,
+    as a signed long; ``Long.MIN_VALUE`` is normalised to ``Long.MAX_VALUE`` and the empty key is
+    the minimum token (Cassandra ``Murmur3Partitioner.getToken``). A partition key of several
+    columns is hashed in its composite form: :func:`cassandra_partition_key`.
+
+    Runtime: O(len(key)).
+
+    >>> cassandra_token(b"123"), cassandra_token(b"\\xfe" * 8)
+    (-7468325962851647638, -8927430733708461935)
+    >>> cassandra_token(b"") == CASSANDRA_MIN_TOKEN
+    True
+
+    :raises TypeError: when `key` is not bytes (serialize values first: text as UTF-8, bigint as
+        8 big-endian bytes)
+    """
+    if not isinstance(key, (bytes, bytearray, memoryview)):
+        raise TypeError(f"key must be bytes (a serialized partition key), got {type(key).__name__}")
+    data = bytes(key)
+    if not data:
+        return CASSANDRA_MIN_TOKEN
+    h1 = murmur3_x64_128(data, signed_tail=True)[0]
+    token = h1 - (1 << 64) if h1 >= 1 << 63 else h1
+    # Murmur3Partitioner.normalize: MIN_VALUE is reserved for the minimum token.
+    return CASSANDRA_MAX_TOKEN if token == CASSANDRA_MIN_TOKEN else token
+
+
+def cassandra_partition_key(components: Iterable[bytes]) -> bytes:
+    """Return the bytes Cassandra hashes for a partition key of serialized `components`.
+
+    One component is hashed as is; several are encoded as ``CompositeType``: each as a 2-byte
+    big-endian length, the bytes, and an end-of-component byte 0 (the routing key the drivers
+    build).
+
+    >>> cassandra_partition_key([b"a", b"bc"])
+    b'\\x00\\x01a\\x00\\x00\\x02bc\\x00'
+
+    :raises ConfigError: for no components, or a component longer than 65535 bytes
+    :raises TypeError: when a component is not bytes
+    """
+    parts = list(components)
+    if not parts:
+        raise ConfigError("a partition key needs at least one component, got none")
+    for part in parts:
+        if not isinstance(part, (bytes, bytearray)):
+            raise TypeError(f"partition key components must be bytes, got {type(part).__name__}")
+        if len(part) > 0xFFFF:
+            raise ConfigError(f"a partition key component must be <= 65535 bytes, got {len(part)}")
+    if len(parts) == 1:
+        return bytes(parts[0])
+    return b"".join(struct.pack(">H", len(part)) + bytes(part) + b"\x00" for part in parts)

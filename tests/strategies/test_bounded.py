@@ -8,6 +8,7 @@ from collections import Counter
 from fractions import Fraction
 
 import pytest
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -111,6 +112,8 @@ class BoundedLoadMachine(RuleBasedStateMachine):
             assert set(self.bounded.ring) <= set(loads)
 
 
+# 60 sequences of up to 50 steps: a few seconds, also under the CI profile.
+BoundedLoadMachine.TestCase.settings = settings(max_examples=60)
 TestBoundedLoadStateful = BoundedLoadMachine.TestCase
 
 

@@ -186,3 +186,11 @@ def test_membership_and_value_semantics() -> None:
     with pytest.raises(TypeError, match="maglev table_size must be int, got str"):
         Maglev(["a"], table_size="7")  # type: ignore[arg-type]
     assert Maglev(table_size=7).table == ()
+
+
+def test_more_nodes_than_slots_leaves_the_last_names_out() -> None:
+    # Envoy's loop stops when the table is full: nodes late in name order get no slot.
+    maglev = Maglev(["a", "b", "c", "d"], table_size=3)
+    assert sorted(maglev.table) == ["a", "b", "c"]
+    assert sorted(maglev.nodes_for("k", 4)) == ["a", "b", "c"]
+    assert maglev.shares()["d"] == 0.0

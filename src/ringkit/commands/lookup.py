@@ -6,6 +6,8 @@ import argparse
 from typing import Any
 
 from ringkit.commands.common import node_list, positive_int, print_json
+from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
+from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES, HashRing
 
@@ -44,6 +46,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="length of the preference list to show (default: 1)",
     )
+    add_compat_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -69,6 +72,8 @@ def lookup_report(ring: HashRing, key: str, replicas: int) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the lookup report for ``args.key``."""
+    if args.mode != "ring" or args.servers is not None:
+        return _run_compat(args)
     ring = HashRing(args.nodes, vnodes=args.vnodes, hasher=args.hasher)
     report = lookup_report(ring, args.key, args.replicas)
     if args.json:
@@ -84,4 +89,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"owner    {report['owner']}")
     if args.replicas > 1:
         print(f"replicas {', '.join(report['preference_list'])}")
+    return 0
+
+
+def _run_compat(args: argparse.Namespace) -> int:
+    if args.mode == "ring":
+        raise ConfigError("--servers is for the compatibility modes; use --nodes with --mode ring")
+    if not args.servers:
+        raise ConfigError(
+            f"--mode {args.mode} needs --servers, e.g. "
+            f'--servers "10.0.1.1:11211 600,10.0.1.2:11211 300"'
+        )
+    report = compat_report(args.mode, args.servers, args.key, args.replicas, key_hash=args.key_hash)
+    if args.json:
+        print_json(report)
+    else:
+        print_compat_report(report)
     return 0

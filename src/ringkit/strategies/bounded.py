@@ -88,7 +88,7 @@ class BoundedLoad:
     ``iter``.
     """
 
-    __slots__ = ("_balance_factor", "_capacities", "_factor", "_fair", "_loads", "_ring")
+    __slots__ = ("_balance_factor", "_capacities", "_fair", "_loads", "_ring")
 
     def __init__(
         self,
@@ -101,10 +101,15 @@ class BoundedLoad:
             raise TypeError(f"ring must be a HashRing, got {type(ring).__name__}")
         self._ring = ring
         self._balance_factor = _check_balance_factor(balance_factor)
-        self._factor = Fraction(self._balance_factor)
         self._capacities = self._check_capacities(capacities)
+        # cap = ceil(factor · (m + 1) · w / W) = ceil((m + 1) · p / q): exact integers p, q per node
+        factor = Fraction(self._balance_factor)
         total = sum(Fraction(node.weight) for node in ring.nodes)
-        self._fair = {node.name: Fraction(node.weight) / total for node in ring.nodes}
+        self._fair = {
+            node.name: (share.numerator, share.denominator)
+            for node in ring.nodes
+            for share in (factor * Fraction(node.weight) / total,)
+        }
         self._loads = _LoadTable()
 
     def _check_capacities(self, capacities: Mapping[str, int] | None) -> dict[str, int] | None:
@@ -122,7 +127,8 @@ class BoundedLoad:
     # -- caps and walks ------------------------------------------------------------------------
 
     def _cap(self, name: str, total: int) -> int:
-        cap = math.ceil(self._factor * (total + 1) * self._fair[name])
+        p, q = self._fair[name]
+        cap = -(-(total + 1) * p // q)  # ceil((m + 1)·p / q) in exact integer arithmetic
         return cap if self._capacities is None else min(cap, self._capacities[name])
 
     def _walk(self, key: Key) -> tuple[list[str], list[str]]:

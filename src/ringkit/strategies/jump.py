@@ -212,7 +212,7 @@ class JumpHash:
         return len(self._names)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._index
+        return isinstance(name, str) and name in self._index
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)

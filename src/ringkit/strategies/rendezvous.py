@@ -37,6 +37,10 @@ from ringkit.placement import check_n, check_not_empty, unknown_node
 __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
 RENDEZVOUS_VARIANTS = ("weighted", "pymemcache")
+# Up to this many nodes, a scalar lookup scores in plain Python (benchmarks/bench_strategies.py).
+_SCALAR_NODES = 24
+_MASK64 = 0xFFFFFFFFFFFFFFFF
+_TWO_MINUS_53 = 1.0 / (1 << 53)
 # Keys per vectorised block in node_for_many: bounds the (keys x nodes) score matrix to ~8 MB.
 _BLOCK_CELLS = 1 << 20
 
@@ -80,7 +84,16 @@ class Rendezvous:
     Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
     """
 
-    __slots__ = ("_hasher", "_names", "_nodes", "_seeds", "_uniform", "_variant", "_weights")
+    __slots__ = (
+        "_hasher",
+        "_names",
+        "_nodes",
+        "_scalar_nodes",
+        "_seeds",
+        "_uniform",
+        "_variant",
+        "_weights",
+    )
 
     def __init__(
         self,
@@ -105,6 +118,7 @@ class Rendezvous:
         self._seeds = np.array([function(name.encode()) for name in self._names], np.uint64)
         self._weights = np.array([node.weight for node in self._nodes], dtype=np.float64)
         self._uniform = len(set(self._weights.tolist())) <= 1
+        self._scalar_nodes = tuple(zip(self._seeds.tolist(), self._weights.tolist(), strict=True))
 
     def _check_pymemcache(self, hasher: HasherLike | None) -> None:
         if hasher is not None:
@@ -149,7 +163,7 @@ class Rendezvous:
         if self._uniform:
             return mixed  # equal weights: -w/ln(u) is increasing in u, so compare hashes
         # u in (0, 1): the top 53 bits plus one half, so neither 0 nor 1 is reachable.
-        u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) * (1.0 / (1 << 53))
+        u = ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_MINUS_53
         result: npt.NDArray[np.float64] = -self._weights[None, :] / np.log(u)
         return result
 
@@ -164,9 +178,28 @@ class Rendezvous:
         :raises TypeError: when `key` is not str, bytes or int
         """
         check_not_empty(len(self._names), "node_for")
+        if self._variant == "weighted" and len(self._names) <= _SCALAR_NODES:
+            return self._names[self._best_scalar(self._key_hash(key))]
         row = self._score_row(key)
         # The last maximum in name order is the larger name: pymemcache's tie rule.
         return self._names[len(row) - 1 - int(np.argmax(row[::-1]))]
+
+    def _best_scalar(self, h: int) -> int:
+        """Return the index of the winner for key hash `h`, in plain integer arithmetic.
+
+        The same scores as ``_score_block``; for a few nodes this beats numpy's call overhead.
+        """
+        best, best_score = 0, -1.0
+        uniform, log = self._uniform, math.log
+        for index, (seed, weight) in enumerate(self._scalar_nodes):
+            z = h ^ seed
+            z = ((z ^ (z >> 33)) * 0xFF51AFD7ED558CCD) & _MASK64
+            z = ((z ^ (z >> 33)) * 0xC4CEB9FE1A85EC53) & _MASK64
+            z ^= z >> 33
+            score = z if uniform else -weight / log(((z >> 11) + 0.5) * _TWO_MINUS_53)
+            if score >= best_score:  # >=: equal scores go to the later, larger name
+                best, best_score = index, score
+        return best
 
     def nodes_for(self, key: Key, n: int) -> list[str]:
         """Return the `n` nodes with the highest scores for `key`, best first.

@@ -1,0 +1,34 @@
+"""Exact layouts of other systems: ketama, Envoy ring hash, Cassandra, Redis Cluster, Guava.
+
+Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
+source; docs/compatibility.md says what was checked against what.
+
+>>> from ringkit.compat import ketama, redis_slot
+>>> ketama("10.0.1.1:11211 600,10.0.1.3:11211 200").node_for("D[HE+cFXDK")
+'10.0.1.3:11211'
+>>> redis_slot("id:{key}")
+12539
+"""
+
+from __future__ import annotations
+
+from ringkit.compat._continuum import Continuum
+from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
+from ringkit.compat.envoy import envoy_ring
+from ringkit.compat.guava import guava_consistent_hash
+from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
+from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
+
+__all__ = [
+    "KETAMA_VARIANTS",
+    "CassandraRing",
+    "Continuum",
+    "RedisCluster",
+    "TokenRange",
+    "cassandra_ring",
+    "envoy_ring",
+    "guava_consistent_hash",
+    "ketama",
+    "redis_cluster",
+    "redis_slot",
+]
