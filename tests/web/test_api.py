@@ -7,6 +7,7 @@ import math
 import warnings
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ with warnings.catch_warnings():
 from ringkit import HashRing, Modulo, Node
 from ringkit.strategies import registry
 from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
-from ringkit.web import api
+from ringkit.web import api, params
 from ringkit.web.app import create_app
 
 pytestmark = pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`")
@@ -264,3 +265,12 @@ def test_unknown_path_is_a_json_404(client: TestClient) -> None:
     response = client.get("/api/nothing")
     assert response.status_code == 404
     assert response.json()["error"]["message"] == "Not Found"
+
+
+def test_docs_describe_every_parameter_and_endpoint() -> None:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "web.md").read_text()
+    for name in sorted(params._RING_PARAMS | params._LOOKUP_PARAMS):
+        described = (f"| `{name}` |", f"`{name}` (required)", f"`{name}` (default")
+        assert any(form in text for form in described), name
+    for path in ("/api/meta", "/api/ring", "/api/lookup"):
+        assert f"GET {path}" in text
