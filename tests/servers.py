@@ -81,10 +81,10 @@ def _serve(command: list[str], port: int) -> Iterator[Server]:
 
 
 @contextmanager
-def memcached_server(memory_mb: int = 64) -> Iterator[Server]:
-    """Run a memcached on a free loopback port for the duration of the block."""
+def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[Server]:
+    """Run a memcached on `port` (default: a free loopback port) for the duration of the block."""
     binary = require_binary("memcached", "memcached")
-    port = free_port()
+    port = free_port() if port is None else port
     # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
     command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mb)]
     if os.geteuid() == 0:
@@ -94,10 +94,10 @@ def memcached_server(memory_mb: int = 64) -> Iterator[Server]:
 
 
 @contextmanager
-def redis_server() -> Iterator[Server]:
-    """Run a redis-server on a free loopback port, without persistence, for the block."""
+def redis_server(port: int | None = None) -> Iterator[Server]:
+    """Run a redis-server on `port` (default: a free one), without persistence, for the block."""
     binary = require_binary("redis-server", "redis-server")
-    port = free_port()
+    port = free_port() if port is None else port
     command = [
         binary,
         "--port",

@@ -17,6 +17,8 @@ see exactly what a membership change moves, and run a sharded cache client on to
 from __future__ import annotations
 
 from ringkit import compat, hashing
+from ringkit.advice import advise, sweep
+from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
     BackendError,
     CapacityError,
@@ -29,7 +31,11 @@ from ringkit.errors import (
 )
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.scenario import load_scenario
+from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.stats import Balance, balance
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.jump import JumpHash, jump_hash
 from ringkit.strategies.maglev import Maglev
@@ -43,11 +49,13 @@ __all__ = [
     "DEFAULT_VNODES",
     "Arc",
     "BackendError",
+    "Balance",
     "BoundedLoad",
     "CapacityError",
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "Event",
     "HashRing",
     "JumpHash",
     "Maglev",
@@ -55,12 +63,21 @@ __all__ = [
     "MultiProbe",
     "Node",
     "Placement",
+    "Population",
     "Rendezvous",
     "RingkitError",
+    "Scenario",
+    "ShardedClient",
+    "Sizes",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
+    "advise",
+    "balance",
     "compat",
     "hashing",
     "jump_hash",
+    "load_scenario",
+    "run_scenario",
+    "sweep",
 ]

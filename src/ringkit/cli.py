@@ -20,7 +20,15 @@ from ringkit.errors import RingkitError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 # One module per subcommand; each has register(subparsers).
-COMMANDS: tuple[str, ...] = ("ringkit.commands.lookup", "ringkit.commands.serve")
+COMMANDS: tuple[str, ...] = (
+    "ringkit.commands.lookup",
+    "ringkit.commands.demo",
+    "ringkit.commands.simulate",
+    "ringkit.commands.sweep",
+    "ringkit.commands.advise",
+    "ringkit.commands.compare",
+    "ringkit.commands.serve",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ cluster client work with any of them unchanged:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Protocol, Self, TypeVar, runtime_checkable
 
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
 from ringkit.hashing import Key
@@ -23,6 +23,7 @@ from ringkit.nodes import Node
 
 __all__ = [
     "Key",
+    "NodeTupleMixin",
     "Placement",
     "check_n",
     "check_not_empty",
@@ -74,6 +75,55 @@ class Placement(Protocol):
     def __contains__(self, name: object) -> bool: ...
 
     def __iter__(self) -> Iterator[str]: ...
+
+
+class NodeTupleMixin:
+    """The membership surface of a placement that keeps its nodes in a tuple.
+
+    A subclass sets ``_nodes`` (``Node`` values) and ``_names`` (their names, same order),
+    implements ``remove``, and returns from ``_identity()`` the values that make two placements
+    of its kind equal (nodes and options). It gets ``nodes``, ``discard``, ``len``, ``in``,
+    ``iter``, ``==`` and ``hash``.
+    """
+
+    __slots__ = ()
+    _nodes: tuple[Node, ...]
+    _names: tuple[str, ...]
+
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, in the placement's own order."""
+        return self._nodes
+
+    def remove(self, name: str) -> Self:
+        """Return a new placement without node `name` (each placement implements it)."""
+        raise NotImplementedError
+
+    def discard(self, name: str) -> Self:
+        """Return a new placement without node `name`, or this one if it is not there."""
+        return self.remove(name) if name in self else self
+
+    def _identity(self) -> tuple[object, ...]:
+        """Return the values that make two placements of this kind equal."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, NodeTupleMixin)
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._identity()))
 
 
 def check_n(n: int) -> int:

@@ -76,6 +76,9 @@ def _cluster_mode_redis() -> Iterator[int]:
             directory,
             "--cluster-config-file",
             "nodes.conf",
+            # The cluster bus defaults to port + 10000, which may be taken or above 65535.
+            "--cluster-port",
+            str(free_port()),
         ]
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

@@ -18,6 +18,7 @@ from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
+from ringkit.strategies.maglev import envoy_maglev  # Envoy's maglev lives with Maglev
 
 __all__ = [
     "KETAMA_VARIANTS",
@@ -26,6 +27,7 @@ __all__ = [
     "RedisCluster",
     "TokenRange",
     "cassandra_ring",
+    "envoy_maglev",
     "envoy_ring",
     "guava_consistent_hash",
     "ketama",

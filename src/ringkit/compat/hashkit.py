@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from ringkit.compat.redis_cluster import CRC16_XMODEM_TABLE
 from ringkit.errors import ConfigError
 
 __all__ = [
@@ -122,19 +123,6 @@ def hash_crc32a(data: bytes) -> int:
     return zlib.crc32(data)
 
 
-def _crc16_table() -> tuple[int, ...]:
-    table = []
-    for index in range(256):
-        crc = index << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021 if crc & 0x8000 else crc << 1) & 0xFFFF
-        table.append(crc)
-    return tuple(table)
-
-
-_CRC16 = _crc16_table()
-
-
 def hash_crc16(data: bytes) -> int:
     """Return twemproxy 0.5.0's ``crc16``: CRC-16/XMODEM steps on a 32-bit register.
 
@@ -144,7 +132,7 @@ def hash_crc16(data: bytes) -> int:
     """
     crc = 0
     for byte in data:
-        crc = ((crc << 8) ^ _CRC16[((crc >> 8) ^ byte) & 0xFF]) & _M32
+        crc = ((crc << 8) ^ CRC16_XMODEM_TABLE[((crc >> 8) ^ byte) & 0xFF]) & _M32
     return crc
 
 

@@ -39,7 +39,7 @@ def _table() -> tuple[int, ...]:
     return tuple(table)
 
 
-_TABLE = _table()
+CRC16_XMODEM_TABLE = _table()  # also twemproxy's crc16 table (hashkit)
 
 
 def crc16_xmodem(data: bytes) -> int:
@@ -50,7 +50,7 @@ def crc16_xmodem(data: bytes) -> int:
     """
     crc = 0
     for byte in data:
-        crc = ((crc << 8) & 0xFFFF) ^ _TABLE[((crc >> 8) ^ byte) & 0xFF]
+        crc = ((crc << 8) & 0xFFFF) ^ CRC16_XMODEM_TABLE[((crc >> 8) ^ byte) & 0xFF]
     return crc
 
 

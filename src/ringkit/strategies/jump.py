@@ -18,7 +18,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError, UnsupportedError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["JumpHash", "jump_hash", "jump_hash_many"]
 
@@ -94,7 +94,7 @@ def jump_hash_many(keys: npt.ArrayLike, buckets: int) -> npt.NDArray[np.int64]:
     return b
 
 
-class JumpHash:
+class JumpHash(NodeTupleMixin):
     """Named nodes on jump-hash buckets: node ``i`` (in the order given) is bucket ``i``.
 
     A key's owner is ``nodes[jump_hash(hash(key), N)]``. Adding a node appends bucket N and moves
@@ -203,27 +203,11 @@ class JumpHash:
         """Return 1/N for every node: jump hash's expected share (estimated, not a table count)."""
         return {name: 1 / len(self._names) for name in self._names}
 
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, in bucket order."""
-        return self._nodes
-
-    def __len__(self) -> int:
-        return len(self._names)
-
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._index
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, JumpHash):
-            return NotImplemented
-        return self._nodes == other._nodes and self._hasher == other._hasher
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._hasher.name))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._hasher)
 
     def __repr__(self) -> str:
         return f"JumpHash({list(self._names)!r}, hasher={self._hasher.name!r})"

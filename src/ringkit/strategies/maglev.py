@@ -37,7 +37,7 @@ import xxhash
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = [
     "ENVOY_KEY_HASHER",
@@ -171,7 +171,7 @@ def _turns(weights: list[float], m: int) -> Iterator[int]:
         heapq.heappush(turns, (_next_turn(t, weights[i], target[i]), i))
 
 
-class Maglev:
+class Maglev(NodeTupleMixin):
     """A Maglev lookup table over named nodes; an immutable value.
 
     ``table`` has ``table_size`` slots (a prime), each naming a node; ``slot_for(key)`` is
@@ -300,10 +300,6 @@ class Maglev:
             raise unknown_node(name, self._names, "placement")
         return self._with(node for node in self._nodes if node.name != name)
 
-    def discard(self, name: str) -> Maglev:
-        """Return a new placement without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._names else self
-
     # -- measuring ---------------------------------------------------------------------------
 
     def shares(self) -> dict[str, float]:
@@ -313,31 +309,8 @@ class Maglev:
             name: count / self._table_size for name, count in zip(self._names, counts, strict=True)
         }
 
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name (the order the table is filled in)."""
-        return self._nodes
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Maglev):
-            return NotImplemented
-        return (self._nodes, self._table_size, self._hasher) == (
-            other._nodes,
-            other._table_size,
-            other._hasher,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._table_size, self._hasher.name))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._table_size, self._hasher)
 
     def __repr__(self) -> str:
         names = ", ".join(repr(name) for name in self._names[:5])

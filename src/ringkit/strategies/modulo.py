@@ -13,19 +13,19 @@ indexed in the order given, so removing a node from the middle shifts every inde
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 
 from ringkit.errors import DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["Modulo"]
 
 
-class Modulo:
+class Modulo(NodeTupleMixin):
     """Nodes in a list; a key's owner is ``nodes[hash(key) % N]`` (native hash width).
 
     Replica order: the next indices, ``(h + 1) % N``, ``(h + 2) % N``, …
@@ -81,35 +81,12 @@ class Modulo:
             raise unknown_node(name, self._names, "placement")
         return self._with(tuple(node for node in self._nodes if node.name != name))
 
-    def discard(self, name: str) -> Modulo:
-        """Return a new placement without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._names else self
-
     def shares(self) -> dict[str, float]:
         """Return 1/N for every node (exact up to the hash's width modulo N)."""
         return {name: 1 / len(self._names) for name in self._names}
 
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, in index order."""
-        return self._nodes
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Modulo):
-            return NotImplemented
-        return self._nodes == other._nodes and self._hasher == other._hasher
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._hasher.name))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._hasher)
 
     def __repr__(self) -> str:
         return f"Modulo({list(self._names)!r}, hasher={self._hasher.name!r})"

@@ -25,7 +25,7 @@ True
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, points_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["DEFAULT_PROBES", "MultiProbe"]
 
@@ -53,7 +53,7 @@ def _check_probes(probes: object) -> int:
     return probes
 
 
-class MultiProbe:
+class MultiProbe(NodeTupleMixin):
     """Multi-probe consistent hashing over named nodes; an immutable value.
 
     Invariants: one token per node, the hash of its name; tokens sorted, equal tokens ordered by
@@ -184,10 +184,6 @@ class MultiProbe:
             raise unknown_node(name, self._names, "placement")
         return self._with(node for node in self._nodes if node.name != name)
 
-    def discard(self, name: str) -> MultiProbe:
-        """Return a new placement without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._names else self
-
     # -- measuring ---------------------------------------------------------------------------
 
     def shares(self) -> dict[str, float]:
@@ -226,31 +222,8 @@ class MultiProbe:
         """The number of probes per key, ``k``."""
         return self._probes
 
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._nodes
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MultiProbe):
-            return NotImplemented
-        return (self._nodes, self._probes, self._hasher) == (
-            other._nodes,
-            other._probes,
-            other._hasher,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._probes, self._hasher.name))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._probes, self._hasher)
 
     def __repr__(self) -> str:
         names = ", ".join(repr(name) for name in self._names[:5])

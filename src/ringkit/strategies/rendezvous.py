@@ -23,7 +23,7 @@ pymemcache ``pymemcache/client/rendezvous.py`` (the ``variant="pymemcache"`` rul
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, murmur3_32
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
@@ -67,7 +67,7 @@ def _pymemcache_bytes(text: str) -> bytes:
     return text.encode("utf-32-le", "surrogatepass")[::4]
 
 
-class Rendezvous:
+class Rendezvous(NodeTupleMixin):
     """Rendezvous hashing over named nodes; an immutable value.
 
     ``variant="weighted"`` (default): the pair score is ``fmix64(hash(key) ^ hash(name))``,
@@ -257,10 +257,6 @@ class Rendezvous:
             raise unknown_node(name, self._names, "placement")
         return self._with(node for node in self._nodes if node.name != name)
 
-    def discard(self, name: str) -> Rendezvous:
-        """Return a new placement without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self else self
-
     # -- measuring ---------------------------------------------------------------------------
 
     def shares(self) -> dict[str, float]:
@@ -269,35 +265,12 @@ class Rendezvous:
         return {node.name: node.weight / total for node in self._nodes}
 
     @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._nodes
-
-    @property
     def variant(self) -> str:
         """``"weighted"`` or ``"pymemcache"``."""
         return self._variant
 
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Rendezvous):
-            return NotImplemented
-        return (self._nodes, self._variant, self._hasher) == (
-            other._nodes,
-            other._variant,
-            other._hasher,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._variant, self._hasher.name))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._variant, self._hasher)
 
     def __repr__(self) -> str:
         return (

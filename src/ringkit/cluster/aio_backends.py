@@ -1,0 +1,332 @@
+"""Async backends: the same small interface as :mod:`ringkit.cluster.backends`, awaited.
+
+Redis goes through ``redis.asyncio`` (redis-py's own asyncio client, same options as the sync
+backend). memcached goes through :class:`AsyncMemcachedBackend`, a minimal asyncio client of
+memcached's text protocol written here rather than a dependency: the maintained asyncio
+libraries send one command per round trip for ``set`` and have their own value encoding,
+while ringkit needs pipelined ``set_many`` (one round trip per server, as the sync path) and
+raw bytes, which is a few dozen lines of protocol (memcached ``doc/protocol.txt``). Each call
+runs under ``asyncio.wait_for`` with the client's timeout; a connection that timed out or
+failed is closed, never reused with a half-read reply. Memory stores are shared with the sync
+backend (``memory://NAME`` is one store per process whichever client names it).
+
+>>> import asyncio
+>>> from ringkit.cluster.urls import parse_url
+>>> backend = open_async_backend(parse_url("memory://doctest-aio-backend"), timeout_s=1.0)
+>>> asyncio.run(backend.set_many({b"k": b"v"}, None))
+>>> asyncio.run(backend.get_many([b"k"]))
+{b'k': b'v'}
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from ringkit.cluster.backends import _INCR_SCRIPT, _memcached_expire, _milliseconds
+from ringkit.cluster.memory import MemoryBackend, _not_integer
+from ringkit.cluster.urls import ServerURL
+from ringkit.errors import BackendError, ConfigError
+
+__all__ = [
+    "AsyncBackend",
+    "AsyncMemcachedBackend",
+    "AsyncMemoryBackend",
+    "AsyncRedisBackend",
+    "open_async_backend",
+]
+
+T = TypeVar("T")
+
+
+class AsyncBackend(Protocol):
+    """What the async client needs from one server. Methods raise BackendError on failure."""
+
+    url: ServerURL
+
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]: ...
+    async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None: ...
+    async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool: ...
+    async def delete(self, key: bytes) -> bool: ...
+    async def incr(self, key: bytes, delta: int) -> int | None: ...
+    async def touch(self, key: bytes, ttl_s: float) -> bool: ...
+    async def ping(self) -> None: ...
+    async def flush(self) -> None: ...
+    async def close(self) -> None: ...
+
+
+class AsyncMemoryBackend:
+    """The memory backend behind an async face (no I/O: each call runs at once)."""
+
+    def __init__(self, url: ServerURL) -> None:
+        self.url = url
+        self._sync = MemoryBackend(url)
+
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        return self._sync.get_many(keys)
+
+    async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        self._sync.set_many(items, ttl_s)
+
+    async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        return self._sync.add(key, value, ttl_s)
+
+    async def delete(self, key: bytes) -> bool:
+        return self._sync.delete(key)
+
+    async def incr(self, key: bytes, delta: int) -> int | None:
+        return self._sync.incr(key, delta)
+
+    async def touch(self, key: bytes, ttl_s: float) -> bool:
+        return self._sync.touch(key, ttl_s)
+
+    async def ping(self) -> None:
+        self._sync.ping()
+
+    async def flush(self) -> None:
+        self._sync.flush()
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class AsyncRedisBackend:
+    """A backend over ``redis.asyncio``."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        try:
+            import redis
+            import redis.asyncio as aioredis
+        except ImportError:
+            raise ConfigError(
+                f"{url} needs redis-py; install it with: pip install 'ringkit[redis]'"
+            ) from None
+        self.url = url
+        self._errors: tuple[type[Exception], ...] = (
+            redis.RedisError,
+            OSError,
+            asyncio.TimeoutError,
+        )
+        self._client = aioredis.Redis(
+            host=url.host,
+            port=url.port,
+            db=url.db,
+            username=url.username,
+            password=url.password,
+            ssl=url.tls,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            max_connections=max_connections,
+            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
+        )
+        self._incr = self._client.register_script(_INCR_SCRIPT)
+
+    async def _call(self, action: Callable[[Any], Awaitable[T]]) -> T:
+        try:
+            return await action(self._client)
+        except self._errors as error:
+            raise BackendError(
+                f"server {self.url} failed: {type(error).__name__}: {error}"
+            ) from None
+
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        values = await self._call(lambda client: client.mget(keys))
+        return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+
+    async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        px = _milliseconds(ttl_s)
+
+        async def action(client: Any) -> None:
+            pipe = client.pipeline(transaction=False)
+            for key, value in items.items():
+                pipe.set(key, value, px=px)
+            await pipe.execute()
+
+        await self._call(action)
+
+    async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        px = _milliseconds(ttl_s)
+        return bool(await self._call(lambda client: client.set(key, value, px=px, nx=True)))
+
+    async def delete(self, key: bytes) -> bool:
+        return bool(await self._call(lambda client: client.delete(key)))
+
+    async def incr(self, key: bytes, delta: int) -> int | None:
+        try:
+            result = await self._call(lambda client: self._incr(keys=[key], args=[delta]))
+        except BackendError as error:
+            if "not an integer" in str(error):
+                raise _not_integer(key) from None
+            raise
+        return None if result is None else int(result)
+
+    async def touch(self, key: bytes, ttl_s: float) -> bool:
+        px = _milliseconds(ttl_s)
+        return bool(await self._call(lambda client: client.pexpire(key, px)))
+
+    async def ping(self) -> None:
+        await self._call(lambda client: client.ping())
+
+    async def flush(self) -> None:
+        await self._call(lambda client: client.flushdb())
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+
+_Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class AsyncMemcachedBackend:
+    """A minimal asyncio client of memcached's text protocol, with a pool of connections."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        self.url = url
+        self._timeout_s = timeout_s
+        self._connect_timeout_s = connect_timeout_s
+        self._idle: list[_Connection] = []
+        self._slots = max_connections
+        self._owner: tuple[int, int] = (0, 0)
+        self._semaphore: asyncio.Semaphore | None = None
+
+    def _pool_for_this_loop(self) -> asyncio.Semaphore:
+        # Connections belong to one event loop and one process: start afresh in another.
+        owner = (os.getpid(), id(asyncio.get_running_loop()))
+        if self._semaphore is None or owner != self._owner:
+            self._owner, self._idle = owner, []
+            self._semaphore = asyncio.Semaphore(self._slots)
+        return self._semaphore
+
+    async def _exchange(self, request: bytes, replies: int) -> list[bytes]:
+        """Send `request`, read `replies` replies (a VALUE block counts as one, up to END)."""
+        semaphore = self._pool_for_this_loop()
+        async with semaphore:
+            connection = self._idle.pop() if self._idle else None
+            try:
+                if connection is None:
+                    connection = await asyncio.wait_for(
+                        asyncio.open_connection(self.url.host, self.url.port),
+                        self._connect_timeout_s,
+                    )
+                result = await asyncio.wait_for(
+                    self._talk(connection, request, replies), self._timeout_s
+                )
+            except (TimeoutError, OSError, asyncio.IncompleteReadError) as error:
+                if connection is not None:
+                    connection[1].close()
+                raise BackendError(
+                    f"server {self.url} failed: {type(error).__name__}: {error}"
+                ) from None
+            self._idle.append(connection)
+            return result
+
+    @staticmethod
+    async def _talk(connection: _Connection, request: bytes, replies: int) -> list[bytes]:
+        reader, writer = connection
+        writer.write(request)
+        await writer.drain()
+        lines: list[bytes] = []
+        while len(lines) < replies:
+            line = await reader.readuntil(b"\r\n")
+            if line.startswith(b"VALUE "):
+                size = int(line.split()[3])
+                data = await reader.readexactly(size + 2)
+                lines.append(line + data)
+                replies += 1  # the END still follows
+            else:
+                lines.append(line[:-2])
+        return lines
+
+    @staticmethod
+    def _check(line: bytes, url: ServerURL) -> bytes:
+        if line.startswith((b"SERVER_ERROR", b"ERROR")):
+            raise BackendError(f"server {url} answered {line.decode(errors='replace')!r}")
+        return line
+
+    async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        if not keys:
+            return {}
+        lines = await self._exchange(b"get " + b" ".join(keys) + b"\r\n", 1)
+        found = {}
+        for line in lines[:-1]:
+            header, _, data = line.partition(b"\r\n")
+            found[header.split()[1]] = data[:-2]
+        self._check(lines[-1], self.url)
+        return found
+
+    async def _store(
+        self, verb: bytes, items: Mapping[bytes, bytes], ttl_s: float | None
+    ) -> list[bytes]:
+        expire = _memcached_expire(ttl_s)
+        request = b"".join(
+            b"%s %s 0 %d %d\r\n%s\r\n" % (verb, key, expire, len(value), value)
+            for key, value in items.items()
+        )
+        return [self._check(line, self.url) for line in await self._exchange(request, len(items))]
+
+    async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        if items:
+            answers = await self._store(b"set", items, ttl_s)
+            if any(answer != b"STORED" for answer in answers):
+                raise BackendError(f"server {self.url} did not store every key: {answers[:3]}")
+
+    async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        return (await self._store(b"add", {key: value}, ttl_s))[0] == b"STORED"
+
+    async def _one(self, request: bytes) -> bytes:
+        return self._check((await self._exchange(request, 1))[0], self.url)
+
+    async def delete(self, key: bytes) -> bool:
+        return await self._one(b"delete %s\r\n" % key) == b"DELETED"
+
+    async def incr(self, key: bytes, delta: int) -> int | None:
+        verb = b"incr" if delta >= 0 else b"decr"
+        answer = await self._one(b"%s %s %d\r\n" % (verb, key, abs(delta)))
+        if answer == b"NOT_FOUND":
+            return None
+        if answer.startswith(b"CLIENT_ERROR"):
+            raise _not_integer(key)
+        return int(answer)
+
+    async def touch(self, key: bytes, ttl_s: float) -> bool:
+        return await self._one(b"touch %s %d\r\n" % (key, _memcached_expire(ttl_s))) == b"TOUCHED"
+
+    async def ping(self) -> None:
+        await self._one(b"version\r\n")
+
+    async def flush(self) -> None:
+        await self._one(b"flush_all\r\n")
+
+    async def close(self) -> None:
+        for _, writer in self._idle:
+            writer.close()
+        self._idle = []
+
+
+def open_async_backend(
+    url: ServerURL,
+    *,
+    timeout_s: float,
+    connect_timeout_s: float | None = None,
+    max_connections: int = 32,
+) -> AsyncBackend:
+    """Return the async backend for `url` (connections open lazily, on first use).
+
+    :raises ConfigError: when the client library the URL needs is not installed
+    """
+    connect = timeout_s if connect_timeout_s is None else connect_timeout_s
+    if url.scheme == "memory":
+        return AsyncMemoryBackend(url)
+    if url.scheme == "memcached":
+        return AsyncMemcachedBackend(
+            url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
+        )
+    return AsyncRedisBackend(
+        url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
+    )

@@ -1,0 +1,316 @@
+"""Backends: one small interface over an in-process store, Redis (redis-py) and memcached.
+
+A backend speaks bytes to one server: ``get_many``, ``set_many``, ``add``, ``delete``, ``incr``
+(a negative delta decrements, stopping at 0 as memcached does, so that every backend agrees),
+``touch``, ``ping`` and ``flush``. Multi-key calls are one round trip (memcached ``get k1 k2 …``
+and batched ``set``; Redis ``MGET`` and an untransacted pipeline). Every server failure
+(refused, reset, timed out, protocol error) is raised as :class:`ringkit.errors.BackendError`,
+which the client turns into a failover. Each backend owns a connection pool, so one backend is
+safe to share between threads, and re-creates it after a fork (the pid is checked), so a child
+process (gunicorn's workers) never shares a socket with its parent.
+
+``memory://NAME`` stores live in a process-wide registry: two clients that name the same store
+share it, which makes the embedded backend useful for demos and tests.
+
+>>> store = open_backend(parse_url("memory://doctest-backends"), timeout_s=1.0)
+>>> store.set_many({b"k": b"v"}, None)
+>>> store.get_many([b"k"])
+{b'k': b'v'}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
+from ringkit.cluster.urls import ServerURL, parse_url
+from ringkit.errors import BackendError, ConfigError
+
+__all__ = [
+    "Backend",
+    "MemcachedBackend",
+    "MemoryBackend",
+    "MemoryStore",
+    "RedisBackend",
+    "memory_store",
+    "open_backend",
+    "parse_url",
+]
+
+T = TypeVar("T")
+_THIRTY_DAYS_S = 30 * 24 * 3600
+
+
+class Backend(Protocol):
+    """What the client needs from one server. All methods raise BackendError on failure."""
+
+    url: ServerURL
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """Return the keys found with their stored bytes; one round trip."""
+        ...
+
+    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        """Store every item, expiring after `ttl_s` seconds if given; one round trip."""
+        ...
+
+    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store `value` only if `key` is absent; return whether it was stored."""
+        ...
+
+    def delete(self, key: bytes) -> bool:
+        """Delete `key`; return whether it was there."""
+        ...
+
+    def incr(self, key: bytes, delta: int) -> int | None:
+        """Add `delta` (may be negative, stops at 0); None when `key` is missing.
+
+        :raises ValueError: when the stored value is not a decimal integer
+        """
+        ...
+
+    def touch(self, key: bytes, ttl_s: float) -> bool:
+        """Give `key` a new TTL; return whether it was there."""
+        ...
+
+    def ping(self) -> None:
+        """Return when the server answers (the health check)."""
+        ...
+
+    def flush(self) -> None:
+        """Delete every key on the server (``flush_all`` / ``FLUSHDB``)."""
+        ...
+
+    def close(self) -> None:
+        """Release the connections."""
+        ...
+
+
+# -- redis -------------------------------------------------------------------------------------
+
+# INCRBY on an existing key only, clamped at 0, keeping the TTL: memcached's incr/decr rules.
+_INCR_SCRIPT = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local n = redis.call('INCRBY', KEYS[1], ARGV[1])
+if n < 0 then redis.call('SET', KEYS[1], 0, 'KEEPTTL'); return 0 end
+return n
+"""
+
+
+class RedisBackend:
+    """A backend over redis-py, with its thread-safe (and fork-checking) connection pool."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        try:
+            import redis
+        except ImportError:
+            raise ConfigError(
+                f"{url} needs redis-py; install it with: pip install 'ringkit[redis]'"
+            ) from None
+        self.url = url
+        self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
+        self._response_error: type[Exception] = redis.ResponseError
+        self._client = redis.Redis(
+            host=url.host,
+            port=url.port,
+            db=url.db,
+            username=url.username,
+            password=url.password,
+            ssl=url.tls,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            max_connections=max_connections,
+            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
+        )
+        self._incr = self._client.register_script(_INCR_SCRIPT)
+
+    def _call(self, action: Callable[[Any], T]) -> T:
+        try:
+            return action(self._client)
+        except self._response_error as error:
+            raise BackendError(f"server {self.url} refused the command: {error}") from None
+        except self._errors as error:
+            raise BackendError(
+                f"server {self.url} failed: {type(error).__name__}: {error}"
+            ) from None
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        values = self._call(lambda client: client.mget(keys))
+        return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
+
+    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        px = _milliseconds(ttl_s)
+
+        def action(client: Any) -> None:
+            if px is None:
+                client.mset(items)
+                return
+            pipe = client.pipeline(transaction=False)
+            for key, value in items.items():
+                pipe.set(key, value, px=px)
+            pipe.execute()
+
+        self._call(action)
+
+    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        px = _milliseconds(ttl_s)
+        return bool(self._call(lambda client: client.set(key, value, px=px, nx=True)))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self._call(lambda client: client.delete(key)))
+
+    def incr(self, key: bytes, delta: int) -> int | None:
+        try:
+            result = self._call(lambda client: self._incr(keys=[key], args=[delta]))
+        except BackendError as error:
+            if "not an integer" in str(error):
+                raise _not_integer(key) from None
+            raise
+        return None if result is None else int(result)
+
+    def touch(self, key: bytes, ttl_s: float) -> bool:
+        px = _milliseconds(ttl_s)
+        return bool(self._call(lambda client: client.pexpire(key, px)))
+
+    def ping(self) -> None:
+        self._call(lambda client: client.ping())
+
+    def flush(self) -> None:
+        self._call(lambda client: client.flushdb())
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _milliseconds(ttl_s: float | None) -> int | None:
+    return None if ttl_s is None else max(1, math.ceil(ttl_s * 1000))
+
+
+# -- memcached ---------------------------------------------------------------------------------
+
+
+class MemcachedBackend:
+    """A backend over pymemcache's ``PooledClient`` (a thread-safe pool of connections)."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        try:
+            from pymemcache.client.base import PooledClient
+            from pymemcache.exceptions import MemcacheClientError, MemcacheError
+        except ImportError:
+            raise ConfigError(
+                f"{url} needs pymemcache; install it with: pip install 'ringkit[memcached]'"
+            ) from None
+        self.url = url
+        self._client_error = MemcacheClientError
+        self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
+
+        def connect() -> Any:
+            return PooledClient(
+                (url.host, url.port),
+                connect_timeout=connect_timeout_s,
+                timeout=timeout_s,
+                no_delay=True,
+                max_pool_size=max_connections,
+                default_noreply=False,
+            )
+
+        self._connect = connect
+        self._pid = os.getpid()
+        self._client = connect()
+
+    def _call(self, action: Callable[[Any], T]) -> T:
+        if self._pid != os.getpid():
+            # Forked: the inherited sockets belong to the parent; open our own.
+            self._pid, self._client = os.getpid(), self._connect()
+        try:
+            return action(self._client)
+        except self._errors as error:
+            raise BackendError(
+                f"server {self.url} failed: {type(error).__name__}: {error}"
+            ) from None
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        result: dict[bytes, bytes] = self._call(lambda client: client.get_many(keys))
+        return result
+
+    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        expire = _memcached_expire(ttl_s)
+        failed = self._call(lambda client: client.set_many(dict(items), expire, noreply=False))
+        if failed:
+            raise BackendError(f"server {self.url} did not store {len(failed)} keys")
+
+    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        expire = _memcached_expire(ttl_s)
+        return bool(self._call(lambda client: client.add(key, value, expire, noreply=False)))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self._call(lambda client: client.delete(key, noreply=False)))
+
+    def incr(self, key: bytes, delta: int) -> int | None:
+        not_integer = object()
+
+        def action(client: Any) -> Any:
+            try:
+                if delta >= 0:
+                    return client.incr(key, delta, noreply=False)
+                return client.decr(key, -delta, noreply=False)
+            except self._client_error:
+                # CLIENT_ERROR here is about the value, not the server: do not fail over.
+                return not_integer
+
+        result = self._call(action)
+        if result is not_integer:
+            raise _not_integer(key)
+        return None if result is None else int(result)
+
+    def touch(self, key: bytes, ttl_s: float) -> bool:
+        expire = _memcached_expire(ttl_s)
+        return bool(self._call(lambda client: client.touch(key, expire, noreply=False)))
+
+    def ping(self) -> None:
+        self._call(lambda client: client.version())
+
+    def flush(self) -> None:
+        self._call(lambda client: client.flush_all(noreply=False))
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def _memcached_expire(ttl_s: float | None) -> int:
+    if ttl_s is None:
+        return 0
+    seconds = max(1, math.ceil(ttl_s))
+    # memcached reads an exptime beyond 30 days as an absolute Unix time.
+    return seconds if seconds <= _THIRTY_DAYS_S else int(time.time()) + seconds
+
+
+def open_backend(
+    url: ServerURL,
+    *,
+    timeout_s: float,
+    connect_timeout_s: float | None = None,
+    max_connections: int = 32,
+) -> Backend:
+    """Return the backend for `url` (connections are opened lazily, on first use).
+
+    :raises ConfigError: when the client library the URL needs is not installed
+    """
+    connect = timeout_s if connect_timeout_s is None else connect_timeout_s
+    if url.scheme == "memory":
+        return MemoryBackend(url)
+    if url.scheme == "memcached":
+        return MemcachedBackend(
+            url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
+        )
+    return RedisBackend(
+        url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
+    )

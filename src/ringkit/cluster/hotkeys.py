@@ -1,0 +1,176 @@
+"""Hot keys: find the most requested keys with a Space-Saving sketch, and spread their reads.
+
+Seed 004 warns that a ring spreads *keys*, not *requests*: one viral booking can melt the node
+that owns it however many vnodes there are. :class:`SpaceSaving` (Metwally, Agrawal and
+El Abbadi, "Efficient computation of frequent and top-k elements in data streams", ICDT 2005)
+keeps `capacity` counters; a new key takes over the smallest counter and inherits its count as
+its error bound, so every key with more than N / capacity requests is tracked, with a count
+that over-estimates by at most that bound. Updates may be weighted, so a batch is first
+aggregated and then applied in one pass.
+
+:class:`HotKeys` is the client's policy: it records the keys read, keeps the `top` of them as
+the *hot set*, and for a hot key the client writes ``spread`` copies (the first `spread` nodes
+of its preference list) and rotates its reads over them, so its load is divided by `spread`.
+When a key leaves the hot set the client deletes its extra copies (``drain_left``), so they
+never serve a stale value if it comes back.
+
+>>> sketch = SpaceSaving(capacity=2)
+>>> for key in ["a", "b", "a", "c", "a"]:
+...     sketch.add(key)
+>>> sketch.top(1)
+[('a', 3, 0)]
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+from collections import Counter
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from ringkit.errors import ConfigError
+
+__all__ = ["HotKeys", "SpaceSaving"]
+
+K = TypeVar("K", bound=Hashable)
+
+
+class SpaceSaving(Generic[K]):
+    """The Space-Saving top-k sketch over at most `capacity` counters.
+
+    Invariants: at most `capacity` keys are tracked; each tracked key's count >= its true count
+    and count - error <= its true count; the sum of counts equals the total weight added.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+            raise ConfigError(f"capacity must be an int >= 1, got {capacity!r}")
+        self.capacity = capacity
+        self.total = 0
+        self._counts: dict[K, int] = {}
+        self._errors: dict[K, int] = {}
+        # A lazy min-heap of (count, seq, key): stale entries are skipped when popped.
+        self._heap: list[tuple[int, int, K]] = []
+        self._seq = itertools.count()
+
+    def add(self, key: K, count: int = 1) -> None:
+        """Count `count` more requests of `key`.
+
+        Runtime: O(log capacity) amortised.
+        """
+        self.total += count
+        counts = self._counts
+        if key in counts:
+            counts[key] += count
+        elif len(counts) < self.capacity:
+            counts[key] = count
+            self._errors[key] = 0
+        else:
+            floor = self._pop_min()
+            counts[key] = floor + count
+            self._errors[key] = floor
+        heapq.heappush(self._heap, (counts[key], next(self._seq), key))
+        if len(self._heap) > 4 * self.capacity:
+            self._rebuild()
+
+    def add_counts(self, counts: Iterable[tuple[K, int]]) -> None:
+        """Add pre-aggregated ``(key, count)`` pairs (a batch), heaviest first."""
+        for key, count in sorted(counts, key=lambda pair: -pair[1]):
+            self.add(key, count)
+
+    def _pop_min(self) -> int:
+        counts = self._counts
+        while True:
+            count, _, key = heapq.heappop(self._heap)
+            if counts.get(key) == count:
+                del counts[key]
+                del self._errors[key]
+                return count
+
+    def _rebuild(self) -> None:
+        self._heap = [(count, next(self._seq), key) for key, count in self._counts.items()]
+        heapq.heapify(self._heap)
+
+    def top(self, n: int) -> list[tuple[K, int, int]]:
+        """Return up to `n` ``(key, count, error)`` triples, highest count first."""
+        ranked = sorted(self._counts.items(), key=lambda item: -item[1])[:n]
+        return [(key, count, self._errors[key]) for key, count in ranked]
+
+    def __len__(self) -> int:
+        return len(self._counts)
+
+    def _check(self) -> None:
+        assert len(self._counts) <= self.capacity
+        assert sum(self._counts.values()) == self.total or len(self._counts) == self.capacity
+        assert all(0 <= self._errors[key] <= count for key, count in self._counts.items())
+
+
+class HotKeys:
+    """Find the `top` hot keys from the reads a client records, and spread them on `spread` nodes.
+
+    Recording is a list append; every `refresh_every` records the batch is counted into the
+    sketch and the hot set recomputed. Thread-safe.
+    """
+
+    def __init__(
+        self, *, top: int = 16, spread: int = 3, capacity: int = 1024, refresh_every: int = 1024
+    ) -> None:
+        for label, value in (("top", top), ("spread", spread), ("refresh_every", refresh_every)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
+        if capacity < top:
+            raise ConfigError(f"capacity must be >= top ({top}), got {capacity!r}")
+        self.spread = spread
+        self.top_n = top
+        self.refresh_every = refresh_every
+        self.sketch: SpaceSaving[bytes] = SpaceSaving(capacity)
+        self._buffer: list[bytes] = []
+        self._hot: frozenset[bytes] = frozenset()
+        self._slots = itertools.count()
+        self._lock = threading.Lock()
+        self._left: set[bytes] = set()
+
+    def record(self, key: bytes) -> None:
+        """Record one read of `key`."""
+        buffer = self._buffer
+        buffer.append(key)
+        if len(buffer) >= self.refresh_every:
+            self.refresh()
+
+    def refresh(self) -> frozenset[bytes]:
+        """Count the recorded reads into the sketch and recompute the hot set; return it."""
+        with self._lock:
+            batch, self._buffer = self._buffer, []
+            self.sketch.add_counts(Counter(batch).items())
+            before = self._hot
+            self._hot = frozenset(key for key, _, _ in self.sketch.top(self.top_n))
+            self._left = (self._left | (before - self._hot)) - self._hot
+        return self._hot
+
+    def drain_left(self) -> frozenset[bytes]:
+        """Return and forget the keys that left the hot set (their copies should be deleted)."""
+        if not self._left:
+            return frozenset()
+        with self._lock:
+            left, self._left = frozenset(self._left), set()
+            return left
+
+    @property
+    def hot(self) -> frozenset[bytes]:
+        """The keys whose reads are spread right now."""
+        return self._hot
+
+    def spread_for(self, key: bytes) -> int:
+        """Return how many copies `key` gets: `spread` if it is hot, else 0."""
+        return self.spread if key in self._hot else 0
+
+    def next_slot(self) -> int:
+        """Return the next rotation slot (which copy a hot read goes to first)."""
+        return next(self._slots)
+
+    def top(self, n: int = 10) -> list[tuple[bytes, int, int]]:
+        """Return the `n` most read keys as ``(key, count, error)``."""
+        with self._lock:
+            return self.sketch.top(n)

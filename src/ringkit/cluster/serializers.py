@@ -1,0 +1,171 @@
+"""Values on the wire: bytes stay bytes, str stays str, ints stay counters, the rest is serialised.
+
+Every stored value is one of two forms, so that any backend can hold it as plain bytes:
+
+- an ``int`` is stored as its decimal digits, so the servers' own ``incr`` / ``decr`` work on it
+  (memcached and Redis both count in decimal text);
+- anything else is an *envelope*: a marker byte ``0xfe``, an 8-byte version, an 8-byte expiry
+  (Unix milliseconds, 0 = never), a kind byte (``b`` bytes, ``s`` str, or the serializer's tag)
+  and the payload. The version lets replicas be reconciled (highest wins); the expiry lets a
+  read repair copy a value with the TTL it has left.
+
+A value written by another program (neither form) reads back as raw bytes. Objects go through a
+:class:`Serializer`: JSON by default; pickle only when asked for, because unpickling runs code
+chosen by whoever wrote the value. A value stored by one serializer is refused by a client that
+uses another, never guessed at.
+
+>>> codec = Codec(JSON)
+>>> stored = codec.encode({"seat": "12A"}, version=7, expires_at_ms=0)
+>>> codec.decode(stored).value, codec.decode(stored).version
+({'seat': '12A'}, 7)
+>>> codec.encode(41, version=1, expires_at_ms=0)
+b'41'
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from ringkit.errors import ConfigError
+
+__all__ = ["JSON", "PICKLE", "Codec", "Decoded", "Serializer", "VersionClock", "get_serializer"]
+
+_MARK = 0xFE
+_HEADER = struct.Struct(">BQQc")  # marker, version, expires_at_ms, kind
+_RESERVED_TAGS = (b"b", b"s")
+# Ints the servers can count with are stored as digits; larger ones go through the serializer.
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Serializer:
+    """A named way to turn objects into bytes and back; `tag` marks its values (one byte)."""
+
+    name: str
+    tag: bytes
+    dumps: Callable[[Any], bytes]
+    loads: Callable[[bytes], Any]
+
+    def __post_init__(self) -> None:
+        if len(self.tag) != 1 or self.tag in _RESERVED_TAGS:
+            raise ConfigError(
+                f"serializer tag must be one byte other than b or s, got {self.tag!r}"
+            )
+
+
+def _json_dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
+
+
+JSON = Serializer("json", b"j", _json_dumps, json.loads)
+PICKLE = Serializer("pickle", b"p", lambda value: pickle.dumps(value, protocol=5), pickle.loads)
+_NAMED = {"json": JSON, "pickle": PICKLE}
+
+
+def get_serializer(spec: str | Serializer) -> Serializer:
+    """Return the serializer named `spec` (``json`` or ``pickle``), or `spec` itself.
+
+    :raises ConfigError: when the name is unknown
+    """
+    if isinstance(spec, Serializer):
+        return spec
+    if spec not in _NAMED:
+        raise ConfigError(f"unknown serializer {spec!r}; known: {', '.join(sorted(_NAMED))}")
+    return _NAMED[spec]
+
+
+class Decoded(NamedTuple):
+    """A value read back: the object, its version (0 if it has none) and expiry (0 = never).
+
+    A NamedTuple, not a frozen dataclass, because one is built per value read: a frozen
+    dataclass's ``__init__`` goes through ``object.__setattr__`` per field, several times slower.
+    """
+
+    value: Any
+    version: int
+    expires_at_ms: int
+
+
+class VersionClock:
+    """Versions for writes: wall-clock microseconds, strictly increasing within one process."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        """Return a version larger than every one this clock returned before."""
+        now = time.time_ns() // 1000
+        with self._lock:
+            self._last = max(self._last + 1, now)
+            return self._last
+
+
+class Codec:
+    """Encode values into stored bytes and decode them back with one serializer."""
+
+    def __init__(self, serializer: Serializer) -> None:
+        self.serializer = serializer
+
+    def encode(self, value: object, *, version: int, expires_at_ms: int) -> bytes:
+        """Return the stored form of `value`.
+
+        :raises TypeError: when the serializer cannot encode `value` (named by its type)
+        """
+        if type(value) is int and _INT_MIN <= value <= _INT_MAX:
+            return str(value).encode()
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            kind, payload = b"b", bytes(value)
+        elif isinstance(value, str):
+            kind, payload = b"s", value.encode()
+        else:
+            kind, payload = self.serializer.tag, self._dumps(value)
+        return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
+
+    def _dumps(self, value: object) -> bytes:
+        try:
+            return self.serializer.dumps(value)
+        except (TypeError, ValueError, pickle.PicklingError, AttributeError) as error:
+            raise TypeError(
+                f"value of type {type(value).__name__} cannot be stored with the "
+                f"{self.serializer.name} serializer ({error}); pass serializer=... to the client"
+            ) from None
+
+    def decode(self, data: bytes) -> Decoded:
+        """Return the value stored as `data`, with its version and expiry.
+
+        :raises ConfigError: when the value was stored by another serializer
+        """
+        if len(data) >= _HEADER.size and data[0] == _MARK:
+            _, version, expires_at_ms, kind = _HEADER.unpack_from(data)
+            payload = data[_HEADER.size :]
+            return Decoded(self._load(kind, payload), version, expires_at_ms)
+        # memcached's decr keeps the value's length and pads it with spaces ("10" -> "9 ").
+        digits = data.rstrip(b" ")
+        if _is_decimal(digits):
+            return Decoded(int(digits), 0, 0)
+        return Decoded(data, 0, 0)
+
+    def _load(self, kind: bytes, payload: bytes) -> Any:
+        if kind == b"b":
+            return payload
+        if kind == b"s":
+            return payload.decode()
+        if kind != self.serializer.tag:
+            raise ConfigError(
+                f"value was stored with serializer tag {kind!r}; this client uses "
+                f"{self.serializer.name!r} (tag {self.serializer.tag!r})"
+            )
+        return self.serializer.loads(payload)
+
+
+def _is_decimal(data: bytes) -> bool:
+    digits = data[1:] if data[:1] == b"-" else data
+    return 0 < len(digits) <= 20 and digits.isdigit()

@@ -1,0 +1,120 @@
+"""Server URLs: the four fixed forms a sharded client accepts, parsed once and redacted in reprs.
+
+The forms are ``redis://[:password@]host:port/db``, ``rediss://…`` (Redis over TLS),
+``memcached://host:port`` and ``memory://NAME`` (a process-wide named store: two clients that
+name the same store share it). Anything else is refused with a message that names the URL, with
+its password replaced by ``***``: a password never reaches an error, a log line or a repr.
+
+>>> url = parse_url("redis://:s3cret@127.0.0.1:6379/2")
+>>> url.scheme, url.host, url.port, url.db
+('redis', '127.0.0.1', 6379, 2)
+>>> url
+ServerURL('redis://:***@127.0.0.1:6379/2')
+>>> parse_url("memory://sessions").name
+'sessions'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ringkit.errors import ConfigError
+
+__all__ = ["SCHEMES", "ServerURL", "parse_url", "redact"]
+
+SCHEMES = ("memcached", "memory", "redis", "rediss")
+
+_NETWORK = re.compile(
+    r"^(?P<scheme>rediss?|memcached)://"
+    r"(?:(?P<user>[^:@/]*):(?P<password>[^@]*)@)?"
+    r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})"
+    r"(?:/(?P<db>[0-9]{0,5}))?$"
+)
+_MEMORY = re.compile(r"^memory://(?P<name>[A-Za-z0-9_.:-]+)$")
+_PASSWORD = re.compile(r"^(\w+://[^:@/]*:)[^@]*@")
+
+
+def redact(text: str) -> str:
+    """Return `text` with the password of a URL in it replaced by ``***``.
+
+    >>> redact("redis://:hunter2@host:6379/0")
+    'redis://:***@host:6379/0'
+    >>> redact("memcached://host:11211")
+    'memcached://host:11211'
+    """
+    return _PASSWORD.sub(r"\1***@", text)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerURL:
+    """A parsed server URL. The password is kept out of ``repr`` and ``str``."""
+
+    scheme: str
+    host: str = ""
+    port: int = 0
+    db: int = 0
+    name: str = ""
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    @property
+    def tls(self) -> bool:
+        """True for ``rediss://``."""
+        return self.scheme == "rediss"
+
+    def redacted(self) -> str:
+        """Return the URL as text with the password shown as ``***``."""
+        if self.scheme == "memory":
+            return f"memory://{self.name}"
+        auth = ""
+        if self.password is not None:
+            auth = f"{self.username or ''}:***@"
+        path = f"/{self.db}" if self.scheme != "memcached" else ""
+        return f"{self.scheme}://{auth}{self.host}:{self.port}{path}"
+
+    def __repr__(self) -> str:
+        return f"ServerURL({self.redacted()!r})"
+
+    def __str__(self) -> str:
+        return self.redacted()
+
+
+def parse_url(text: str) -> ServerURL:
+    """Parse one of the four URL forms into a :class:`ServerURL`.
+
+    Runtime: O(len(text)).
+
+    >>> parse_url("memcached://127.0.0.1:11211").port
+    11211
+
+    :raises ConfigError: when the URL is not one of the fixed forms (the message shows it
+        with any password redacted)
+    :raises TypeError: when `text` is not a str
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"server URL must be str, got {type(text).__name__}")
+    memory = _MEMORY.match(text)
+    if memory:
+        return ServerURL("memory", name=memory["name"])
+    match = _NETWORK.match(text)
+    if match is None:
+        raise ConfigError(
+            f"server URL must be redis://[:password@]host:port/db, rediss://…, "
+            f"memcached://host:port or memory://NAME, got {redact(text)!r}"
+        )
+    port = int(match["port"])
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"port must be in 1..65535, got {port} in {redact(text)!r}")
+    scheme = match["scheme"]
+    if scheme == "memcached" and (match["db"] is not None or match["password"] is not None):
+        raise ConfigError(f"memcached URLs take no password or /db, got {redact(text)!r}")
+    host = match["host"].strip("[]")
+    return ServerURL(
+        scheme,
+        host=host,
+        port=port,
+        db=int(match["db"]) if match["db"] else 0,
+        username=match["user"] or None,
+        password=match["password"],
+    )

@@ -1,0 +1,156 @@
+"""``ringkit advise``: how many vnodes N nodes need, what they cost, and the alternatives.
+
+Seed 000's trade-off as a decision: the fewest vnodes that keep the busiest node within
+``--target`` × its fair share in ``--confidence`` of ``--draws`` seeded rings, beside the
+vnodes seed 000's formula gives; the routing table, gossip and join costs of that choice; and
+what fixed partitions, tokens allocated by a controller, or plain ``hash % N`` give instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+from ringkit.advice import Advice, advise
+from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.output import Ticker, console
+
+__all__ = ["register", "run"]
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    return value
+
+
+# (flag, type, default, help): the numeric options, added in one loop.
+_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--nodes", positive_int, 10, "node count (default 10)"),
+    ("--replicas", positive_int, 1, "replicas per key (default 1)"),
+    ("--target", _fraction, 1.10, "busiest node at most TARGET × fair share (default 1.10)"),
+    ("--confidence", _fraction, 0.99, "share of seeded rings meeting the target (default 0.99)"),
+    ("--draws", positive_int, 200, "seeded rings per candidate vnode count (default 200)"),
+    ("--max-nodes", positive_int, None, "node count to plan fixed partitions for (default 2N)"),
+    ("--seed", int, 0, "random seed (default 0)"),
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``advise`` subcommand."""
+    parser = subparsers.add_parser(
+        "advise",
+        help="the vnode count that reaches a target balance, its costs and the alternatives",
+        description="Advise a vnode count for N nodes (seed 000's trade-off).",
+    )
+    for flag, kind, default, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument(
+        "--static", action="store_true", help="the node count never changes (a ring is overhead)"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(run=run)
+
+
+def _bytes(value: int | None) -> str:
+    return "–" if value is None else f"{value:,} B"
+
+
+def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
+    measured = "not drawn" if a.formula_confidence is None else f"in {a.formula_confidence:.1%}"
+    formula = ("seed 000 formula", f"{a.formula_vnodes:,} vnodes",
+               f"≤ {a.target:g} {measured}", "", "", "")  # fmt: skip
+    if a.vnodes is None:
+        return [("ring", "none ≤ 4,096 vnodes", "–", "–", "–", "–"), formula]
+    ring = (
+        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:g} in {a.achieved:.1%}",
+        f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
+        f"{a.gossip_entries:,}", f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
+    )  # fmt: skip
+    return [ring, formula]
+
+
+def _other_rows(a: Advice) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = [(
+        "fixed partitions", f"{a.partitions:,} partitions", f"{a.partitions_imbalance:.2f}",
+        f"{a.partitions * 2:,} B", f"{a.partitions:,}",
+        f"~{a.partition_join_moves:,} partitions, sources chosen",
+    )]  # fmt: skip
+    if a.allocated_vnodes is not None:
+        rows.append((
+            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:g}",
+            _bytes(a.allocated_table_bytes), f"{a.nodes * a.allocated_vnodes:,}",
+            f"{a.allocated_vnodes:,} arcs from ≤ {min(a.allocated_vnodes, a.nodes)} sources",
+        ))  # fmt: skip
+    rows.append(("hash % N", "–", "1.00 (even by hash)", "0 B", f"{a.nodes} names",
+                 f"moves {a.nodes / (a.nodes + 1):.0%} of keys"))  # fmt: skip
+    return rows
+
+
+def _table(a: Advice) -> Table:
+    plural = "s" if a.replicas > 1 else ""
+    table = Table(
+        title=f"{a.nodes} nodes, {a.replicas} replica{plural}: busiest ≤ {a.target:g} × fair "
+        f"in {a.confidence:.0%} of {a.draws} seeded rings",
+        title_justify="left",
+    )
+    for column in ("placement", "setting", "balance", "table per client", "gossip", "per join"):
+        table.add_column(column)
+    for row in _ring_rows(a) + _other_rows(a):
+        table.add_row(*row)
+    return table
+
+
+def _notes(a: Advice) -> list[str]:
+    notes = [
+        "seed 000's formula targets the expected busiest node, not a confidence level.",
+        f"fixed partitions: {a.partitions:,} equal partitions keep any count up to "
+        f"{max(a.nodes, round(a.partitions * (a.target - 1)))} nodes within {a.target:g} × "
+        "fair; a controller holds the partition map.",
+        "allocated tokens: a controller places each joiner's tokens to take load from the "
+        "busiest nodes (water-filling model); the token map is state every client must learn.",
+    ]
+    if a.static:
+        notes.insert(
+            0,
+            f"The node count never changes: hash % N (or {a.nodes} fixed "
+            "partitions) is perfectly even, needs no table and never moves a key; a "
+            "ring is unnecessary overhead here (seed 003).",
+        )
+    else:
+        notes.append(
+            "If the node count never changes, hash % N or fixed partitions suffice "
+            "and a ring is overhead (rerun with --static)."
+        )
+    return notes
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search the vnode count and print the advice as a table or JSON."""
+    with Ticker("searching vnodes") as ticker:
+        advice = advise(
+            args.nodes,
+            target=args.target,
+            confidence=args.confidence,
+            replicas=args.replicas,
+            draws=args.draws,
+            seed=args.seed,
+            max_nodes=args.max_nodes,
+            static=args.static,
+            progress=ticker,
+        )
+    if args.json:
+        data = asdict(advice)
+        data["recommendation"] = "modulo" if args.static else "ring"
+        print_json(data)
+        return 0
+    out = console()
+    out.print(_table(advice))
+    for note in _notes(advice):
+        out.print(f"  {note}", soft_wrap=True)
+    return 0

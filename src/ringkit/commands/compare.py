@@ -1,0 +1,146 @@
+"""``ringkit compare``: every strategy on the same keys and the same change.
+
+Balance (busiest node × fair share), the fraction of keys the change moves against the least
+possible 1/(N+1), lookup speed (one key at a time and in a batch), memory and build time, for
+every strategy the registry knows at run time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.output import Ticker, console, percent, pyplot, save_figure
+from ringkit.compare import CHANGES, Comparison, compare
+from ringkit.hashing import DEFAULT_HASH, HASHERS
+from ringkit.ring import DEFAULT_VNODES
+from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
+
+__all__ = ["register", "run"]
+
+
+# (flag, type, default, help): the valued options, added in one loop.
+_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
+    ("--nodes", positive_int, 10, "node count (default 10)"),
+    ("--keys", positive_int, 100_000, "number of keys (default 100000)"),
+    ("--vnodes", positive_int, DEFAULT_VNODES, f"vnodes for the ring (default {DEFAULT_VNODES})"),
+    ("--strategies", str, ",".join(STRATEGY_NAMES), "comma-separated (default: all registered)"),
+    ("--repeats", positive_int, 5, "timing repeats; the median is shown (default 5)"),
+    ("--seed", int, 0, "seed for the key names (default 0)"),
+)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``compare`` subcommand."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="every strategy on the same keys and change: balance, movement, speed, memory",
+        description="Compare every placement strategy on the same keys and the same change.",
+    )
+    for flag, kind, default, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, help=text)
+    parser.add_argument("--change", choices=CHANGES, default="add",
+                        help="add a node or remove the last one (default add)")  # fmt: skip
+    parser.add_argument("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH,
+                        help=f"hash function (default {DEFAULT_HASH})")  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--plot", metavar="FILE", help="draw the comparison (PNG or SVG)")
+    parser.set_defaults(run=run)
+
+
+def _cell(value: float | int | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
+def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
+    change = "add a node" if args.change == "add" else "remove a node"
+    table = Table(
+        title=f"{args.keys:,} keys on {args.nodes} nodes, then {change} "
+        f"(least possible move {percent(rows[0].optimum)})",
+        title_justify="left",
+    )
+    for column in (
+        "strategy",
+        "busiest × fair",
+        "after",
+        "moved",
+        "lookup ns/key",
+        "batch ns/key",
+        "memory",
+        "build ms",
+    ):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for row in rows:
+        if row.error is not None:
+            table.add_row(row.strategy, f"[red]{row.error}[/red]")
+            continue
+        table.add_row(
+            row.strategy,
+            _cell(row.busiest_ratio, ".3f"),
+            _cell(row.busiest_after, ".3f"),
+            percent(row.moved),
+            _cell(row.lookup_ns, ",.0f"),
+            _cell(row.batch_ns, ",.0f"),
+            _cell(row.memory_bytes, ",") + " B",
+            _cell(row.build_ms, ",.2f"),
+        )
+    return table
+
+
+def _plot(args: argparse.Namespace, rows: list[Comparison]) -> None:
+    plt = pyplot(args.plot)
+    ok = [row for row in rows if row.error is None]
+    names = [row.strategy for row in ok]
+    figure, axes = plt.subplots(1, 4, figsize=(14, 3.6))
+    panels = [
+        ("busiest × fair share", [row.busiest_ratio for row in ok], 1.0),
+        ("moved fraction", [row.moved for row in ok], rows[0].optimum),
+        ("lookup ns/key (one at a time)", [row.lookup_ns for row in ok], None),
+        ("memory (bytes)", [row.memory_bytes for row in ok], None),
+    ]
+    for ax, (title, values, line) in zip(axes, panels, strict=True):
+        ax.bar(names, values)
+        if line is not None:
+            ax.axhline(line, color="black", linestyle="--", linewidth=0.8)
+        ax.set_title(title, fontsize=9)
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+    save_figure(plt, figure, args.plot)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare the strategies and print a table or JSON."""
+    if args.plot:
+        pyplot(args.plot)
+    strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    with Ticker("comparing") as ticker:
+        rows = compare(
+            nodes=args.nodes,
+            keys=args.keys,
+            change=args.change,
+            options=StrategyOptions(vnodes=args.vnodes, hasher=args.hasher),
+            strategies=strategies,
+            repeats=args.repeats,
+            seed=args.seed,
+            progress=ticker,
+        )
+    if args.plot:
+        _plot(args, rows)
+    if args.json:
+        print_json(
+            {
+                "nodes": args.nodes,
+                "keys": args.keys,
+                "change": args.change,
+                "rows": [asdict(row) for row in rows],
+            }
+        )
+        return 0
+    out = console()
+    out.print(_table(args, rows))
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
+    return 0

@@ -1,0 +1,333 @@
+"""``ringkit simulate [SCENARIO.toml]``: replay seed 004's lesson, or a scenario file.
+
+With no file it replays Gatepass (seed 004): keys ``booking-0001`` … ``booking-0300`` hashed with
+``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32 and 128 vnodes. After each
+step: keys per node against the fair share, the busiest node × fair, and the keys moved on the
+ring beside the keys moved with ``hash % N`` for the same change. It ends with one key's lookup.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from typing import Any
+
+from rich.table import Table
+
+from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.commands.lookup import lookup_report
+from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
+from ringkit.hashing import HASHERS
+from ringkit.ring import HashRing
+from ringkit.scenario import load_scenario
+from ringkit.sim import Run, Scenario, Step, gatepass, run_scenario, with_vnodes
+
+__all__ = ["register", "run", "run_json"]
+
+_GATEPASS_VNODES = (1, 8, 32, 128)
+
+
+def _vnode_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
+    return values
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``simulate`` subcommand."""
+    parser = subparsers.add_parser(
+        "simulate",
+        help="replay seed 004's lesson (no file) or a TOML scenario, step by step",
+        description="Simulate membership changes and measure balance and movement.",
+    )
+    parser.add_argument("scenario", nargs="?", help="scenario file (TOML); default: Gatepass")
+    parser.add_argument(
+        "--vnodes",
+        type=_vnode_list,
+        default=None,
+        help="comma-separated vnode counts (default: 1,8,32,128 or the file's)",
+    )
+    parser.add_argument(
+        "--keys",
+        type=positive_int,
+        default=None,
+        help="number of booking keys in the default run (default: 300)",
+    )
+    parser.add_argument(
+        "--hasher",
+        choices=sorted(HASHERS),
+        default=None,
+        help="hash function of the default run (default: fnv1a_32_mix)",
+    )
+    parser.add_argument("--trace", default=None, help="key whose lookup ends the default run")
+    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--plot", metavar="FILE", help="draw the loads per step (PNG or SVG)")
+    parser.set_defaults(run=run)
+
+
+def _scenarios(args: argparse.Namespace) -> list[Scenario]:
+    if args.scenario is None:
+        return gatepass(
+            vnodes=args.vnodes or _GATEPASS_VNODES,
+            keys=args.keys or 300,
+            hasher=args.hasher or "fnv1a_32_mix",
+        )
+    for flag, value, field in (
+        ("--keys", args.keys, "keys.count"),
+        ("--hasher", args.hasher, "strategy.hasher"),
+        ("--trace", args.trace, None),
+    ):
+        if value is not None:
+            where = f"; set {field} in the scenario file" if field else ""
+            raise refuse(f"{flag} applies to the default run only, got {value!r}{where}")
+    scenarios = load_scenario(args.scenario)
+    if args.seed is not None:
+        scenarios = [
+            replace(s, population=replace(s.population, seed=args.seed)) for s in scenarios
+        ]
+    if args.vnodes is not None:
+        scenarios = [v for s in scenarios[:1] for v in with_vnodes(s, args.vnodes)]
+    return scenarios
+
+
+def _step_json(run: Run, step: Step) -> dict[str, Any]:
+    scenario = run.scenario
+    data: dict[str, Any] = {
+        "event": step.event,
+        "nodes": list(step.nodes),
+        "vnodes": scenario.options.vnodes,
+        "keys_per_node": step.keys_per_node,
+        "busiest_ratio": step.balance["keys"].busiest_ratio if step.balance else None,
+        f"moved_{scenario.strategy}": step.moved["keys"],
+    }
+    base = _baseline_key(scenario)
+    if base is not None:
+        data[f"moved_{base}"] = step.baseline_moved
+    data["optimum"] = step.optimum
+    data["moved"] = step.moved
+    data["balance"] = {
+        m: {k: v for k, v in b.to_dict().items() if k not in ("loads", "fair")}
+        for m, b in step.balance.items()
+    }
+    data["hot_keys"] = [
+        {"key": h.key, "request_share": h.request_share, "node": h.node} for h in step.hot_keys
+    ]
+    data["failed"] = [list(r) for r in step.failed]
+    data["stale"] = step.stale
+    if base is not None:
+        data[f"stale_{base}"] = step.baseline_stale
+    return data
+
+
+def _baseline_key(scenario: Scenario) -> str | None:
+    """The baseline's name in JSON keys (``baseline`` when it is the strategy itself)."""
+    if scenario.baseline is None:
+        return None
+    return "baseline" if scenario.baseline == scenario.strategy else scenario.baseline
+
+
+def run_json(runs: list[Run], *, default: bool, trace: dict[str, Any] | None) -> dict[str, Any]:
+    """Return the JSON document ``simulate --json`` prints for `runs`."""
+    first = runs[0].scenario
+    population = first.population
+    data: dict[str, Any] = {"hasher": _hasher_name(first)}
+    if default:
+        data["keys"] = population.names()
+    else:
+        data["scenario"] = first.name
+        data["strategy"] = first.strategy
+        data["keys"] = {
+            "count": population.count,
+            "prefix": population.prefix,
+            "zipf": population.zipf,
+            "sizes": population.sizes.distribution,
+            "seed": population.seed,
+        }
+    data["steps"] = [_step_json(r, step) for r in runs for step in r.steps]
+    if trace is not None:
+        data["trace"] = trace
+    return data
+
+
+def _hasher_name(scenario: Scenario) -> str:
+    hasher = scenario.options.hasher
+    return hasher if isinstance(hasher, str) else getattr(hasher, "name", "custom")
+
+
+def _table(run: Run) -> Table:
+    scenario = run.scenario
+    rich_metrics = scenario.population.zipf > 0 or scenario.population.sizes.distribution != "fixed"
+    table = Table(
+        title=f"{scenario.name} · {scenario.strategy} · {_hasher_name(scenario)} · "
+        f"{scenario.population.count:,} keys",
+        title_justify="left",
+    )
+    for column in ("step", "node", "keys", "", "× fair"):
+        table.add_column(column, justify="right" if column in ("keys", "× fair") else "left")
+    if rich_metrics:
+        table.add_column("bytes × fair", justify="right")
+        table.add_column("requests × fair", justify="right")
+    table.add_column(f"moved ({scenario.strategy})", justify="right")
+    if scenario.baseline:
+        table.add_column(f"moved ({_baseline_label(scenario.baseline)})", justify="right")
+    for step in run.steps:
+        if not step.nodes:
+            table.add_row(step.event, "all nodes down", end_section=True)
+            continue
+        keys = step.balance["keys"]
+        moved = step.event != "start" and step.stale is None
+        for i, name in enumerate(step.nodes):
+            ratio = keys.loads[name] / keys.fair[name] if keys.fair[name] else 1.0
+            row = [
+                step.event if i == 0 else "",
+                name,
+                f"{int(keys.loads[name]):,}",
+                bar(ratio),
+                f"{ratio:.2f}",
+            ]
+            if rich_metrics:
+                row += [f"{_ratio(step, m, name):.2f}" for m in ("bytes", "requests")]
+            row.append(percent(step.moved["keys"]) if i == 0 and moved else "")
+            if scenario.baseline:
+                base = step.baseline_moved if i == 0 and moved else None
+                row.append(percent(base) if base is not None else "")
+            table.add_row(*row, end_section=i == len(step.nodes) - 1)
+    return table
+
+
+def _baseline_label(name: str) -> str:
+    return "hash % N" if name == "modulo" else name
+
+
+def _ratio(step: Step, metric: str, name: str) -> float:
+    b = step.balance[metric]
+    return b.loads[name] / b.fair[name] if b.fair[name] else 1.0
+
+
+def _notes(run: Run) -> list[str]:
+    lines = []
+    for step in run.steps:
+        parts = [
+            f"busiest {b.busiest} {b.busiest_ratio:.2f}× fair by {m}"
+            for m, b in step.balance.items()
+            if m == "keys"
+            or run.scenario.population.zipf > 0
+            or (m == "bytes" and run.scenario.population.sizes.distribution != "fixed")
+        ]
+        if not step.nodes:
+            parts.append("every node failed; the run stops here")
+        if step.optimum is not None:
+            parts.append(
+                f"moved {percent(step.moved['keys'])} of keys, a balanced placement "
+                f"{percent(step.optimum)}"
+            )
+        if len(step.failed) > 1:
+            parts.append("cascade: " + " → ".join(", ".join(r) for r in step.failed))
+        elif step.failed:
+            parts.append("no cascade: every survivor stayed under its capacity")
+        if step.stale is not None:
+            base = (
+                f"; with {_baseline_label(run.scenario.baseline)}: {percent(step.baseline_stale)}"
+                if run.scenario.baseline
+                else ""
+            )
+            parts.append(
+                f"a stale client sends {percent(step.stale['keys'])} of keys "
+                f"({percent(step.stale['requests'])} of requests) to the wrong node{base}"
+            )
+        if step.hot_keys:
+            hot = ", ".join(f"{h.key} {percent(h.request_share)} → {h.node}" for h in step.hot_keys)
+            parts.append(f"hot keys: {hot}")
+        lines.append(f"  {step.event}: " + "; ".join(parts))
+    return lines
+
+
+def _trace(runs: list[Run], key: str | None) -> dict[str, Any]:
+    scenario = runs[-1].scenario
+    ring = HashRing(scenario.nodes, vnodes=scenario.options.vnodes, hasher=scenario.options.hasher)
+    return lookup_report(ring, key or scenario.population.key(0), 1)
+
+
+def _shown_metrics(scenario: Scenario) -> list[str]:
+    """Keys always; bytes when sizes vary; requests when popularity is skewed."""
+    population = scenario.population
+    shown = ["keys"]
+    if population.sizes.distribution != "fixed":
+        shown.append("bytes")
+    if population.zipf > 0:
+        shown.append("requests")
+    return shown
+
+
+def _step_title(run: Run, step: Step) -> str:
+    title = f"{run.scenario.name}: {step.event}"
+    if step.optimum is not None:
+        title += f"\nmoved {percent(step.moved['keys'])}"
+        if step.baseline_moved is not None:
+            title += (
+                f", {_baseline_label(run.scenario.baseline or '')} {percent(step.baseline_moved)}"
+            )
+    return title
+
+
+def _plot(runs: list[Run], path: str) -> None:
+    plt = pyplot(path)
+    columns = max(len(r.steps) for r in runs)
+    figure, axes = plt.subplots(
+        len(runs), columns, figsize=(3.2 * columns, 2.6 * len(runs)), squeeze=False, sharey=True
+    )
+    for row, r in enumerate(runs):
+        metrics = _shown_metrics(r.scenario)
+        width = 0.8 / len(metrics)
+        for col, step in enumerate(r.steps):
+            ax = axes[row][col]
+            for k, metric in enumerate(metrics):
+                ratios = [_ratio(step, metric, n) for n in step.nodes]
+                ax.bar([i + k * width for i in range(len(step.nodes))], ratios, width, label=metric)
+            ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+            middle = (len(metrics) - 1) * width / 2
+            long = any(len(name) > 3 for name in step.nodes)
+            ax.set_xticks([i + middle for i in range(len(step.nodes))], step.nodes, fontsize=7,
+                          rotation=30 if long else 0)  # fmt: skip
+            ax.set_title(_step_title(r, step), fontsize=8)
+        for col in range(len(r.steps), columns):
+            axes[row][col].axis("off")
+        axes[row][0].set_ylabel("load × fair share")
+        axes[row][0].legend(fontsize=7)
+    save_figure(plt, figure, path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the default lesson or the scenario file and print tables or JSON."""
+    if args.plot:
+        pyplot(args.plot)  # fail on a bad file name before the long part
+    scenarios = _scenarios(args)
+    with Ticker("simulating") as ticker:
+        runs = [run_scenario(s, progress=ticker) for s in scenarios]
+    trace = _trace(runs, args.trace) if args.scenario is None else None
+    if args.plot:
+        _plot(runs, args.plot)
+    if args.json:
+        print_json(run_json(runs, default=args.scenario is None, trace=trace))
+        return 0
+    out = console()
+    for r in runs:
+        out.print(_table(r))
+        for line in _notes(r):
+            out.print(line, soft_wrap=True)
+        out.print()
+    if trace is not None:
+        out.print(
+            f"Look up {trace['key']}: hash = {trace['hash']} → walk clockwise to token "
+            f"{trace['token']:#018x} → node {trace['owner']}"
+        )
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
+    return 0

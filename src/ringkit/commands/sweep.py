@@ -1,0 +1,171 @@
+"""``ringkit sweep``: balance against vnodes for N nodes, measured over seeded rings, with theory.
+
+For each vnode count (1, 2, 4, … 1024 by default) it draws ``--draws`` random rings and reports
+the busiest node × fair share (mean, p99, max) and the coefficient of variation of node shares,
+beside seed 000's theory: CV ≈ 1/sqrt(V), its expected worst share, and H_N/N for one token.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+from ringkit.advice import SweepRow, sweep
+from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.output import Ticker, console, pyplot, save_figure
+
+__all__ = ["register", "run"]
+
+DEFAULT_VNODES = tuple(2**i for i in range(11))
+
+
+def vnode_counts(text: str) -> list[int]:
+    """Parse ``1,8,32`` (or ``1-1024`` for the powers of two in that range) into vnode counts."""
+    try:
+        if "-" in text:
+            low, high = (int(part) for part in text.split("-", 1))
+            values = [2**i for i in range(high.bit_length()) if low <= 2**i <= high]
+        else:
+            values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers or LOW-HIGH, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
+    return values
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``sweep`` subcommand."""
+    parser = subparsers.add_parser(
+        "sweep",
+        help="balance against vnodes over many seeded rings, beside the theory",
+        description="Measure how vnodes even out a ring, over many seeded ring draws.",
+    )
+    parser.add_argument("--nodes", type=positive_int, default=10, help="node count (default 10)")
+    parser.add_argument(
+        "--vnodes",
+        type=vnode_counts,
+        default=list(DEFAULT_VNODES),
+        help="vnode counts: 1,8,32 or LOW-HIGH powers of two (default 1-1024)",
+    )
+    parser.add_argument(
+        "--draws", type=positive_int, default=200, help="seeded rings per vnode count (default 200)"
+    )
+    parser.add_argument(
+        "--replicas",
+        type=positive_int,
+        default=1,
+        help="count a node's load over R-replica preference lists (default 1)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--plot", metavar="FILE", help="draw busiest × fair and CV (PNG or SVG)")
+    parser.set_defaults(run=run)
+
+
+def _table(args: argparse.Namespace, rows: list[SweepRow]) -> Table:
+    replicas = f", {args.replicas} replicas" if args.replicas > 1 else ""
+    table = Table(
+        title=f"{args.nodes} nodes{replicas}, {args.draws} seeded rings per row: "
+        "busiest node × fair share and CV of shares",
+        title_justify="left",
+    )
+    for column in (
+        "vnodes",
+        "busiest mean",
+        "p99",
+        "max",
+        "seed 000 worst",
+        "CV",
+        "1/sqrt(V)",
+        "CV exact",
+    ):
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(
+            f"{row.vnodes:,}",
+            f"{row.busiest_mean:.3f}",
+            f"{row.busiest_p99:.3f}",
+            f"{row.busiest_max:.3f}",
+            f"{row.worst_theory:.3f}",
+            f"{row.cv:.4f}",
+            f"{row.cv_theory:.4f}",
+            f"{row.cv_exact:.4f}",
+        )
+    return table
+
+
+def _plot(args: argparse.Namespace, rows: list[SweepRow]) -> None:
+    plt = pyplot(args.plot)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    v = [row.vnodes for row in rows]
+    left.plot(v, [r.busiest_mean for r in rows], "o-", label="measured mean")
+    left.plot(v, [r.busiest_p99 for r in rows], "^--", label="measured p99")
+    left.plot(v, [r.worst_theory for r in rows], "k:", label="seed 000 worst_share × N")
+    left.axhline(
+        rows[0].largest_theory,
+        color="grey",
+        linewidth=0.8,
+        label=f"H_N for V = 1 ({rows[0].largest_theory:.2f})",
+    )
+    left.axhline(1.0, color="black", linewidth=0.6)
+    left.set(
+        xscale="log",
+        xlabel="vnodes per node",
+        ylabel="busiest node × fair share",
+        title=f"{args.nodes} nodes, {args.draws} rings per point",
+    )
+    left.legend(fontsize=8)
+    right.plot(v, [r.cv for r in rows], "o-", label="measured CV of shares")
+    right.plot(v, [r.cv_theory for r in rows], "k:", label="1/sqrt(V)")
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="vnodes per node",
+        ylabel="CV",
+        title="spread of node shares",
+    )
+    right.legend(fontsize=8)
+    save_figure(plt, figure, args.plot)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Sweep the vnode counts and print a table or JSON."""
+    if args.plot:
+        pyplot(args.plot)
+    with Ticker("sweeping") as ticker:
+        rows = sweep(
+            args.nodes,
+            args.vnodes,
+            draws=args.draws,
+            seed=args.seed,
+            replicas=args.replicas,
+            progress=ticker,
+        )
+    if args.plot:
+        _plot(args, rows)
+    if args.json:
+        print_json(
+            {
+                "nodes": args.nodes,
+                "replicas": args.replicas,
+                "draws": args.draws,
+                "seed": args.seed,
+                "rows": [asdict(row) for row in rows],
+            }
+        )
+        return 0
+    out = console()
+    out.print(_table(args, rows))
+    out.print(
+        f"With one token per node the expected busiest node is H_N = "
+        f"{rows[0].largest_theory:.3f} × fair (seed 000: H_N / N of the circle)."
+    )
+    if args.plot:
+        out.print(f"plot written to {args.plot}")
+    return 0

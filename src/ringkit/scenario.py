@@ -1,0 +1,254 @@
+"""Scenario files: a TOML description of keys, nodes, a strategy and events for the simulator.
+
+Every field is checked once, here; a mistake is one :class:`~ringkit.errors.ConfigError` whose
+message names the file, the field and the accepted values, e.g.
+``cascade.toml: events[2].type must be one of add, remove, reweight, fail, stale; got 'explode'``.
+``strategy.vnodes`` may be a list: the scenario then runs once per vnode count, side by side.
+
+>>> text = '''
+... nodes = ["A", "B", "C"]
+... [keys]
+... count = 1000
+... [strategy]
+... vnodes = [1, 128]
+... [[events]]
+... type = "add"
+... node = "D"
+... '''
+>>> [s.name for s in parse_scenario(text, "demo.toml")]
+['vnodes=1', 'vnodes=128']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ringkit.errors import ConfigError
+from ringkit.hashing import get_hasher
+from ringkit.nodes import Node
+from ringkit.population import DISTRIBUTIONS, Population, Sizes
+from ringkit.sim import EVENT_TYPES, Event, Scenario, with_vnodes
+from ringkit.stats import METRICS
+from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+
+__all__ = ["load_scenario", "parse_scenario"]
+
+_TOP = ("name", "seed", "hot_keys", "baseline", "keys", "nodes", "strategy", "events")
+_KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
+_SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
+_EVENT = ("type", "node", "weight", "capacity", "load", "behind")
+
+
+class _Fields:
+    """Typed access to a TOML table that reports `file: field …` on a bad value."""
+
+    def __init__(self, source: str, path: str, table: object, allowed: tuple[str, ...]) -> None:
+        self.source, self.path = source, path
+        if not isinstance(table, Mapping):
+            raise self.error("", "must be a table", table)
+        self.table: Mapping[str, Any] = table
+        for name in table:
+            if name not in allowed:
+                raise ConfigError(
+                    f"{source}: unknown field {self.name(name)!r}; accepted: {', '.join(allowed)}"
+                )
+
+    def name(self, field: str) -> str:
+        return f"{self.path}.{field}" if self.path and field else self.path or field
+
+    def error(self, field: str, constraint: str, value: object) -> ConfigError:
+        return ConfigError(f"{self.source}: {self.name(field)} {constraint}; got {value!r}")
+
+    def get(self, field: str, kind: type | tuple[type, ...], default: Any) -> Any:
+        value = self.table.get(field, default)
+        if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+            raise self.error(field, f"must be {_kind_name(kind)}", value)
+        if not isinstance(value, kind):
+            raise self.error(field, f"must be {_kind_name(kind)}", value)
+        return value
+
+    def choice(self, field: str, choices: tuple[str, ...], default: str) -> str:
+        value = self.table.get(field, default)
+        if value not in choices:
+            raise self.error(field, f"must be one of {', '.join(choices)}", value)
+        return str(value)
+
+    def number(self, field: str, default: float | None, *, minimum: float = 0.0) -> Any:
+        value = self.get(field, (int, float, type(None)), default)
+        if value is not None and not value > minimum:
+            raise self.error(field, f"must be a number > {minimum:g}", value)
+        return value
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    names = {
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+        type(None): "absent",
+    }
+    return " or ".join(names.get(k, k.__name__) for k in kinds if k is not type(None))
+
+
+def _population(source: str, data: object, seed: int) -> Population:
+    keys = _Fields(source, "keys", data, _KEYS)
+    count = keys.get("count", int, 300)
+    if count < 1:
+        raise keys.error("count", "must be an integer >= 1", count)
+    start = keys.get("start", int, 1)
+    width = keys.get("width", int, len(str(start + count - 1)))
+    sizes = _Fields(source, "keys.sizes", keys.table.get("sizes", {}), _SIZES)
+    distribution = sizes.choice("distribution", DISTRIBUTIONS, "fixed")
+    params = {f: sizes.number(f, getattr(Sizes(), f)) for f in _SIZES if f != "distribution"}
+    zipf = keys.get("zipf", (int, float), 0.0)
+    if not 0 <= zipf <= 10:
+        raise keys.error("zipf", "must be a number in [0, 10]", zipf)
+    try:
+        size_model = Sizes(distribution, **params)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: keys.{error}") from None
+    return Population(
+        count=count,
+        prefix=keys.get("prefix", str, "key-"),
+        start=start,
+        width=width,
+        sizes=size_model,
+        zipf=float(zipf),
+        seed=seed,
+    )
+
+
+def _nodes(source: str, value: object) -> tuple[Node, ...]:
+    try:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            width = len(str(value))
+            return tuple(Node(f"node-{i:0{width}d}") for i in range(1, value + 1))
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return tuple(Node(name) for name in dict.fromkeys(value))
+        if isinstance(value, Mapping) and value:
+            return tuple(Node(name, weight=weight) for name, weight in value.items())
+    except ConfigError as error:
+        raise ConfigError(f"{source}: nodes: {error}") from None
+    raise ConfigError(
+        f"{source}: nodes must be a count >= 1, a list of names or a table of name = weight; "
+        f"got {value!r}"
+    )
+
+
+def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int]]:
+    option_names = tuple(f.name for f in dataclasses.fields(StrategyOptions))
+    fields = _Fields(source, "strategy", data, ("name", *option_names))
+    name = fields.choice("name", STRATEGY_NAMES, "ring")
+    defaults = StrategyOptions()
+    vnodes = fields.table.get("vnodes", defaults.vnodes)
+    counts = vnodes if isinstance(vnodes, list) else [vnodes]
+    if not counts or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts
+    ):
+        raise fields.error("vnodes", "must be an integer >= 1 or a list of them", vnodes)
+    options: dict[str, Any] = {}
+    for option in option_names:
+        if option != "vnodes" and option in fields.table:
+            default = getattr(defaults, option)
+            kind = type(default) if default is not None else object
+            options[option] = fields.get(option, kind, default)
+    if "hasher" in options:
+        try:
+            get_hasher(options["hasher"])
+        except ConfigError as error:
+            raise ConfigError(f"{source}: strategy.hasher: {error}") from None
+    return name, StrategyOptions(vnodes=counts[0], **options), counts
+
+
+def _event(source: str, index: int, data: object, names: set[str]) -> Event:
+    fields = _Fields(source, f"events[{index}]", data, _EVENT)
+    kind = fields.choice("type", EVENT_TYPES, "")
+    node = fields.get("node", str, "")
+    if kind != "stale" and not node:
+        raise fields.error("node", "must name a node", node or None)
+    if kind == "add" and node in names:
+        raise fields.error("node", "must be a node not yet added", node)
+    if kind in ("remove", "fail", "reweight") and node not in names:
+        raise fields.error("node", f"must be one of {', '.join(sorted(names))}", node)
+    behind = fields.get("behind", int, 1)
+    if behind < 1:
+        raise fields.error("behind", "must be an integer >= 1", behind)
+    event = Event(
+        kind=kind,
+        node=node,
+        weight=float(fields.number("weight", 1.0)),
+        capacity=fields.number("capacity", None, minimum=1.0),
+        load=fields.choice("load", METRICS, "keys"),
+        behind=behind,
+    )
+    if kind == "add":
+        names.add(node)
+    elif kind in ("remove", "fail"):
+        names.discard(node)
+    return event
+
+
+def _hot_keys(top: _Fields) -> int:
+    count: int = top.get("hot_keys", int, 5)
+    if count < 0:
+        raise top.error("hot_keys", "must be an integer >= 0", count)
+    return count
+
+
+def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
+    """Return the scenarios described by TOML `text` (one per vnode count).
+
+    :raises ConfigError: for invalid TOML or any bad field; the message starts with `source`
+    """
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    top = _Fields(source, "", data, _TOP)
+    seed = top.get("seed", int, 0)
+    population = _population(source, data.get("keys", {}), seed)
+    nodes = _nodes(source, data.get("nodes", ["A", "B", "C"]))
+    strategy, options, vnodes = _strategy(source, data.get("strategy", {}))
+    baseline = top.choice("baseline", (*STRATEGY_NAMES, "none"), "modulo")
+    names = {node.name for node in nodes}
+    events = data.get("events", [])
+    if not isinstance(events, list):
+        raise top.error("events", "must be an array of tables ([[events]])", events)
+    scenario = Scenario(
+        population=population,
+        nodes=nodes,
+        strategy=strategy,
+        options=options,
+        baseline=None if baseline == "none" else baseline,
+        events=tuple(_event(source, i, e, names) for i, e in enumerate(events)),
+        hot_keys=_hot_keys(top),
+        name=top.get("name", str, Path(source).stem),
+    )
+    try:  # options a strategy refuses (e.g. a table size) are found now, not mid-run
+        build_placement(strategy, nodes, options)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: strategy: {error}") from None
+    if len(vnodes) == 1:
+        return [scenario]
+    return with_vnodes(scenario, vnodes)
+
+
+def load_scenario(path: str | Path) -> list[Scenario]:
+    """Read and parse the scenario file at `path`.
+
+    :raises ConfigError: when the file cannot be read or is not a valid scenario
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read scenario file: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: scenario file must be UTF-8 text") from None
+    return parse_scenario(text, str(path))

@@ -1,0 +1,384 @@
+"""Scenarios: a key population and a sequence of membership events, measured step by step.
+
+A :class:`Scenario` places a :class:`~ringkit.population.Population` on a placement built by
+name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
+``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
+cascade seed 004 says virtual nodes prevent) and ``stale`` (a client k membership changes behind
+sends keys to the wrong node; seed 000's cost of disagreeing views). After each step it measures
+balance by keys, bytes and requests, the fraction of keys that moved, the same change under a
+baseline placement (``hash % N`` by default) and the hot keys. Every pass streams the keys in
+chunks, so the population can be far larger than memory.
+
+:func:`gatepass` is seed 004's lesson: 300 booking keys on A, B, C, then add D, then remove B.
+
+>>> run = run_scenario(gatepass(vnodes=(128,))[0])
+>>> [step.event for step in run.steps]
+['start', 'add D', 'remove B']
+>>> run.steps[1].moved["keys"] < run.steps[1].baseline_moved
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.errors import ConfigError
+from ringkit.measure import PassContext, Progress, measure_pass
+from ringkit.nodes import Node
+from ringkit.placement import Placement, unknown_node
+from ringkit.population import HashCache, Population
+from ringkit.stats import METRICS, Balance, balance
+from ringkit.strategies.modulo import Modulo
+from ringkit.strategies.registry import StrategyOptions, build_placement
+
+__all__ = [
+    "EVENT_TYPES",
+    "Event",
+    "HotKey",
+    "Run",
+    "Scenario",
+    "Step",
+    "gatepass",
+    "run_scenario",
+]
+
+EVENT_TYPES: tuple[str, ...] = ("add", "remove", "reweight", "fail", "stale")
+# Up to this many keys a run keeps their hashes between passes (8 bytes per key and hasher);
+# larger populations are hashed again on every pass, so memory stays one chunk.
+HASH_CACHE_KEYS = 16_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One membership event. `capacity` (fail): each node carries at most `capacity` × its
+    `load` before the failure. `behind` (stale): how many membership changes the client missed."""
+
+    kind: str
+    node: str = ""
+    weight: float = 1.0
+    capacity: float | None = None
+    load: str = "keys"
+    behind: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in EVENT_TYPES:
+            raise ConfigError(
+                f"event kind must be one of {', '.join(EVENT_TYPES)}, got {self.kind!r}"
+            )
+        if self.kind != "stale" and not self.node:
+            raise ConfigError(f"{self.kind} event must name a node, got {self.node!r}")
+        if self.capacity is not None and not self.capacity > 1:
+            raise ConfigError(f"capacity must be > 1 (× the load before), got {self.capacity!r}")
+        if self.load not in METRICS:
+            raise ConfigError(f"load must be one of {', '.join(METRICS)}, got {self.load!r}")
+        if self.behind < 1:
+            raise ConfigError(f"behind must be >= 1, got {self.behind!r}")
+
+    @property
+    def label(self) -> str:
+        """A short description: ``add D``, ``fail C``, ``stale 1 behind``."""
+        if self.kind == "reweight":
+            return f"reweight {self.node} to {self.weight:g}"
+        if self.kind == "stale":
+            return f"stale {self.behind} behind"
+        return f"{self.kind} {self.node}"
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A population, starting nodes, a strategy with options, a baseline and events."""
+
+    population: Population
+    nodes: tuple[Node, ...]
+    strategy: str = "ring"
+    options: StrategyOptions = field(default_factory=StrategyOptions)
+    baseline: str | None = "modulo"
+    events: tuple[Event, ...] = ()
+    hot_keys: int = 5
+    name: str = "scenario"
+
+
+@dataclass(frozen=True, slots=True)
+class HotKey:
+    """A popular key: its name, its share of all requests and the node it is pinned to."""
+
+    key: str
+    request_share: float
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The measurement after one event (``start`` for the initial placement)."""
+
+    event: str
+    nodes: tuple[str, ...]
+    balance: dict[str, Balance]
+    moved: dict[str, float]
+    optimum: float | None
+    baseline_moved: float | None
+    hot_keys: tuple[HotKey, ...]
+    failed: tuple[tuple[str, ...], ...] = ()
+    stale: dict[str, float] | None = None
+    baseline_stale: float | None = None
+
+    @property
+    def keys_per_node(self) -> dict[str, int]:
+        """Keys per node (exact counts; empty when every node failed)."""
+        if not self.balance:
+            return {}
+        return {name: int(load) for name, load in self.balance["keys"].loads.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A scenario's steps."""
+
+    scenario: Scenario
+    steps: tuple[Step, ...] = field(default_factory=tuple)
+
+
+def gatepass(
+    *, vnodes: Sequence[int] = (1, 8, 32, 128), keys: int = 300, hasher: str = "fnv1a_32_mix"
+) -> list[Scenario]:
+    """Return seed 004's lesson, one scenario per vnode count: A, B, C; add D; remove B."""
+    population = Population(count=keys, prefix="booking-", start=1, width=4)
+    events = (Event("add", "D"), Event("remove", "B"))
+    return [
+        Scenario(
+            population=population,
+            nodes=tuple(Node(name) for name in "ABC"),
+            options=StrategyOptions(vnodes=v, hasher=hasher),
+            events=events,
+            name=f"vnodes={v}",
+        )
+        for v in vnodes
+    ]
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+def _universe(scenario: Scenario) -> dict[str, int]:
+    names = [node.name for node in scenario.nodes]
+    names += [event.node for event in scenario.events if event.kind == "add"]
+    return {name: index for index, name in enumerate(dict.fromkeys(names))}
+
+
+def _apply(placement: Placement, event: Event) -> Placement:
+    if event.kind == "add":
+        return placement.add(Node(event.node, weight=event.weight))
+    if event.kind == "reweight":
+        if event.node not in placement:
+            raise unknown_node(event.node, tuple(placement), "placement")
+        if isinstance(placement, Modulo):
+            # hash % N ignores weights: reweighting changes nothing it routes.
+            nodes = [
+                n.with_weight(event.weight) if n.name == event.node else n for n in placement.nodes
+            ]
+            return Modulo(nodes, hasher=placement._hasher)
+        reweight = getattr(placement, "reweight", None)
+        if reweight is not None:
+            result: Placement = reweight(event.node, event.weight)
+            return result
+        return placement.remove(event.node).add(Node(event.node, weight=event.weight))
+    if event.kind in ("remove", "fail"):
+        return placement.remove(event.node)
+    return placement
+
+
+def _balances(
+    placement: Placement, loads: dict[str, npt.NDArray[np.float64]], universe: dict[str, int]
+) -> dict[str, Balance]:
+    weights = {node.name: node.weight for node in placement.nodes}
+    return {
+        metric: balance(
+            {name: float(loads[metric][universe[name]]) for name in weights},
+            weights,
+            metric=metric,
+        )
+        for metric in METRICS
+    }
+
+
+def _hot_keys(scenario: Scenario, placement: Placement) -> tuple[HotKey, ...]:
+    population = scenario.population
+    count = min(scenario.hot_keys, population.count)
+    if count == 0 or population.zipf == 0:
+        return ()
+    names = population.names(0, count)
+    shares = population.request_shares(0, count)
+    owners = placement.node_for_many(names)
+    return tuple(
+        HotKey(key, float(share), node)
+        for key, share, node in zip(names, shares.tolist(), owners, strict=True)
+    )
+
+
+def _optimum(old: Placement, new: Placement, event: Event) -> float | None:
+    """The least fraction of keys any placement must move for this change (fair shares)."""
+    if event.kind not in ("add", "remove", "fail"):
+        return None
+    holder = new if event.kind == "add" else old
+    total = sum(node.weight for node in holder.nodes)
+    weight = next(node.weight for node in holder.nodes if node.name == event.node)
+    return weight / total
+
+
+def _cascade(
+    ctx: PassContext, placement: Placement, event: Event, before: dict[str, float]
+) -> tuple[Placement | None, tuple[tuple[str, ...], ...]]:
+    """Fail `event.node`; then fail every survivor whose load passes its capacity, in rounds.
+
+    Returns the surviving placement (None when every node failed) and the rounds of failures.
+    """
+    assert event.capacity is not None
+    capacity = {name: load * event.capacity for name, load in before.items()}
+    rounds: list[tuple[str, ...]] = [(event.node,)]
+    current = placement.remove(event.node)
+    while True:
+        loads = measure_pass(ctx, [current]).loads[0][event.load]
+        # A relative tolerance: a node exactly at capacity holds.
+        over = tuple(n for n in current if loads[ctx.universe[n]] > capacity[n] * (1 + 1e-12))
+        if not over:
+            return current, tuple(rounds)
+        rounds.append(over)
+        if len(over) == len(current):
+            return None, tuple(rounds)
+        for name in over:
+            current = current.remove(name)
+
+
+@dataclass
+class _State:
+    placement: Placement
+    baseline: Placement | None
+    history: list[Placement]
+    baseline_history: list[Placement]
+    down: bool = False
+
+
+def _outage(event: Event, failed: tuple[tuple[str, ...], ...]) -> Step:
+    """The step after a cascade took down every node: every key has lost its node."""
+    return Step(
+        event=event.label,
+        nodes=(),
+        balance={},
+        moved=dict.fromkeys(METRICS, 1.0),
+        optimum=None,
+        baseline_moved=None,
+        hot_keys=(),
+        failed=failed,
+    )
+
+
+def _step(ctx: PassContext, state: _State, event: Event) -> Step:
+    old, old_base = state.placement, state.baseline
+    failed: tuple[tuple[str, ...], ...] = ()
+    if event.kind == "stale":
+        return _stale_step(ctx, state, event)
+    if event.kind == "fail" and event.capacity is not None:
+        before = measure_pass(ctx, [old]).loads[0][event.load]
+        loads_before = {name: float(before[ctx.universe[name]]) for name in old}
+        survivors, failed = _cascade(ctx, old, event, loads_before)
+        if survivors is None:
+            state.down = True
+            return _outage(event, failed)
+        new = survivors
+    else:
+        new = _apply(old, event)
+    new_base = _apply(old_base, event) if old_base is not None else None
+    placements = [old, new] + ([old_base, new_base] if old_base and new_base else [])
+    pairs = [(0, 1)] + ([(2, 3)] if len(placements) == 4 else [])
+    result = measure_pass(ctx, placements, pairs)
+    state.placement, state.baseline = new, new_base
+    state.history.append(new)
+    if new_base is not None:
+        state.baseline_history.append(new_base)
+    return Step(
+        event=event.label,
+        nodes=tuple(new),
+        balance=_balances(new, result.loads[1], ctx.universe),
+        moved=result.moved[0],
+        optimum=_optimum(old, new, event),
+        baseline_moved=result.moved[1]["keys"] if len(pairs) == 2 else None,
+        hot_keys=_hot_keys(ctx.scenario, new),
+        failed=failed,
+    )
+
+
+def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
+    if event.behind >= len(state.history):
+        raise ConfigError(
+            f"stale behind must be < {len(state.history)} (the membership changes so far), "
+            f"got {event.behind}"
+        )
+    current, view = state.placement, state.history[-1 - event.behind]
+    placements = [current, view]
+    pairs = [(0, 1)]
+    if state.baseline is not None:
+        placements += [state.baseline, state.baseline_history[-1 - event.behind]]
+        pairs.append((2, 3))
+    result = measure_pass(ctx, placements, pairs)
+    return Step(
+        event=event.label,
+        nodes=tuple(current),
+        balance=_balances(current, result.loads[0], ctx.universe),
+        moved=dict.fromkeys(METRICS, 0.0),
+        optimum=None,
+        baseline_moved=None,
+        hot_keys=_hot_keys(ctx.scenario, current),
+        stale=result.moved[0],
+        baseline_stale=result.moved[1]["keys"] if len(pairs) == 2 else None,
+    )
+
+
+def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run:
+    """Replay `scenario` and measure every step; `progress(done, total)` follows each pass.
+
+    Runtime: O(keys) per step (a cascade takes one pass per round), streamed in chunks.
+
+    A cascade that takes down every node ends the run with a step that has no nodes.
+
+    :raises ConfigError: for an unknown strategy, an event on a node that is not there, or a
+        stale view older than the scenario
+    """
+    universe = _universe(scenario)
+    cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
+    ctx = PassContext(scenario, universe, progress, cache)
+    start = build_placement(scenario.strategy, scenario.nodes, scenario.options)
+    base = (
+        build_placement(scenario.baseline, scenario.nodes, scenario.options)
+        if scenario.baseline is not None
+        else None
+    )
+    state = _State(start, base, [start], [base] if base is not None else [])
+    first = measure_pass(ctx, [start])
+    steps = [
+        Step(
+            event="start",
+            nodes=tuple(start),
+            balance=_balances(start, first.loads[0], universe),
+            moved=dict.fromkeys(METRICS, 0.0),
+            optimum=None,
+            baseline_moved=0.0 if base is not None else None,
+            hot_keys=_hot_keys(scenario, start),
+        )
+    ]
+    for event in scenario.events:
+        if state.down:
+            break  # every node failed: nothing is left to change or measure
+        steps.append(_step(ctx, state, event))
+    return Run(scenario, tuple(steps))
+
+
+def with_vnodes(scenario: Scenario, vnodes: Iterable[int]) -> list[Scenario]:
+    """Return one copy of `scenario` per vnode count (named ``vnodes=V``)."""
+    return [
+        replace(scenario, options=replace(scenario.options, vnodes=v), name=f"vnodes={v}")
+        for v in vnodes
+    ]

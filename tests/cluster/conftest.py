@@ -1,0 +1,60 @@
+"""Fixtures for the cluster tests: real server trios (started once per module) and clients."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import Any
+
+import pytest
+
+from ringkit import HashRing
+from ringkit.cluster import ShardedClient
+from tests.cluster.helpers import NAMES, memory_urls, server_urls
+from tests.servers import Server, memcached_server, redis_server
+
+
+@pytest.fixture(scope="module")
+def redis_trio() -> Iterator[list[Server]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(redis_server()) for _ in NAMES]
+
+
+@pytest.fixture(scope="module")
+def memcached_trio() -> Iterator[list[Server]]:
+    with ExitStack() as stack:
+        yield [stack.enter_context(memcached_server()) for _ in NAMES]
+
+
+@pytest.fixture(params=["memory", "redis", "memcached"])
+def backend(request: pytest.FixtureRequest) -> str:
+    kind: str = request.param
+    return kind
+
+
+@pytest.fixture
+def urls(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """URLs of three empty servers of the parametrised backend kind."""
+    if backend == "memory":
+        return memory_urls()
+    trio = request.getfixturevalue(f"{backend}_trio")
+    result = server_urls(backend, trio)
+    flusher = ShardedClient(HashRing(list(result)), result)
+    flusher.flush()
+    flusher.close()
+    return result
+
+
+@pytest.fixture
+def make_client(urls: dict[str, str]) -> Iterator[Callable[..., ShardedClient]]:
+    """Build clients over the three servers of `urls` (closed after the test)."""
+    made: list[ShardedClient] = []
+
+    def make(**options: Any) -> ShardedClient:
+        client = ShardedClient(HashRing(list(urls)), urls, **options)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
