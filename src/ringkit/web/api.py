@@ -30,7 +30,9 @@ from ringkit.errors import RingkitError
 from ringkit.hashing import HASHERS, get_hasher, points_many
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.population import Population
 from ringkit.ring import SPACE_64, HashRing
+from ringkit.stats import balance
 from ringkit.strategies import registry
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.modulo import Modulo
@@ -44,7 +46,7 @@ from ringkit.web.params import (
     RingQuery,
 )
 
-__all__ = ["PALETTE", "REQUESTS", "lookup_report", "make_keys", "meta", "ring_report"]
+__all__ = ["PALETTE", "REQUESTS", "lookup_report", "meta", "population", "ring_report"]
 
 # Kelly's colours of maximum contrast (Kelly 1965), with teal for his violet (too near his purple),
 # ordered so that the first ones differ most. The page gives each node the first free colour;
@@ -72,14 +74,14 @@ def meta() -> dict[str, Any]:
     }
 
 
-def make_keys(count: int, prefix: str) -> list[str]:
-    """Return seed 004's key names: ``prefix`` then 1..count, zero-padded to 4 digits or more.
+def population(query: RingQuery) -> Population:
+    """Return the query's keys as the simulator's population: ``prefix`` then 1, 2, … (4 digits).
 
-    >>> make_keys(3, "booking-")
+    >>> from ringkit.web.params import parse_ring_query
+    >>> population(parse_ring_query({"keys": "3"})).names()
     ['booking-0001', 'booking-0002', 'booking-0003']
     """
-    width = max(4, len(str(count)))
-    return [f"{prefix}{i:0{width}d}" for i in range(1, count + 1)]
+    return Population(count=query.keys, prefix=query.prefix, zipf=query.zipf or 0.0)
 
 
 def build(query: PlacementQuery, nodes: Sequence[Node] | None = None) -> Placement:
@@ -102,7 +104,8 @@ def ring_report(query: RingQuery) -> dict[str, Any]:
 
     :raises ParamError: when the strategy refuses the nodes or the change
     """
-    keys = make_keys(query.keys, query.prefix)
+    keys_population = population(query)
+    keys = keys_population.names()
     before = build(query.placement)
     after, nodes = before, query.placement.nodes
     if query.change is not None:
@@ -122,12 +125,12 @@ def ring_report(query: RingQuery) -> dict[str, Any]:
             "positions": _positions(points),
             "owners": [index[owner] for owner in owners],
         },
-        "busiest": _busiest(nodes, Counter(owners), len(keys)),
+        "busiest": _busiest(nodes, Counter(owners), "keys"),
         "popularity": None,
         "change": None,
     }
     if query.zipf is not None:
-        report["popularity"] = _popularity(query.zipf, nodes, owners, report["nodes"])
+        report["popularity"] = _popularity(keys_population, nodes, owners, report["nodes"])
     if query.change is not None:
         report["change"] = _movement(query, before, after, keys, owners)
     return report
@@ -223,21 +226,17 @@ def _tokens(placement: Placement, index: Mapping[str, int]) -> dict[str, list[An
     }
 
 
-def _busiest(nodes: Sequence[Node], load: Mapping[str, float], total: float) -> dict[str, Any]:
-    ratios = [
-        (load.get(node.name, 0) / (total * fair), node.name)
-        for node, fair in zip(nodes, _fair(nodes), strict=True)
-    ]
-    ratio, name = max(ratios, key=lambda pair: pair[0])
-    return {"node": name, "load": load.get(name, 0), "ratio": ratio}
+def _busiest(nodes: Sequence[Node], loads: Mapping[str, float], metric: str) -> dict[str, Any]:
+    measured = balance(loads, {node.name: node.weight for node in nodes}, metric=metric)
+    name = measured.busiest
+    return {"node": name, "load": measured.loads[name], "ratio": measured.busiest_ratio}
 
 
 def _popularity(
-    exponent: float, nodes: Sequence[Node], owners: Sequence[str], rows: list[dict[str, Any]]
+    keys: Population, nodes: Sequence[Node], owners: Sequence[str], rows: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    # Zipf: the key of rank r (its position in the key list, 1-based) gets weight 1 / r**s.
-    weights = 1.0 / np.arange(1, len(owners) + 1, dtype=np.float64) ** exponent
-    requests = weights * (REQUESTS / weights.sum())
+    # Zipf: the key of rank r (its place in the key list) gets a share r**-s / H(count, s).
+    requests = keys.request_shares(0, keys.count) * REQUESTS
     load: Counter[str] = Counter()
     for owner, amount in zip(owners, requests.tolist(), strict=True):
         load[owner] += amount
@@ -246,9 +245,9 @@ def _popularity(
         row["fair_requests"] = row["fair_share"] * REQUESTS
     hot = min(HOT_KEYS, len(owners))
     return {
-        "zipf": exponent,
+        "zipf": keys.zipf,
         "requests": REQUESTS,
-        "busiest": _busiest(nodes, load, REQUESTS),
+        "busiest": _busiest(nodes, load, "requests"),
         "hot_keys": [{"index": i, "requests": float(requests[i])} for i in range(hot)],
     }
 
