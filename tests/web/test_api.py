@@ -22,6 +22,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from ringkit import HashRing, Modulo, Node
+from ringkit.sim import gatepass, run_scenario
 from ringkit.strategies import registry
 from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
 from ringkit.web import api, params
@@ -124,6 +125,20 @@ def test_change_moves_what_the_library_moves(
     assert result["moved_fraction"] == pytest.approx(len(moved) / 300)
     assert result["transfers"] == dict(Counter(f"{before[i]}→{after[i]}" for i in moved))
     assert owners_by_name(report) == after
+
+
+@pytest.mark.parametrize("vnodes", [1, 8, 32, 128])
+def test_the_lessons_sequence_matches_the_simulator(client: TestClient, vnodes: int) -> None:
+    # Seed 004 via ringkit.sim: A, B, C; add D; remove B. The page's API must agree step by step.
+    run = run_scenario(gatepass(vnodes=[vnodes])[0])
+    nodes = "A,B,C"
+    for step, change in zip(run.steps[1:], [{"add": "D"}, {"remove": "B"}], strict=True):
+        report = get(client, "/api/ring", nodes=nodes, vnodes=str(vnodes), **change)
+        counts = {node["name"]: node["keys"] for node in report["nodes"]}
+        assert counts == step.keys_per_node
+        assert report["change"]["moved_fraction"] == pytest.approx(step.moved["keys"])
+        assert report["change"]["moved_modulo_fraction"] == pytest.approx(step.baseline_moved)
+        nodes = ",".join(counts)
 
 
 def test_add_moves_keys_only_to_the_new_node(client: TestClient) -> None:
