@@ -16,7 +16,7 @@ setup-dev: $(BIN)/python
 	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached]"
 
 demo: setup
-	$(BIN)/ringkit lookup booking:42 --replicas 3
+	$(BIN)/ringkit simulate
 
 lint: setup-dev
 	$(BIN)/ruff check src tests benchmarks examples

@@ -29,8 +29,10 @@ from ringkit.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
+from ringkit.movement import MovedArc, Movement, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
+from ringkit.plan import MigrationPlan, Transfer
 from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.scenario import load_scenario
@@ -59,7 +61,10 @@ __all__ = [
     "HashRing",
     "JumpHash",
     "Maglev",
+    "MigrationPlan",
     "Modulo",
+    "MovedArc",
+    "Movement",
     "MultiProbe",
     "Node",
     "Placement",
@@ -69,12 +74,14 @@ __all__ = [
     "Scenario",
     "ShardedClient",
     "Sizes",
+    "Transfer",
     "UnknownNodeError",
     "UnsupportedError",
     "__version__",
     "advise",
     "balance",
     "compat",
+    "diff",
     "hashing",
     "jump_hash",
     "load_scenario",

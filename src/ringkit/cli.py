@@ -27,6 +27,7 @@ COMMANDS: tuple[str, ...] = (
     "ringkit.commands.sweep",
     "ringkit.commands.advise",
     "ringkit.commands.compare",
+    "ringkit.commands.plan",
     "ringkit.commands.serve",
 )
 

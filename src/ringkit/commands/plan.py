@@ -1,0 +1,230 @@
+"""``ringkit plan``: what a membership change moves, from whom to whom, and how to migrate it.
+
+Builds the placement before and after (``--add`` / ``--remove``), diffs them with
+:func:`ringkit.diff`, plans the transfers over a seeded key sample and prints the report of
+:func:`ringkit.movement_report.movement_report`: the moved fraction beside the optimum and
+``hash % N``, totals per (source, destination) pair, the largest transfers and the plan's
+estimate. ``--json`` prints the same report as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from typing import Any, TypeVar
+
+import numpy as np
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from ringkit.commands.common import node_list, positive_int, print_json, refuse
+from ringkit.hashing import DEFAULT_HASH, HASHERS
+from ringkit.movement import Movement, diff
+from ringkit.movement_report import movement_report
+from ringkit.placement import Placement
+from ringkit.plan import DEFAULT_BANDWIDTH_BYTES_PER_S, DEFAULT_MAX_STREAMS, DEFAULT_SETUP_S
+from ringkit.ring import DEFAULT_VNODES
+from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+
+__all__ = ["register", "run"]
+
+T = TypeVar("T")
+# Above this many keys the work takes about a second or more: show a progress bar.
+_PROGRESS_KEYS = 200_000
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``plan`` subcommand."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="show what adding/removing nodes moves, and a migration plan",
+        description="Diff a placement before and after a membership change and plan the "
+        "transfers (range reads) that rebuild every copy.",
+    )
+    add = parser.add_argument
+    add("--nodes", type=node_list, default=["A", "B", "C"], help="nodes before (default: A,B,C)")
+    add("--add", type=node_list, default=[], help="comma-separated nodes to add")
+    add("--remove", type=node_list, default=[], help="comma-separated nodes to remove")
+    add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
+    add("--vnodes", type=positive_int, default=DEFAULT_VNODES, help="vnodes per node")
+    add("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH, help="hash function")
+    add("--replicas", type=positive_int, default=1, help="copies of every key (default: 1)")
+    add("--keys", type=positive_int, default=100_000, help="keys in the sample (default: 100000)")
+    add("--seed", type=int, default=0, help="seed of the key sample (default: 0)")
+    add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
+    add(
+        "--max-streams",
+        type=positive_int,
+        default=DEFAULT_MAX_STREAMS,
+        help=f"streams one source serves at once (default: {DEFAULT_MAX_STREAMS})",
+    )
+    add("--setup-s", type=float, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
+    add(
+        "--bandwidth",
+        type=float,
+        default=DEFAULT_BANDWIDTH_BYTES_PER_S,
+        help="bytes per second per stream",
+    )
+    add("--top", type=positive_int, default=10, help="largest transfers to list (default: 10)")
+    add("--json", action="store_true", help="print JSON")
+    parser.set_defaults(run=run)
+
+
+def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
+    if not args.add and not args.remove:
+        raise refuse("nothing to plan: give --add and/or --remove")
+    options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher)
+    old = build_placement(args.strategy, args.nodes, options)
+    new = old
+    for name in args.remove:
+        new = new.remove(name)
+    for name in args.add:
+        new = new.add(name)
+    return old, new
+
+
+def _keys(count: int, seed: int) -> list[str]:
+    suffixes = np.random.default_rng(seed).integers(0, 2**63, count, dtype=np.int64)
+    return [f"key-{value}" for value in suffixes.tolist()]
+
+
+def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[Any]:
+    """Run `steps` in order, behind a progress bar on stderr when `show`."""
+    console = Console(stderr=True)
+    bar = Progress(console=console, transient=True) if show and console.is_terminal else None
+    results = []
+    with bar or nullcontext():
+        task = bar.add_task("planning", total=len(steps)) if bar else None
+        for description, step in steps:
+            if bar is not None and task is not None:
+                bar.update(task, description=description)
+            results.append(step())
+            if bar is not None and task is not None:
+                bar.advance(task)
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the movement report and plan for the membership change in `args`."""
+    old, new = _placements(args)
+    keys = _keys(args.keys, args.seed)
+    sizes = [args.value_bytes] * len(keys)
+    holder: dict[str, Movement] = {}
+
+    def measure() -> Movement:
+        holder["movement"] = diff(old, new, replicas=args.replicas, keys=keys)
+        return holder["movement"]
+
+    movement, plan = _steps(
+        args.keys >= _PROGRESS_KEYS,
+        [
+            ("diffing and counting keys", measure),
+            ("planning transfers", lambda: holder["movement"].plan(
+                keys, sizes, max_streams_per_source=args.max_streams, setup_s=args.setup_s,
+                bandwidth_bytes_per_s=args.bandwidth,
+            )),
+        ],
+    )  # fmt: skip
+    report = movement_report(movement, plan)
+    report["change"] = {
+        "add": args.add, "remove": args.remove, "strategy": args.strategy,
+        "vnodes": args.vnodes, "hasher": args.hasher, "seed": args.seed,
+    }  # fmt: skip
+    if args.json:
+        print_json(report)
+        return 0
+    _render(report, args.top)
+    return 0
+
+
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3%}"
+
+
+def _count(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+_BASIS = {
+    "points": "exactly, arc by arc",
+    "partitions": "exactly, partition by partition",
+    "slots": "exactly, slot by slot",
+    "keys": "over the key sample",
+}
+
+
+def _render(report: dict[str, Any], top: int) -> None:
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=140)  # pipes and files: wide enough for the tables
+    change = report["change"]
+    before, after = report["nodes_before"], report["nodes_after"]
+    steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
+    console.print(
+        f"{change['strategy']}: {len(before)} -> {len(after)} nodes ({', '.join(steps)}), "
+        f"replicas {report['replicas']}, hasher {change['hasher']}, "
+        f"{report['movement']['keys_total']:,} keys (seed {change['seed']}); "
+        f"compared {_BASIS[report['basis']]}"
+    )
+    console.print(_summary(report))
+    console.print(_pair_table(report["pairs"]))
+    console.print(_transfer_table(report["largest_transfers"][:top]))
+    plan = report["plan"]
+    console.print(
+        f"plan: {plan['transfers']:,} transfers in {plan['waves']:,} waves "
+        f"(<= {plan['max_streams_per_source']} streams per source), "
+        f"{plan['sources']:,} sources -> {plan['destinations']:,} destinations, "
+        f"{_count(plan['total_keys'])} keys, {_count(plan['total_bytes'])} bytes, "
+        f"about {plan['duration_s']:,.1f} s"
+    )
+
+
+def _summary(report: dict[str, Any]) -> Table:
+    moved = report["movement"]
+    table = Table(title="moved copies")
+    for column in ("", "keyspace (exact)", "key sample"):
+        table.add_column(column, justify="right" if column else "left")
+    sample = moved["keys_total"] * min(report["replicas"], len(report["nodes_after"]))
+    table.add_row(
+        "this placement",
+        _percent(moved["moved_fraction"]),
+        f"{_count(moved['keys_moved'])} ({_percent(moved['keys_moved'] / sample)})",
+    )
+    table.add_row("optimum (fair-share change)", _percent(moved["optimum_fraction"]), "")
+    table.add_row("hash % N, same nodes", _percent(moved["modulo_fraction"]),
+                  f"{_count(moved['modulo_keys_moved'])} "
+                  f"({_percent(moved['modulo_keys_moved'] / sample)})")  # fmt: skip
+    return table
+
+
+def _pair_table(pairs: list[dict[str, Any]]) -> Table:
+    table = Table(title="per source -> destination")
+    for column in ("source", "destination", "arcs", "keyspace", "keys", "bytes"):
+        left = column in ("source", "destination")
+        table.add_column(column, justify="left" if left else "right", no_wrap=True)
+    for pair in pairs:
+        table.add_row(
+            pair["source"], pair["destination"], _count(pair["arcs"]),
+            _percent(pair["fraction"]), _count(pair["keys"]), _count(pair["bytes"]),
+        )  # fmt: skip
+    return table
+
+
+def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
+    table = Table(title="largest transfers")
+    for column in ("range", "source", "destination", "keyspace", "keys", "bytes", "est. s", "wave"):
+        left = column in ("range", "source", "destination")
+        # Numbers never wrap; a narrow terminal folds the range instead.
+        folds = column == "range"
+        table.add_column(
+            column, justify="left" if left else "right", no_wrap=not folds,
+            overflow="fold" if folds else "ellipsis",
+        )  # fmt: skip
+    for t in transfers:
+        where = f"({t['start']:#x}, {t['end']:#x}]" if t["start"] is not None else "keys"
+        table.add_row(where, t["source"], t["destination"], _percent(t["fraction"]),
+                      _count(t["keys"]), _count(t["bytes"]), f"{t['duration_s']:.2f}",
+                      str(t["wave"]))  # fmt: skip
+    return table

@@ -1,0 +1,120 @@
+"""``ringkit plan``, called in-process: tables, JSON, exit codes and error messages."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from rich.console import Console
+
+from ringkit import HashRing, diff
+from ringkit.cli import main
+from ringkit.commands.plan import _steps
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_plan_prints_the_tables(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run(capsys, "plan", "--nodes", "A,B,C", "--add", "D", "--vnodes", "32",
+                           "--keys", "2000")  # fmt: skip
+    assert status == 0 and err == ""
+    assert "ring: 3 -> 4 nodes (+D)" in out
+    for title in ("moved copies", "per source -> destination", "largest transfers", "plan:"):
+        assert title in out
+    assert "optimum (fair-share change)" in out and "hash % N, same nodes" in out
+    assert " 25.000% " in out  # the optimum for one node joining three
+    assert " 75.000% " in out  # hash % 3 -> hash % 4 moves three keys in four
+
+
+def test_plan_json_matches_the_library(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "plan", "--nodes", "A,B,C", "--add", "D", "--vnodes", "16",
+                         "--replicas", "2", "--keys", "500", "--seed", "7", "--json",
+                         "--max-streams", "1")  # fmt: skip
+    assert status == 0
+    report = json.loads(out)
+    old = HashRing(["A", "B", "C"], vnodes=16)
+    movement = diff(old, old.add("D"), replicas=2)
+    assert report["movement"]["moved_fraction"] == movement.moved_fraction
+    assert report["movement"]["modulo_fraction"] == movement.modulo_fraction
+    assert report["movement"]["keys_total"] == 500
+    assert report["plan"]["transfers"] == len(movement.arcs)
+    assert report["plan"]["max_streams_per_source"] == 1
+    assert {p["destination"] for p in report["pairs"]} == {"D"}
+    assert sum(p["keys"] for p in report["pairs"]) == report["movement"]["keys_moved"]
+    assert report["change"] == {"add": ["D"], "remove": [], "strategy": "ring", "vnodes": 16,
+                                "hasher": "xxh3_64", "seed": 7}  # fmt: skip
+
+
+def test_plan_seed_changes_the_key_sample_only(capsys: pytest.CaptureFixture[str]) -> None:
+    reports = []
+    for seed in ("1", "2"):
+        _, out, _ = run(capsys, "plan", "--add", "D", "--keys", "300", "--seed", seed, "--json")
+        reports.append(json.loads(out))
+    assert reports[0]["movement"]["moved_fraction"] == reports[1]["movement"]["moved_fraction"]
+    assert reports[0]["movement"]["keys_moved"] != reports[1]["movement"]["keys_moved"]
+
+
+def test_plan_over_modulo_is_a_key_sample(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = run(capsys, "plan", "--strategy", "modulo", "--remove", "B", "--keys",
+                         "1000", "--json")  # fmt: skip
+    assert status == 0
+    report = json.loads(out)
+    assert report["basis"] == "keys"
+    assert report["movement"]["keys_moved"] == report["movement"]["modulo_keys_moved"]
+    assert all(t["start"] is None for t in report["largest_transfers"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", "A,B"], "nothing to plan: give --add and/or --remove"),
+        (["--nodes", "A,B", "--remove", "Z"], "node 'Z' is not in the ring"),
+        (["--nodes", "A,B", "--add", "B"], "node 'B' is already in the ring"),
+        (["--nodes", "A", "--remove", "A"], "the new placement is empty"),
+        (["--add", "D", "--setup-s", "-1"], "setup_s must be a finite number >= 0, got -1.0"),
+        (["--add", "D", "--bandwidth", "0"], "bandwidth_bytes_per_s must be a finite number > 0"),
+    ],
+)
+def test_bad_changes_exit_1_with_the_message(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    status, out, err = run(capsys, "plan", "--keys", "10", *argv)
+    assert status == 1 and out == ""
+    assert err.startswith("ringkit: error: ") and message in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--keys", "0"], "must be >= 1, got 0"),
+        (["--max-streams", "0"], "must be >= 1, got 0"),
+        (["--vnodes", "-3"], "must be >= 1, got -3"),
+        (["--hasher", "xxh64"], "invalid choice: 'xxh64'"),
+        (["--nodes", "A,,B"], "expected comma-separated node names, got 'A,,B'"),
+    ],
+)
+def test_usage_errors_exit_2(
+    capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        main(["plan", "--add", "D", *argv])
+    assert raised.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_large_samples_show_a_progress_bar_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    results = _steps(True, [("first step", lambda: 1), ("second step", lambda: 2)])
+    assert results == [1, 2]
+    assert "step" in capsys.readouterr().err  # drawn on stderr, never on stdout
+
+
+def test_small_samples_run_without_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _steps(False, [("only step", lambda: "done")]) == ["done"]
+    assert capsys.readouterr().err == ""
