@@ -22,6 +22,7 @@ with warnings.catch_warnings():
     from starlette.testclient import TestClient
 
 from ringkit import HashRing, Modulo, Node
+from ringkit.movement import diff
 from ringkit.sim import gatepass, run_scenario
 from ringkit.strategies import registry
 from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
@@ -139,6 +140,19 @@ def test_the_lessons_sequence_matches_the_simulator(client: TestClient, vnodes: 
         assert report["change"]["moved_fraction"] == pytest.approx(step.moved["keys"])
         assert report["change"]["moved_modulo_fraction"] == pytest.approx(step.baseline_moved)
         nodes = ",".join(counts)
+
+
+def test_change_reports_the_exact_keyspace_share_from_diff(client: TestClient) -> None:
+    result = get(client, "/api/ring", vnodes="8", add="D")["change"]
+    ring = HashRing(["A", "B", "C"], vnodes=8, hasher="fnv1a_32_mix")
+    movement = diff(ring, ring.add("D"), keys=SEED_KEYS)
+    assert result["basis"] == "points"
+    # Minimal movement: the keyspace that moves is exactly the new node's share.
+    assert result["moved_share"] == pytest.approx(ring.add("D").shares()["D"])
+    assert result["optimum_share"] == pytest.approx(movement.optimum_fraction)
+    assert result["moved"] == movement.keys_moved
+    bounded = get(client, "/api/ring", strategy="bounded", add="D")["change"]
+    assert (bounded["basis"], bounded["moved_share"]) == (None, None)
 
 
 def test_add_moves_keys_only_to_the_new_node(client: TestClient) -> None:

@@ -28,6 +28,7 @@ import numpy as np
 from ringkit.commands.lookup import lookup_report as ring_lookup_report
 from ringkit.errors import RingkitError
 from ringkit.hashing import HASHERS, get_hasher, points_many
+from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.population import Population
@@ -283,6 +284,27 @@ def _movement(
         "moved_keys": moved,
         "moved_modulo_keys": moved_modulo,
         "transfers": dict(sorted(transfers.items())),
+        **_exact_movement(before, after, keys),
+    }
+
+
+def _exact_movement(before: Placement, after: Placement, keys: Sequence[str]) -> dict[str, Any]:
+    """Return ``ringkit.diff``'s view: what share of the space moved, and the least possible.
+
+    ``basis`` is ``points`` for two rings (exact over the whole keyspace), ``slots`` for maglev
+    tables, ``keys`` when only the keys could be compared. Bounded load places the keys as load,
+    which a diff of its lookups would not see, so it gets no figures here.
+    """
+    if isinstance(after, BoundedLoad):
+        return {"basis": None, "moved_share": None, "optimum_share": None}
+    try:
+        movement = diff(before, after, keys=keys)
+    except RingkitError:  # a pair diff cannot compare: the key counts above still stand
+        return {"basis": None, "moved_share": None, "optimum_share": None}
+    return {
+        "basis": movement.basis,
+        "moved_share": movement.moved_fraction,
+        "optimum_share": movement.optimum_fraction,
     }
 
 

@@ -191,6 +191,12 @@ function renderChange() {
   $("moved-ring-fraction").textContent = percent(change.moved_fraction);
   $("moved-modulo").textContent = String(change.moved_modulo);
   $("moved-modulo-fraction").textContent = percent(change.moved_modulo_fraction);
+  if (change.moved_share !== null && change.basis !== "keys") {
+    // ringkit.diff's exact figure over the whole space, beside the least any placement moves.
+    const space = change.basis === "points" ? "keyspace" : "table";
+    $("moved-ring-note").textContent = `${(100 * change.moved_share).toFixed(1)}% of the ` +
+      `${space}; least possible ${(100 * change.optimum_share).toFixed(1)}%`;
+  }
   const transfers = Object.entries(change.transfers).map(([path, count]) => `${path} ${count}`);
   $("transfers").textContent = transfers.length
     ? `Moved keys, from → to: ${transfers.join(", ")}` : "No key moved.";
