@@ -28,6 +28,7 @@ COMMANDS: tuple[str, ...] = (
     "ringkit.commands.advise",
     "ringkit.commands.compare",
     "ringkit.commands.plan",
+    "ringkit.commands.serve",
 )
 
 
