@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import numpy as np
 
 from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import unknown_node
 from ringkit.ring import SPACE_64, HashRing, vnode_count
@@ -175,6 +175,11 @@ class AllocatedRing:
     def ring(self) -> HashRing:
         """The underlying ring, with explicit tokens (serialise it with ``to_dict``)."""
         return self._ring
+
+    @property
+    def hasher(self) -> Hasher:
+        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
+        return self._ring.hasher
 
     @property
     def replicas(self) -> int:

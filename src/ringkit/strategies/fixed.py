@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HASHERS, HasherLike, Key, encode_key, get_hasher
+from ringkit.hashing import DEFAULT_HASH, HASHERS, Hasher, HasherLike, Key, encode_key, get_hasher
 from ringkit.hashing import points_many as _points_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import check_n, check_not_empty, unknown_node
@@ -243,6 +243,11 @@ class FixedPartitions:
     def epoch(self) -> int:
         """The table's version: 0 at creation, + 1 for every membership change."""
         return self._epoch
+
+    @property
+    def hasher(self) -> Hasher:
+        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
+        return self._hasher
 
     @property
     def plan(self) -> RebalancePlan | None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key
 from ringkit.nodes import Node, NodesLike
 from ringkit.ring import DEFAULT_VNODES, SPACE_64, HashRing
 
@@ -186,6 +186,11 @@ class ScheduledRemap:
     def ring(self) -> HashRing:
         """The ring both versions share."""
         return self._ring
+
+    @property
+    def hasher(self) -> Hasher:
+        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
+        return self._ring.hasher
 
     @property
     def nodes(self) -> tuple[Node, ...]:
