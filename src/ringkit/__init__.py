@@ -38,17 +38,24 @@ from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.scenario import load_scenario
 from ringkit.sim import Event, Scenario, run_scenario
 from ringkit.stats import Balance, balance
+from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 from ringkit.strategies.bounded import BoundedLoad
+from ringkit.strategies.controller import PartitionMove, RebalancePlan
+from ringkit.strategies.fixed import FixedPartitions
 from ringkit.strategies.jump import JumpHash, jump_hash
 from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import MultiProbe
+from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
+from ringkit.strategies.replicated import replicated_shares
+from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_VNODES",
+    "AllocatedRing",
     "Arc",
     "BackendError",
     "Balance",
@@ -58,6 +65,7 @@ __all__ = [
     "DuplicateNodeError",
     "EmptyRingError",
     "Event",
+    "FixedPartitions",
     "HashRing",
     "JumpHash",
     "Maglev",
@@ -67,11 +75,16 @@ __all__ = [
     "Movement",
     "MultiProbe",
     "Node",
+    "PartitionMove",
     "Placement",
     "Population",
+    "RangePartitions",
+    "RebalancePlan",
+    "RemapReport",
     "Rendezvous",
     "RingkitError",
     "Scenario",
+    "ScheduledRemap",
     "ShardedClient",
     "Sizes",
     "Transfer",
@@ -79,12 +92,14 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "advise",
+    "allocate_tokens",
     "balance",
     "compat",
     "diff",
     "hashing",
     "jump_hash",
     "load_scenario",
+    "replicated_shares",
     "run_scenario",
     "sweep",
 ]

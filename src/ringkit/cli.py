@@ -29,6 +29,7 @@ COMMANDS: tuple[str, ...] = (
     "ringkit.commands.compare",
     "ringkit.commands.plan",
     "ringkit.commands.rebalance",
+    "ringkit.commands.serve",
 )
 
 

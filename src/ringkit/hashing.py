@@ -155,9 +155,10 @@ def md5(data: bytes) -> int:
     return int.from_bytes(hashlib.md5(data).digest()[:8], "big")
 
 
-def xxh3_64(data: bytes) -> int:
-    """Return XXH3-64 (seed 0) of `data`: the default hasher, fast and well distributed."""
-    return int(xxhash.xxh3_64_intdigest(data))
+# XXH3-64 (seed 0), the default hasher: fast and well distributed. NOTE: this is xxhash's C
+# function itself, not a wrapper, so that lookups pay no extra Python call per hash (a wrapper
+# cost ~40% of node_for_many; benchmarks/bench_lookup.py).
+xxh3_64: Callable[[bytes], int] = xxhash.xxh3_64_intdigest
 
 
 # -- MurmurHash3 (Austin Appleby, public domain; smhasher MurmurHash3.cpp) ---------------------

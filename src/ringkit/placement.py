@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, Self, TypeVar, runtime_checkable
 
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
-from ringkit.hashing import Key
+from ringkit.hashing import Hasher, Key
 from ringkit.nodes import Node
 
 __all__ = [
@@ -80,7 +80,8 @@ class Placement(Protocol):
 class NodeTupleMixin:
     """The membership surface of a placement that keeps its nodes in a tuple.
 
-    A subclass sets ``_nodes`` (``Node`` values) and ``_names`` (their names, same order),
+    A subclass sets ``_nodes`` (``Node`` values), ``_names`` (their names, same order) and
+    ``_hasher``,
     implements ``remove``, and returns from ``_identity()`` the values that make two placements
     of its kind equal (nodes and options). It gets ``nodes``, ``discard``, ``len``, ``in``,
     ``iter``, ``==`` and ``hash``.
@@ -89,11 +90,17 @@ class NodeTupleMixin:
     __slots__ = ()
     _nodes: tuple[Node, ...]
     _names: tuple[str, ...]
+    _hasher: Hasher
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         """The nodes, in the placement's own order."""
         return self._nodes
+
+    @property
+    def hasher(self) -> Hasher:
+        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
+        return self._hasher
 
     def remove(self, name: str) -> Self:
         """Return a new placement without node `name` (each placement implements it)."""

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 
 from ringkit.errors import CapacityError, ConfigError, UnknownNodeError
-from ringkit.hashing import Key
+from ringkit.hashing import Hasher, Key
 from ringkit.nodes import Node
 from ringkit.placement import check_n, check_not_empty
 from ringkit.ring import HashRing
@@ -297,6 +297,11 @@ class BoundedLoad:
     def ring(self) -> HashRing:
         """The wrapped ring."""
         return self._ring
+
+    @property
+    def hasher(self) -> Hasher:
+        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
+        return self._ring.hasher
 
     @property
     def balance_factor(self) -> float:

@@ -21,12 +21,16 @@ from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import NodesLike
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.strategies.allocation import DEFAULT_TOKENS, AllocatedRing
 from ringkit.strategies.bounded import DEFAULT_BALANCE_FACTOR, BoundedLoad
+from ringkit.strategies.fixed import DEFAULT_PARTITIONS, FixedPartitions
 from ringkit.strategies.jump import JumpHash
 from ringkit.strategies.maglev import MAGLEV_TABLE_SIZE, Maglev
 from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import DEFAULT_PROBES, MultiProbe
+from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
+from ringkit.strategies.scheduled import ScheduledRemap
 
 __all__ = ["STRATEGY_NAMES", "StrategyOptions", "build_placement"]
 
@@ -42,6 +46,9 @@ class StrategyOptions:
     probes: int = DEFAULT_PROBES
     balance_factor: float = DEFAULT_BALANCE_FACTOR
     rendezvous_variant: str = "weighted"
+    partitions: int = DEFAULT_PARTITIONS
+    replicas: int = 1
+    tokens: int = DEFAULT_TOKENS
 
 
 Factory = Callable[[NodesLike, StrategyOptions], Placement]
@@ -64,6 +71,14 @@ _FACTORIES: Mapping[str, Factory] = MappingProxyType(
         "bounded": lambda nodes, o: BoundedLoad(
             HashRing(nodes, vnodes=o.vnodes, hasher=o.hasher), balance_factor=o.balance_factor
         ),
+        "fixed": lambda nodes, o: FixedPartitions(
+            nodes, partitions=o.partitions, replicas=o.replicas, hasher=o.hasher
+        ),
+        "allocated": lambda nodes, o: AllocatedRing(
+            nodes, tokens=o.tokens, replicas=o.replicas, hasher=o.hasher
+        ),
+        "ranges": lambda nodes, o: RangePartitions(nodes),
+        "scheduled": lambda nodes, o: ScheduledRemap(nodes, vnodes=o.vnodes, hasher=o.hasher),
     }
 )
 

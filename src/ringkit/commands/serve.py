@@ -1,0 +1,62 @@
+"""``ringkit serve``: run the interactive simulator page and its JSON API on this machine.
+
+Binds 127.0.0.1 unless ``--host`` says otherwise, prints the URL, then serves until interrupted.
+Needs the ``web`` extra (Starlette and uvicorn); without it the command prints a one-line install
+hint and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["INSTALL_HINT", "page_url", "register"]
+
+INSTALL_HINT = "ringkit serve needs the web extra: pip install 'ringkit[web]'"
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` subcommand."""
+    parser = subparsers.add_parser(
+        "serve",
+        help="run the interactive simulator page",
+        description="Serve the interactive simulator page and its JSON API (docs/web.md).",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to bind (default: 127.0.0.1, this machine only)",
+    )
+    parser.add_argument("--port", type=_port, default=8000, help="TCP port (default: 8000)")
+    parser.set_defaults(run=run)
+
+
+def _port(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be in [1, 65535], got {text!r}")
+    return int(text)
+
+
+def page_url(host: str, port: int) -> str:
+    """Return the URL to open for a server bound to `host`:`port`.
+
+    >>> page_url("127.0.0.1", 8000), page_url("::1", 8080)
+    ('http://127.0.0.1:8000/', 'http://[::1]:8080/')
+    """
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve the page on ``args.host``:``args.port`` until interrupted; return the exit status."""
+    try:
+        import uvicorn
+
+        from ringkit.web.app import create_app
+    except ImportError:
+        print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
+        return 1
+    print(f"ringkit simulator on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    return 0

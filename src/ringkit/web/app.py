@@ -1,0 +1,84 @@
+"""The Starlette app: the simulator page and its JSON API (needs the ``web`` extra).
+
+Routes: ``/`` (the page), ``/static/*`` (its script and style), and ``GET /api/meta``,
+``/api/ring``, ``/api/lookup`` (documented in docs/web.md). Handlers only parse
+(:mod:`ringkit.web.params`), call :mod:`ringkit.web.api` and answer JSON. A bad parameter is a
+400 naming it; anything unexpected is a generic 500 and a log entry with the traceback, so no
+internals reach the client. The computing handlers are plain functions, which Starlette runs in
+its thread pool, so one slow request does not stall the others.
+
+>>> from starlette.testclient import TestClient
+>>> client = TestClient(create_app())
+>>> client.get("/api/lookup", params={"key": "booking-0001", "vnodes": "0"}).json()["error"]
+{'param': 'vnodes', 'message': "vnodes must be in [1, 1024], got '0'", 'value': '0'}
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ringkit.web import api
+from ringkit.web.params import ParamError, parse_lookup_query, parse_ring_query
+
+__all__ = ["STATIC", "create_app"]
+
+STATIC = Path(__file__).parent / "static"
+logger = logging.getLogger("ringkit.web")
+
+
+def _meta(request: Request) -> Response:
+    return JSONResponse(api.meta())
+
+
+def _ring(request: Request) -> Response:
+    query = parse_ring_query(request.query_params.multi_items())
+    return JSONResponse(api.ring_report(query))
+
+
+def _lookup(request: Request) -> Response:
+    query = parse_lookup_query(request.query_params.multi_items())
+    return JSONResponse(api.lookup_report(query))
+
+
+def _page(request: Request) -> Response:
+    return FileResponse(STATIC / "index.html", media_type="text/html")
+
+
+async def _bad_param(request: Request, error: Exception) -> Response:
+    assert isinstance(error, ParamError)
+    return JSONResponse(error.to_json(), status_code=400)
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    body = {"error": {"param": None, "message": error.detail, "value": None}}
+    return JSONResponse(body, status_code=error.status_code, headers=error.headers)
+
+
+async def _unexpected(request: Request, error: Exception) -> Response:
+    # Never show the client a traceback; the log has it.
+    logger.error("unexpected error on %s", request.url, exc_info=error)
+    message = "internal error; see the server log"
+    body = {"error": {"param": None, "message": message, "value": None}}
+    return JSONResponse(body, status_code=500)
+
+
+def create_app() -> Starlette:
+    """Return the app: the page at ``/``, its files at ``/static``, the API under ``/api``."""
+    routes = [
+        Route("/", _page, methods=["GET"]),
+        Route("/api/meta", _meta, methods=["GET"]),
+        Route("/api/ring", _ring, methods=["GET"]),
+        Route("/api/lookup", _lookup, methods=["GET"]),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
+    return Starlette(routes=routes, exception_handlers=handlers)

@@ -1,0 +1,375 @@
+// The simulator page: it keeps the settings, asks the JSON API and draws the answer.
+// It computes nothing about placement itself: owners, counts, fair shares, ratios, moved keys
+// and walks all come from the server, which asks the ringkit library (docs/web.md).
+import { drawRing as ringView } from "./ring.js";
+
+const state = {
+  meta: null,
+  nodes: [], // {name, weight, zone} in page order (the order hash % N indexes)
+  vnodes: 1,
+  hasher: "",
+  strategy: "",
+  keys: 300,
+  prefix: "booking-",
+  zipf: null,
+  colours: new Map(), // node name -> palette index, kept while the node lives
+  report: null,
+  lookup: null,
+};
+
+const $ = (id) => document.getElementById(id);
+
+function nodeSpec(node) {
+  let spec = node.name;
+  if (node.weight !== 1 || node.zone) spec += `:${node.weight}`;
+  if (node.zone) spec += `:${node.zone}`;
+  return spec;
+}
+
+function placementParams() {
+  return {
+    nodes: state.nodes.map(nodeSpec).join(","),
+    vnodes: String(state.vnodes),
+    hasher: state.hasher,
+    strategy: state.strategy,
+  };
+}
+
+async function getJSON(path, params) {
+  const url = `${path}?${new URLSearchParams(params)}`;
+  const response = await fetch(url);
+  const body = await response.json();
+  if (!response.ok) {
+    const error = body.error || {};
+    throw new Error(error.param ? `${error.param}: ${error.message}` : error.message);
+  }
+  return body;
+}
+
+function showError(error) {
+  const box = $("error");
+  box.textContent = error ? String(error.message || error) : "";
+  box.hidden = !error;
+}
+
+// -- colours: a node keeps its colour while it lives; freed colours are reused -----------------
+
+function colourOf(name) {
+  const palette = state.meta.palette;
+  if (!state.colours.has(name)) {
+    const used = new Set(state.colours.values());
+    let index = 0;
+    while (used.has(index) && index < palette.length) index += 1;
+    state.colours.set(name, index < palette.length ? index : state.colours.size % palette.length);
+  }
+  return palette[state.colours.get(name)];
+}
+
+function forgetColours() {
+  const live = new Set(state.nodes.map((node) => node.name));
+  for (const name of [...state.colours.keys()]) if (!live.has(name)) state.colours.delete(name);
+}
+
+// -- talking to the API ------------------------------------------------------------------------
+
+async function refresh(change) {
+  document.body.dataset.busy = "true"; // tests wait for "false": the page has drawn the answer
+  const params = { ...placementParams(), keys: String(state.keys), prefix: state.prefix };
+  if (state.zipf !== null) params.zipf = String(state.zipf);
+  if (change) params[change.kind] = change.value;
+  try {
+    const report = await getJSON("/api/ring", params);
+    state.report = report;
+    state.nodes = report.nodes.map(({ name, weight, zone }) => ({ name, weight, zone }));
+    forgetColours();
+    showError(null);
+    render();
+    await lookupNow();
+  } catch (error) {
+    showError(error);
+    syncControls();
+  }
+  document.body.dataset.busy = "false";
+}
+
+async function lookup() {
+  document.body.dataset.busy = "true";
+  await lookupNow();
+  document.body.dataset.busy = "false";
+}
+
+async function lookupNow() {
+  const key = $("lookup-key").value;
+  if (!key) return;
+  const params = { ...placementParams(), key, replicas: $("lookup-replicas").value };
+  try {
+    state.lookup = await getJSON("/api/lookup", params);
+    showError(null);
+  } catch (error) {
+    state.lookup = null;
+    showError(error);
+  }
+  renderLookup();
+  drawRing();
+}
+
+// -- drawing the ring (ring.js) ---------------------------------------------------------------
+
+function drawRing() {
+  const report = state.report;
+  const change = report.change;
+  const mode = $("highlight").value;
+  let moved = [];
+  if (change && mode !== "none") {
+    moved = mode === "modulo" ? change.moved_modulo_keys : change.moved_keys;
+  }
+  const colours = report.nodes.map((node) => colourOf(node.name));
+  ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup });
+  $("ring-summary").textContent =
+    `${report.keys.positions.length} keys on ${report.nodes.length} nodes, strategy ` +
+    `${report.strategy}, ${report.vnodes} vnodes per node, hasher ${report.hasher}`;
+}
+
+function renderBars() {
+  const report = state.report;
+  const requests = Boolean(report.popularity);
+  const value = (node) => (requests ? node.requests : node.keys);
+  const fair = (node) => (requests ? node.fair_requests : node.fair_keys);
+  const scale = Math.max(...report.nodes.map((node) => Math.max(value(node), fair(node)))) * 1.1;
+  const bars = $("bars");
+  bars.replaceChildren();
+  for (const node of report.nodes) {
+    const row = document.createElement("div");
+    row.className = "bar-row";
+    row.dataset.node = node.name;
+    const shown = Math.round(value(node));
+    row.innerHTML =
+      `<span class="bar-name"></span><span class="bar-track"><span class="bar"></span>` +
+      `<span class="fair"></span></span><span class="bar-value"></span>`;
+    row.querySelector(".bar-name").textContent = node.name;
+    row.querySelector(".bar-value").textContent = String(shown);
+    const bar = row.querySelector(".bar");
+    bar.style.width = `${(100 * value(node)) / scale}%`;
+    bar.style.background = colourOf(node.name);
+    row.querySelector(".fair").style.left = `${(100 * fair(node)) / scale}%`;
+    row.setAttribute("aria-label", `${node.name}: ${shown}, fair share ${fair(node).toFixed(1)}`);
+    bars.append(row);
+  }
+  $("bars-title").textContent = requests ? "Requests per node" : "Keys per node";
+  const first = report.nodes[0];
+  const equal = report.nodes.every((node) => node.weight === first.weight);
+  $("fair-note").textContent = equal
+    ? `Thin line: a fair share (${fair(first).toFixed(fair(first) % 1 ? 1 : 0)} ` +
+      `${requests ? "requests" : "keys"}).`
+    : "Thin line: each node's fair share (its weight over the total weight).";
+  const busiest = requests ? report.popularity.busiest : report.busiest;
+  $("busiest-ratio").textContent = busiest.ratio.toFixed(2);
+  $("busiest-node").textContent = `node ${busiest.node}: ${Math.round(busiest.load)} ` +
+    `${requests ? "requests" : "keys"}`;
+}
+
+function percent(fraction) {
+  return `(${(100 * fraction).toFixed(1)}%)`;
+}
+
+function renderChange() {
+  const change = state.report.change;
+  const ring = state.report.strategy === "ring";
+  $("moved-ring-title").textContent =
+    ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`;
+  $("moved-ring-note").textContent = ring ? "consistent hashing" : "the chosen strategy";
+  if (!change) {
+    for (const id of ["last-change", "moved-ring", "moved-modulo"]) $(id).textContent = "–";
+    for (const id of ["moved-ring-fraction", "moved-modulo-fraction", "transfers"]) {
+      $(id).textContent = "";
+    }
+    return;
+  }
+  const what = { add: "added", remove: "removed", reweight: `weight ${change.weight} for` };
+  $("last-change").textContent = `${what[change.kind]} ${change.node}`;
+  $("moved-ring").textContent = String(change.moved);
+  $("moved-ring-fraction").textContent = percent(change.moved_fraction);
+  $("moved-modulo").textContent = String(change.moved_modulo);
+  $("moved-modulo-fraction").textContent = percent(change.moved_modulo_fraction);
+  if (change.moved_share !== null && change.basis !== "keys") {
+    // ringkit.diff's exact figure over the whole space, beside the least any placement moves.
+    const space = change.basis === "points" ? "keyspace" : "table";
+    $("moved-ring-note").textContent = `${(100 * change.moved_share).toFixed(1)}% of the ` +
+      `${space}; least possible ${(100 * change.optimum_share).toFixed(1)}%`;
+  }
+  const transfers = Object.entries(change.transfers).map(([path, count]) => `${path} ${count}`);
+  $("transfers").textContent = transfers.length
+    ? `Moved keys, from → to: ${transfers.join(", ")}` : "No key moved.";
+}
+
+function renderNodes() {
+  const rows = $("node-rows");
+  rows.replaceChildren();
+  for (const node of state.nodes) {
+    const row = document.createElement("tr");
+    row.innerHTML =
+      `<th scope="row"><span class="swatch"></span><span class="name"></span></th>` +
+      `<td><input type="number" min="0.1" max="16" step="0.1" class="weight"></td>` +
+      `<td><input class="zone" maxlength="32" size="5" placeholder="none"></td>` +
+      `<td><button type="button" class="remove">Remove</button></td>`;
+    row.querySelector(".swatch").style.background = colourOf(node.name);
+    row.querySelector(".name").textContent = node.name;
+    const weight = row.querySelector(".weight");
+    weight.value = node.weight;
+    weight.setAttribute("aria-label", `Weight of node ${node.name}`);
+    weight.addEventListener("change", () =>
+      refresh({ kind: "reweight", value: `${node.name}:${weight.value}` }));
+    const zone = row.querySelector(".zone");
+    zone.value = node.zone || "";
+    zone.setAttribute("aria-label", `Zone of node ${node.name}`);
+    zone.addEventListener("change", () => {
+      node.zone = zone.value || null;
+      refresh(null);
+    });
+    const remove = row.querySelector(".remove");
+    remove.setAttribute("aria-label", `Remove node ${node.name}`);
+    remove.disabled = state.nodes.length === 1;
+    remove.addEventListener("click", () => refresh({ kind: "remove", value: node.name }));
+    rows.append(row);
+  }
+  $("add-name").value = suggestName();
+}
+
+function suggestName() {
+  const names = new Set(state.nodes.map((node) => node.name));
+  for (const letter of "ABCDEFGHIJKLMNOPQRSTUVWXYZ") if (!names.has(letter)) return letter;
+  let i = 1;
+  while (names.has(`n${i}`)) i += 1;
+  return `n${i}`;
+}
+
+function renderLegend() {
+  const legend = $("legend");
+  legend.replaceChildren();
+  for (const node of state.report.nodes) {
+    const item = document.createElement("li");
+    item.innerHTML = `<span class="swatch"></span>`;
+    item.querySelector(".swatch").style.background = colourOf(node.name);
+    item.append(`${node.name} ${node.keys}`);
+    legend.append(item);
+  }
+}
+
+function renderLookup() {
+  const found = state.lookup;
+  const walk = $("lookup-walk");
+  walk.replaceChildren();
+  if (!found) {
+    $("lookup-line").textContent = "";
+    $("lookup-owner").textContent = "–";
+    $("lookup-preference").textContent = "–";
+    return;
+  }
+  const how = found.walk ? "walk clockwise" : `${state.report.strategy} picks`;
+  $("lookup-line").textContent = `hash = ${found.hash} → ${how} → node ${found.owner}`;
+  $("lookup-owner").textContent = found.owner;
+  $("lookup-preference").textContent = found.preference_list.join(", ");
+  for (const step of found.walk ? found.walk.steps : []) {
+    const item = document.createElement("li");
+    let role = "already met, skipped";
+    if (step.held_back) {
+      role = step.rank === null ? "held back: its zone already has a replica"
+        : `replica ${step.rank} (held back until every zone had one)`;
+    } else if (step.rank !== null) {
+      role = step.rank === 1 ? "owner" : `replica ${step.rank}`;
+    }
+    const wrapped = step.wrapped ? " (wrapped)" : "";
+    item.textContent = `token ${step.token}${wrapped} → ${step.node}: ${role}`;
+    walk.append(item);
+  }
+}
+
+function syncControls() {
+  for (const input of document.querySelectorAll("input[name=vnodes]")) {
+    input.checked = Number(input.value) === state.vnodes;
+  }
+  $("vnodes-custom").value = state.vnodes;
+  $("hasher").value = state.hasher;
+  $("strategy").value = state.strategy;
+  $("keys").value = state.keys;
+  $("zipf-on").checked = state.zipf !== null;
+}
+
+function render() {
+  syncControls();
+  renderNodes();
+  renderLegend();
+  renderBars();
+  renderChange();
+  drawRing();
+}
+
+// -- controls ----------------------------------------------------------------------------------
+
+function buildControls(meta) {
+  const choices = $("vnode-choices");
+  for (const count of meta.vnode_choices) {
+    const label = document.createElement("label");
+    label.innerHTML = `<input type="radio" name="vnodes" value="${count}"> ${count}`;
+    label.querySelector("input").addEventListener("change", () => {
+      state.vnodes = count;
+      refresh(null);
+    });
+    choices.append(label);
+  }
+  $("vnodes-custom").addEventListener("change", (event) => {
+    state.vnodes = Number(event.target.value);
+    refresh(null);
+  });
+  for (const [id, names] of [["hasher", meta.hashers.map((h) => h.name)],
+    ["strategy", meta.strategies]]) {
+    const select = $(id);
+    for (const name of names) select.append(new Option(name, name));
+    select.addEventListener("change", () => {
+      state[id] = select.value;
+      refresh(null);
+    });
+  }
+  $("keys").addEventListener("change", (event) => {
+    state.keys = Number(event.target.value);
+    refresh(null);
+  });
+  const zipfChanged = () => {
+    state.zipf = $("zipf-on").checked ? Number($("zipf").value) : null;
+    refresh(null);
+  };
+  $("zipf-on").addEventListener("change", zipfChanged);
+  $("zipf").addEventListener("change", () => { if ($("zipf-on").checked) zipfChanged(); });
+  $("highlight").addEventListener("change", drawRing);
+  $("add-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const node = { name: $("add-name").value.trim(), weight: Number($("add-weight").value),
+      zone: $("add-zone").value.trim() || null };
+    refresh({ kind: "add", value: nodeSpec(node) });
+  });
+  $("lookup-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    lookup();
+  });
+}
+
+async function start() {
+  try {
+    state.meta = await getJSON("/api/meta", {});
+  } catch (error) {
+    showError(error);
+    return;
+  }
+  const defaults = state.meta.defaults;
+  state.nodes = defaults.nodes.split(",").map((name) => ({ name, weight: 1, zone: null }));
+  state.vnodes = Number(defaults.vnodes);
+  state.hasher = defaults.hasher;
+  state.strategy = defaults.strategy;
+  state.keys = Number(defaults.keys);
+  state.prefix = defaults.prefix;
+  buildControls(state.meta);
+  await refresh(null);
+  document.body.dataset.ready = "true";
+}
+
+document.addEventListener("DOMContentLoaded", start);

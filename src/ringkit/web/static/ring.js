@@ -1,0 +1,120 @@
+// The ring as SVG: positions are points over 2**64 (0 at the top, clockwise), as the API gives
+// them; this module only draws, it never decides an owner.
+
+const SVG = "http://www.w3.org/2000/svg";
+const R = 200; // radius of the ring in SVG units
+
+function el(tag, attributes = {}, text = null) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attributes)) node.setAttribute(name, value);
+  if (text !== null) node.textContent = text;
+  return node;
+}
+
+function at(position, radius) {
+  const angle = position * 2 * Math.PI; // 0 at the top, clockwise
+  return [radius * Math.sin(angle), -radius * Math.cos(angle)];
+}
+
+// The clockwise arc from `from` to `to` (turns), or the whole circle when `whole`; null when the
+// two ends meet (an arc too short to see).
+function arcPath(from, to, radius, whole = false) {
+  let span = to - from;
+  if (span < 0) span += 1;
+  const [x1, y1] = at(from, radius);
+  if (whole) {
+    const [xh, yh] = at(from + 0.5, radius);
+    return `M ${x1} ${y1} A ${radius} ${radius} 0 1 1 ${xh} ${yh} ` +
+      `A ${radius} ${radius} 0 1 1 ${x1} ${y1}`;
+  }
+  if (span === 0) return null;
+  const [x2, y2] = at(from + span, radius);
+  const large = span > 0.5 ? 1 : 0;
+  return `M ${x1} ${y1} A ${radius} ${radius} 0 ${large} 1 ${x2} ${y2}`;
+}
+
+function drawOwnership(svg, report, colours) {
+  // A token owns the arc (previous token, token]: drawn as a band just inside the ring.
+  const tokens = report.tokens;
+  const group = el("g", { class: "arcs" });
+  const count = tokens.positions.length;
+  let start = tokens.positions[count - 1];
+  for (let i = 0; i < count; i += 1) {
+    const owner = tokens.owners[i];
+    while (i + 1 < count && tokens.owners[i + 1] === owner) i += 1;
+    const end = tokens.positions[i];
+    const path = arcPath(start, end, R - 14, count === 1 || (i === count - 1 && start === end));
+    if (path) group.append(el("path", { d: path, stroke: colours[owner], class: "arc" }));
+    start = end;
+  }
+  svg.append(group);
+  const ticks = el("g", { class: "tokens" });
+  const labelled = count <= 48;
+  const outer = labelled ? R + 18 : R + 11; // many tokens: short ticks, so they stay apart
+  tokens.positions.forEach((position, i) => {
+    const [x1, y1] = at(position, R + 5);
+    const [x2, y2] = at(position, outer);
+    ticks.append(el("line", { x1, y1, x2, y2, stroke: colours[tokens.owners[i]],
+      "stroke-width": labelled ? 2.5 : 1.2 }));
+    if (labelled) {
+      const [x, y] = at(position, R + 30);
+      const name = report.nodes[tokens.owners[i]].name;
+      ticks.append(el("text", { x, y, class: "token-label" }, name));
+    }
+  });
+  svg.append(ticks);
+}
+
+function drawKeys(svg, report, colours, moved) {
+  const keys = report.keys;
+  const hot = new Set((report.popularity?.hot_keys || []).map((key) => key.index));
+  const radius = keys.positions.length > 2000 ? 1.6 : 3.4;
+  const group = el("g", { class: "keys" });
+  const marks = el("g", { class: "marks" });
+  keys.positions.forEach((position, i) => {
+    const [x, y] = at(position, R);
+    const dot = el("circle", { cx: x, cy: y, r: radius, fill: colours[keys.owners[i]] });
+    if (keys.positions.length <= 2000) dot.append(el("title", {}, keys.names[i]));
+    group.append(dot);
+    if (moved.has(i)) marks.append(el("circle", { cx: x, cy: y, r: radius + 3, class: "moved" }));
+    if (hot.has(i)) {
+      marks.append(el("circle", { cx: x, cy: y, r: radius + 5, class: "hot" }));
+      const [lx, ly] = at(position, i % 2 ? R - 38 : R - 26); // alternate, so neighbours stay apart
+      marks.append(el("text", { x: lx, y: ly, class: "hot-label" }, `#${i + 1}`));
+    }
+  });
+  svg.append(group, marks);
+}
+
+function drawLookup(svg, found) {
+  if (!found) return;
+  const group = el("g", { class: "lookup-marks" });
+  const steps = found.walk ? found.walk.steps : [];
+  if (steps.length) {
+    const path = arcPath(found.position, steps[0].position, R + 10);
+    if (path) group.append(el("path", { d: path, class: "walk-arc" }));
+  }
+  const [x, y] = at(found.position, R);
+  group.append(el("circle", { cx: x, cy: y, r: 7, class: "lookup-key" }));
+  const [lx, ly] = at(found.position, R - 62); // inside the ring, clear of the key dots
+  group.append(el("text", { x: lx, y: ly, class: "lookup-label" }, found.key));
+  svg.append(group);
+}
+
+/**
+ * Draw `report` (an /api/ring answer) into `svg`: the ownership band and token ticks (rings
+ * only), key dots coloured by owner, rings around `moved` key indices, hot keys, and the
+ * looked-up key with its clockwise walk to the owner.
+ */
+export function drawRing(svg, report, { colours, moved, lookup }) {
+  for (const child of [...svg.children]) if (child.tagName !== "title") child.remove();
+  svg.append(el("circle", { cx: 0, cy: 0, r: R, class: "track" }));
+  if (report.tokens) drawOwnership(svg, report, colours);
+  drawKeys(svg, report, colours, moved);
+  drawLookup(svg, lookup);
+  const centre = el("text", { x: 0, y: -6, class: "centre" },
+    `${report.keys.positions.length} keys · ${report.nodes.length} nodes`);
+  const sub = el("text", { x: 0, y: 14, class: "centre sub" },
+    `${report.strategy} · ${report.vnodes} vnodes · ${report.hasher}`);
+  svg.append(centre, sub);
+}

@@ -1,0 +1,228 @@
+"""The simulator page in real headless Chromium: what it shows is what the library computes.
+
+Runs the app with uvicorn on a free loopback port in a background thread and drives Debian's
+``chromium`` with the ``playwright`` package (``playwright install`` cannot download browsers
+here). Missing either: skipped locally, a failure under CI=true. Screenshots go to the folder in
+``RINGKIT_SCREENSHOTS`` if set (docs/web.png is one of them), else to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ringkit import HashRing, Modulo
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+]
+SEED_KEYS = [f"booking-{i:04d}" for i in range(1, 301)]
+HASHER = "fnv1a_32_mix"
+
+
+def _require(ready: bool, reason: str) -> None:
+    if not ready:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason} (required under CI=true)", pytrace=False)
+        pytest.skip(reason, allow_module_level=True)
+
+
+try:
+    import uvicorn
+    from playwright.sync_api import Page, sync_playwright
+
+    from ringkit.web.app import create_app
+except ImportError as error:  # pragma: no cover - depends on the machine
+    _require(False, f"needs playwright and the web extra: {error}")
+_require(os.path.exists(CHROMIUM), f"needs Debian's chromium at {CHROMIUM}")
+
+
+@pytest.fixture(scope="module")
+def base_url() -> Iterator[str]:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = os.environ.get("RINGKIT_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def page(browser: Any, base_url: str) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    errors: list[str] = []
+    opened.on("pageerror", lambda error: errors.append(str(error)))
+    opened.goto(base_url)
+    opened.wait_for_selector("body[data-ready=true]")
+    yield opened
+    context.close()
+    assert errors == [], f"JavaScript errors on the page: {errors}"
+
+
+def settle(page: Page) -> None:
+    """Wait until the page has drawn the answer to the last request, and check it was no error."""
+    page.wait_for_function("document.body.dataset.busy === 'false'")
+    assert page.is_hidden("#error"), page.text_content("#error")
+
+
+def text(where: Any, selector: str) -> str:
+    """Return the text of the first element matching `selector`, stripped."""
+    found = where.query_selector(selector)
+    assert found is not None, selector
+    return str(found.text_content() or "").strip()
+
+
+def bars(page: Page) -> dict[str, str]:
+    """Return the number each bar shows, by node."""
+    rows = page.query_selector_all(".bar-row")
+    return {str(row.get_attribute("data-node")): text(row, ".bar-value") for row in rows}
+
+
+def moved(old: Any, new: Any) -> int:
+    before, after = old.node_for_many(SEED_KEYS), new.node_for_many(SEED_KEYS)
+    return sum(a != b for a, b in zip(before, after, strict=True))
+
+
+def test_the_lesson_scenario_shows_the_librarys_numbers(page: Page, shots: Path) -> None:
+    ring = HashRing(["A", "B", "C"], vnodes=1, hasher=HASHER)
+    modulo = Modulo(["A", "B", "C"], hasher=HASHER)
+    counts = Counter(ring.node_for_many(SEED_KEYS))
+    assert bars(page) == {name: str(count) for name, count in counts.items()}
+
+    # Add node D: moved on the ring and with hash % N, as the library counts them.
+    assert page.input_value("#add-name") == "D"
+    page.click("#add-button")
+    settle(page)
+    assert text(page, "#last-change") == "added D"
+    assert text(page, "#moved-ring") == str(moved(ring, ring.add("D")))
+    assert text(page, "#moved-modulo") == str(moved(modulo, modulo.add("D")))
+    page.screenshot(path=str(shots / "web-add-d.png"))
+    ring, modulo = ring.add("D"), modulo.add("D")
+
+    # Remove B: only B's keys move on the ring; hash % N shifts the indices after it.
+    page.click("button[aria-label='Remove node B']")
+    settle(page)
+    assert text(page, "#moved-ring") == str(moved(ring, ring.remove("B")))
+    assert text(page, "#moved-modulo") == str(moved(modulo, modulo.remove("B")))
+    assert [row.get_attribute("data-node") for row in page.query_selector_all(".bar-row")] == [
+        "A", "C", "D",
+    ]  # fmt: skip
+
+    # Give A twice the weight: it gets a second vnode; hash % N ignores weights.
+    ring, modulo = ring.remove("B"), modulo.remove("B")
+    page.fill("input[aria-label='Weight of node A']", "2")
+    page.press("input[aria-label='Weight of node A']", "Tab")
+    settle(page)
+    assert text(page, "#last-change") == "weight 2 for A"
+    assert text(page, "#moved-ring") == str(moved(ring, ring.reweight("A", 2.0)))
+    assert text(page, "#moved-modulo") == "0"
+    page.fill("input[aria-label='Weight of node A']", "1")
+    page.press("input[aria-label='Weight of node A']", "Tab")
+    settle(page)
+
+    # 128 vnodes: the busiest node's ratio to its fair share, as the library's owners give it.
+    page.check("input[name=vnodes][value='128']")
+    settle(page)
+    fine = HashRing(["A", "C", "D"], vnodes=128, hasher=HASHER)
+    busiest = max(Counter(fine.node_for_many(SEED_KEYS)).values())
+    assert text(page, "#busiest-ratio") == f"{busiest / 100:.2f}"
+    assert text(page, "#last-change") == "–"
+
+    # Look up a key, typed and submitted from the keyboard.
+    page.fill("#lookup-key", "booking-0042")
+    page.fill("#lookup-replicas", "2")
+    page.press("#lookup-key", "Enter")
+    settle(page)
+    assert text(page, "#lookup-owner") == fine.node_for("booking-0042")
+    assert text(page, "#lookup-preference") == ", ".join(fine.nodes_for("booking-0042", 2))
+    native = fine.hasher.function(b"booking-0042")
+    assert f"hash = 0x{native:08x}" in text(page, "#lookup-line")
+    assert page.query_selector_all("#lookup-walk li")
+    page.screenshot(path=str(shots / "web-1280x800.png"))
+
+
+def test_zipf_switch_shows_requests_and_hot_keys(page: Page) -> None:
+    page.check("#zipf-on")
+    settle(page)
+    assert text(page, "#bars-title") == "Requests per node"
+    assert len(page.query_selector_all("#ring .hot")) == 10
+    assert text(page, "#ring .hot-label") == "#1"
+
+
+def test_every_control_has_a_label_and_the_key_figures_fit_1280x800(page: Page) -> None:
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('input, select, button')]
+            .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label')
+                            && !el.textContent.trim())
+            .map((el) => el.outerHTML)"""
+    )
+    assert unlabelled == []
+    for selector in ("#ring", "#bars", "#busiest-ratio", "#moved-ring", "#moved-modulo"):
+        box = page.locator(selector).bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 800, selector
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+
+
+def test_every_control_is_reachable_with_the_tab_key(page: Page) -> None:
+    # Tab stops at one radio per group (the checked one); arrow keys move inside the group.
+    count = page.evaluate(
+        """() => {
+            const controls = [...document.querySelectorAll('input, select, button, a[href]')]
+              .filter((el) => !el.disabled && !(el.type === 'radio' && !el.checked));
+            controls.forEach((el, i) => { el.dataset.tabCheck = String(i); });
+            return controls.length;
+        }"""
+    )
+    reached: set[str | None] = set()
+    for _ in range(count + 5):
+        page.keyboard.press("Tab")
+        reached.add(page.evaluate("document.activeElement.dataset.tabCheck"))
+    assert {str(i) for i in range(count)} <= reached
+
+
+def test_phone_width_has_no_sideways_scrolling(page: Page, shots: Path) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    box = page.locator("#ring").bounding_box()
+    assert box is not None and box["width"] >= 300
+    page.screenshot(path=str(shots / "web-phone.png"), full_page=True)
