@@ -127,6 +127,9 @@ def test_nutcracker_auto_eject_matches_remove() -> None:
             for key in doomed[:5]:
                 with contextlib.suppress(pylibmc.Error):
                     proxy.set(key, b"1")
+            # Those failures can also mark the proxy itself as failed inside this libmemcached
+            # client (per-client state, "disabled until timed retry"): go on with a fresh client.
+            proxy = pylibmc.Client([f"127.0.0.1:{ports['pool']}"])
             keys = _keys(5_000, "ejected")
             for start in range(0, len(keys), 500):
                 assert not proxy.set_multi({key: b"1" for key in keys[start : start + 500]})
