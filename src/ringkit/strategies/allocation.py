@@ -24,17 +24,18 @@ well (figures in ``benchmarks/bench_controller.py`` and docs/strategies.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import unknown_node
 from ringkit.ring import SPACE_64, HashRing, vnode_count
 from ringkit.strategies.measure import LoadSample, Measure
 from ringkit.strategies.replicated import replicated_cut
+from ringkit.strategies.wrapped import RingWrapperMixin
 
 __all__ = ["DEFAULT_TOKENS", "AllocatedRing", "allocate_tokens"]
 
@@ -133,7 +134,7 @@ def _best_cut(
     return None
 
 
-class AllocatedRing:
+class AllocatedRing(RingWrapperMixin):
     """A :class:`HashRing` whose tokens are allocated by the planner, node by node.
 
     Nodes are added in name order at construction, so the ring does not depend on the order
@@ -170,16 +171,6 @@ class AllocatedRing:
         result._tokens, result._load, result._ring = self._tokens, self._load, ring
         result._replicas = self._replicas
         return result
-
-    @property
-    def ring(self) -> HashRing:
-        """The underlying ring, with explicit tokens (serialise it with ``to_dict``)."""
-        return self._ring
-
-    @property
-    def hasher(self) -> Hasher:
-        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
-        return self._ring.hasher
 
     @property
     def replicas(self) -> int:
@@ -236,24 +227,6 @@ class AllocatedRing:
     def discard(self, name: str) -> AllocatedRing:
         """Return a ring without `name`, or this one if it is not there."""
         return self.remove(name) if name in self._ring else self
-
-    def shares(self) -> dict[str, float]:
-        """Return each node's exact keyspace fraction (``HashRing.shares``)."""
-        return self._ring.shares()
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._ring.nodes
-
-    def __len__(self) -> int:
-        return len(self._ring)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._ring
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ring)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, AllocatedRing):

@@ -31,14 +31,15 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from ringkit.errors import CapacityError, ConfigError, UnknownNodeError
-from ringkit.hashing import Hasher, Key
+from ringkit.hashing import Key
 from ringkit.nodes import Node
 from ringkit.placement import check_n, check_not_empty
 from ringkit.ring import HashRing
+from ringkit.strategies.wrapped import RingWrapperMixin
 
 __all__ = ["DEFAULT_BALANCE_FACTOR", "BoundedLoad"]
 
@@ -72,7 +73,7 @@ def _check_capacity(name: str, capacity: object) -> int:
     return capacity
 
 
-class BoundedLoad:
+class BoundedLoad(RingWrapperMixin):
     """A hash ring whose assignments respect per-node caps; membership is immutable.
 
     The cap of node ``i`` for the next assignment is ``ceil(balance_factor × (m + 1) ×
@@ -289,38 +290,10 @@ class BoundedLoad:
 
     # -- measuring -----------------------------------------------------------------------------
 
-    def shares(self) -> dict[str, float]:
-        """Return the ring's exact home shares (where keys go while no node is full)."""
-        return self._ring.shares()
-
-    @property
-    def ring(self) -> HashRing:
-        """The wrapped ring."""
-        return self._ring
-
-    @property
-    def hasher(self) -> Hasher:
-        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
-        return self._ring.hasher
-
     @property
     def balance_factor(self) -> float:
         """The factor over the average load that caps a node."""
         return self._balance_factor
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The ring's nodes, sorted by name."""
-        return self._ring.nodes
-
-    def __len__(self) -> int:
-        return len(self._ring)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._ring
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ring)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, BoundedLoad):

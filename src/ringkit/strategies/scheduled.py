@@ -23,13 +23,14 @@ remapping without a flag day; version v >= 1 hashes ``b"v<v>\\x00" + key``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key
 from ringkit.nodes import Node, NodesLike
 from ringkit.ring import DEFAULT_VNODES, SPACE_64, HashRing
+from ringkit.strategies.wrapped import RingWrapperMixin
 
 __all__ = ["RemapReport", "ScheduledRemap"]
 
@@ -51,7 +52,7 @@ class RemapReport:
         return self.moved_touched / self.touched if self.touched else 0.0
 
 
-class ScheduledRemap:
+class ScheduledRemap(RingWrapperMixin):
     """A hash ring plus (version, cursor); an immutable value.
 
     Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``version_for``.
@@ -182,34 +183,10 @@ class ScheduledRemap:
         """Return the remap without node `name`, or this one if it is not there."""
         return self.remove(name) if name in self._ring else self
 
-    @property
-    def ring(self) -> HashRing:
-        """The ring both versions share."""
-        return self._ring
-
-    @property
-    def hasher(self) -> Hasher:
-        """The ring's hash function (``diff`` compares ``hash % N`` with it)."""
-        return self._ring.hasher
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._ring.nodes
-
     def shares(self) -> dict[str, float]:
         """Return each node's exact share of the ring's points; keys reach points through a
         versioned hash, so for real keys these are estimates of the same quantity."""
         return self._ring.shares()
-
-    def __len__(self) -> int:
-        return len(self._ring)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._ring
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._ring)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ScheduledRemap):
