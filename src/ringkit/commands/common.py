@@ -8,7 +8,7 @@ from typing import Any
 
 from ringkit.errors import ConfigError
 
-__all__ = ["node_list", "positive_int", "print_json"]
+__all__ = ["node_list", "positive_int", "print_json", "vnode_counts"]
 
 
 def node_list(text: str) -> list[str]:
@@ -42,3 +42,20 @@ def print_json(data: Any) -> None:
 def refuse(message: str) -> ConfigError:
     """Return a ConfigError for a bad argument combination (printed as ``ringkit: error:``)."""
     return ConfigError(message)
+
+
+def vnode_counts(text: str) -> list[int]:
+    """Parse ``1,8,32`` (or ``1-1024`` for the powers of two in that range) into vnode counts."""
+    try:
+        if "-" in text:
+            low, high = (int(part) for part in text.split("-", 1))
+            values = [2**i for i in range(high.bit_length()) if low <= 2**i <= high]
+        else:
+            values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers or LOW-HIGH, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
+    return values

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.commands.common import positive_int, print_json, refuse, vnode_counts
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
 from ringkit.hashing import HASHERS
@@ -27,18 +27,6 @@ __all__ = ["register", "run", "run_json"]
 _GATEPASS_VNODES = (1, 8, 32, 128)
 
 
-def _vnode_list(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
-    return values
-
-
 def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
     parser = subparsers.add_parser(
@@ -49,7 +37,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("scenario", nargs="?", help="scenario file (TOML); default: Gatepass")
     parser.add_argument(
         "--vnodes",
-        type=_vnode_list,
+        type=vnode_counts,
         default=None,
         help="comma-separated vnode counts (default: 1,8,32,128 or the file's)",
     )

@@ -14,29 +14,12 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.advice import SweepRow, sweep
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import positive_int, print_json, vnode_counts
 from ringkit.commands.output import Ticker, console, pyplot, save_figure
 
 __all__ = ["register", "run"]
 
 DEFAULT_VNODES = tuple(2**i for i in range(11))
-
-
-def vnode_counts(text: str) -> list[int]:
-    """Parse ``1,8,32`` (or ``1-1024`` for the powers of two in that range) into vnode counts."""
-    try:
-        if "-" in text:
-            low, high = (int(part) for part in text.split("-", 1))
-            values = [2**i for i in range(high.bit_length()) if low <= 2**i <= high]
-        else:
-            values = [int(part) for part in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers or LOW-HIGH, got {text!r}"
-        ) from None
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
-    return values
 
 
 def register(subparsers: Any) -> None:
