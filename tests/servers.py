@@ -6,6 +6,7 @@ Debian packages, so a missing one there is a broken setup, never a reason to pas
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import shutil
 import socket
@@ -14,10 +15,23 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
-__all__ = ["Server", "free_port", "memcached_server", "redis_server", "require_binary"]
+__all__ = [
+    "Server",
+    "free_port",
+    "memcached_server",
+    "redis_server",
+    "require_binary",
+    "require_library",
+    "serve",
+    "stop",
+    "unavailable",
+    "wait_for_port",
+]
 
 
 @dataclass(frozen=True)
@@ -33,14 +47,26 @@ class Server:
         return f"{self.host}:{self.port}"
 
 
+def unavailable(message: str) -> NoReturn:
+    """Skip the test locally; fail it under ``CI=true``, where every dependency is installed."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
 def require_binary(name: str, package: str) -> str:
     """Return the path of `name`; skip locally, fail under CI, when it is not installed."""
     path = shutil.which(name)
     if path is None:
-        message = f"{name} is not installed (apt-get install -y {package})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{name} is not installed (apt-get install -y {package})")
+    return path
+
+
+def require_library(name: str, package: str) -> str:
+    """Return the path of shared library `name` (``libNAME.so``); skip or fail when missing."""
+    path = ctypes.util.find_library(name)
+    if path is None:
+        unavailable(f"lib{name} is not installed (apt-get install -y {package})")
     return path
 
 
@@ -51,33 +77,47 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _wait_for_port(port: int, process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+def wait_for_port(
+    port: int, process: subprocess.Popen[bytes], *, timeout_s: float = 10.0, log: Path | None = None
+) -> None:
+    """Return once `process` accepts connections on `port`; raise if it exits or never does.
+
+    `log` (the process's own log file, if it writes one) is quoted in the error.
+    """
+    detail = f": {log.read_text()}" if log is not None and log.exists() else ""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"server exited with status {process.returncode} before listening")
+            raise RuntimeError(f"server exited with status {process.returncode} before "
+                               f"listening on port {port}{detail}")  # fmt: skip
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"server did not listen on port {port} within {timeout_s} s")
+    raise RuntimeError(f"server did not listen on port {port} within {timeout_s} s{detail}")
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Terminate `process`, killing it if it has not exited within 5 s."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @contextmanager
-def _serve(command: list[str], port: int) -> Iterator[Server]:
+def serve(command: list[str], port: int) -> Iterator[Server]:
+    """Run `command` (a server listening on loopback `port`) for the duration of the block."""
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for_port(port, process)
+        wait_for_port(port, process)
         yield Server("127.0.0.1", port, process)
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(process)
 
 
 @contextmanager
@@ -89,7 +129,7 @@ def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[S
     command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mb)]
     if os.geteuid() == 0:
         command += ["-u", "root"]
-    with _serve(command, port) as server:
+    with serve(command, port) as server:
         yield server
 
 
@@ -111,5 +151,5 @@ def redis_server(port: int | None = None) -> Iterator[Server]:
         "--protected-mode",
         "no",
     ]
-    with _serve(command, port) as server:
+    with serve(command, port) as server:
         yield server

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import importlib
-import os
 from types import ModuleType
 
-import pytest
+from tests.servers import unavailable
 
 
 def require(module: str, install: str) -> ModuleType:
@@ -14,7 +13,4 @@ def require(module: str, install: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError:
-        message = f"{module} is not installed ({install})"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        unavailable(f"{module} is not installed ({install})")

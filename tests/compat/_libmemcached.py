@@ -8,12 +8,10 @@ is what libmemcached's own ketama tests call. No server is contacted. The librar
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-import pytest
+from tests.servers import require_library
 
 # Enum values from <libmemcached-1.0/types/behavior.h> and server_distribution.h.
 BEHAVIOR_HASH = 2
@@ -38,13 +36,7 @@ HASHES = {
 
 def load() -> ctypes.CDLL:
     """Return libmemcached; skip locally, fail under CI, when it is missing."""
-    path = ctypes.util.find_library("memcached")
-    if path is None:
-        message = "libmemcached is not installed (apt-get install -y libmemcached-dev)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(require_library("memcached", "libmemcached-dev"))
     lib.memcached_create.restype = ctypes.c_void_p
     lib.memcached_create.argtypes = [ctypes.c_void_p]
     lib.memcached_free.argtypes = [ctypes.c_void_p]

@@ -4,27 +4,11 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.servers import free_port, require_binary
-
-
-def _wait(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
-    import socket
-
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"nutcracker exited ({process.returncode}): {log.read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nutcracker did not listen on {port}: {log.read_text()}")
+from tests.servers import free_port, require_binary, stop, wait_for_port
 
 
 @contextmanager
@@ -69,12 +53,7 @@ def nutcracker(
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             for port in ports.values():
-                _wait(port, process, log)
+                wait_for_port(port, process, log=log)
             yield ports
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)

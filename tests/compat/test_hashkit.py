@@ -7,14 +7,13 @@ that libhashkit also has, on random bytes (>= 0x80 included, read through a sign
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import os
 import random
 
 import pytest
 
 from ringkit.compat.hashkit import TWEMPROXY_HASHES, get_key_hash
 from ringkit.errors import ConfigError
+from tests.servers import require_library
 
 # hashkit_hash_algorithm_t from <libhashkit-1.0/algorithm.h>; 0 is the default, one_at_a_time.
 LIBHASHKIT = {
@@ -31,13 +30,7 @@ LIBHASHKIT = {
 
 
 def _libhashkit() -> ctypes.CDLL:
-    path = ctypes.util.find_library("hashkit")
-    if path is None:
-        message = "libhashkit is not installed (apt-get install -y libmemcached-dev)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    lib = ctypes.CDLL(path)
+    lib = ctypes.CDLL(require_library("hashkit", "libmemcached-dev"))
     lib.libhashkit_digest.restype = ctypes.c_uint32
     lib.libhashkit_digest.argtypes = [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
     return lib

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import random
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,7 +15,7 @@ from ringkit import ConfigError, EmptyRingError
 from ringkit.compat import redis_cluster, redis_slot
 from ringkit.compat.redis_cluster import crc16_xmodem
 from tests.compat._deps import require
-from tests.servers import free_port, require_binary
+from tests.servers import free_port, require_binary, serve
 
 # Redis Cluster specification and src/crc16.c: "123456789" -> 0x31C3; the examples.
 SPEC_VECTORS = [("key", 12539), ("id:{key}", 12539), ("{key}:profile", 12539)]
@@ -80,22 +78,8 @@ def _cluster_mode_redis() -> Iterator[int]:
             "--cluster-port",
             str(free_port()),
         ]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            client = _redis().Redis(host="127.0.0.1", port=port)
-            deadline = time.monotonic() + 10
-            while True:
-                try:
-                    client.ping()
-                    break
-                except Exception:
-                    if time.monotonic() > deadline or process.poll() is not None:
-                        raise
-                    time.sleep(0.05)
+        with serve(command, port):
             yield port
-        finally:
-            process.terminate()
-            process.wait(timeout=10)
 
 
 def test_agrees_with_real_redis_cluster_keyslot_on_10000_keys() -> None:
