@@ -22,6 +22,7 @@ from ringkit.hashing import Hasher, Key
 from ringkit.nodes import Node
 
 __all__ = [
+    "HashedMixin",
     "Key",
     "NodeTupleMixin",
     "Placement",
@@ -80,8 +81,7 @@ class Placement(Protocol):
 class NodeTupleMixin:
     """The membership surface of a placement that keeps its nodes in a tuple.
 
-    A subclass sets ``_nodes`` (``Node`` values), ``_names`` (their names, same order) and
-    ``_hasher``,
+    A subclass sets ``_nodes`` (``Node`` values) and ``_names`` (their names, same order),
     implements ``remove``, and returns from ``_identity()`` the values that make two placements
     of its kind equal (nodes and options). It gets ``nodes``, ``discard``, ``len``, ``in``,
     ``iter``, ``==`` and ``hash``.
@@ -90,17 +90,11 @@ class NodeTupleMixin:
     __slots__ = ()
     _nodes: tuple[Node, ...]
     _names: tuple[str, ...]
-    _hasher: Hasher
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         """The nodes, in the placement's own order."""
         return self._nodes
-
-    @property
-    def hasher(self) -> Hasher:
-        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
-        return self._hasher
 
     def remove(self, name: str) -> Self:
         """Return a new placement without node `name` (each placement implements it)."""
@@ -131,6 +125,18 @@ class NodeTupleMixin:
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._identity()))
+
+
+class HashedMixin:
+    """The ``hasher`` property of a placement that hashes keys with ``self._hasher``."""
+
+    __slots__ = ()
+    _hasher: Hasher
+
+    @property
+    def hasher(self) -> Hasher:
+        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
+        return self._hasher
 
 
 def check_n(n: int) -> int:

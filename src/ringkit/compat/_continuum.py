@@ -18,7 +18,7 @@ ketama, 64 for Envoy; DESIGN.md decision 1) and points that collide keep the sys
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import Key, encode_key
 from ringkit.nodes import Node
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["Continuum"]
 
@@ -36,7 +36,7 @@ _LIST_LIMIT = 1 << 16
 Rebuild = Callable[[tuple[Node, ...]], "Continuum"]
 
 
-class Continuum:
+class Continuum(NodeTupleMixin):
     """Sorted points (uint64 holding `bits`-wide values), each owned by one node.
 
     Invariants: ``points`` is sorted; ``owners[i]`` indexes ``nodes``; points that are equal are
@@ -240,10 +240,6 @@ class Continuum:
             raise unknown_node(name, self._names, self._kind)
         return self._rebuild(tuple(node for node in self._nodes if node.name != name))
 
-    def discard(self, name: str) -> Continuum:
-        """Return the layout without `name`, or this one when it is not there."""
-        return self.remove(name) if name in self._names else self
-
     # -- measuring -------------------------------------------------------------------------
 
     def shares(self) -> dict[str, float]:
@@ -263,11 +259,6 @@ class Continuum:
         return {name: float(owned[i]) / space for i, name in enumerate(self._names)}
 
     @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes in the order given (the system's server index order)."""
-        return self._nodes
-
-    @property
     def points(self) -> UInt64Array:
         """The sorted points (read-only)."""
         return self._points
@@ -281,15 +272,6 @@ class Continuum:
     def bits(self) -> int:
         """The width of points and key hashes: 32 (ketama) or 64 (Envoy)."""
         return self._bits
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Continuum):

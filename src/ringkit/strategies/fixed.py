@@ -19,16 +19,16 @@ than a hashing problem."
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HASHERS, Hasher, HasherLike, Key, encode_key, get_hasher
+from ringkit.hashing import DEFAULT_HASH, HASHERS, HasherLike, Key, encode_key, get_hasher
 from ringkit.hashing import points_many as _points_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 from ringkit.strategies.controller import RebalancePlan, check_objective, zone_key, zone_limit
 from ringkit.strategies.planner import reassign
 
@@ -62,7 +62,7 @@ def partition_of_points(points: np.ndarray[Any, Any], partitions: int) -> np.nda
     return (high * q + ((low * q) >> np.uint64(32))) >> np.uint64(32)
 
 
-class FixedPartitions:
+class FixedPartitions(HashedMixin, NodeTupleMixin):
     """Q fixed partitions, each with a replica list of distinct nodes; an immutable value.
 
     Invariants (``_check``): every row has ``min(replicas, N)`` distinct member nodes, no zone
@@ -221,10 +221,6 @@ class FixedPartitions:
             raise unknown_node(name, self._names, "placement")
         return self._changed(tuple(node for node in self._nodes if node.name != name))
 
-    def discard(self, name: str) -> FixedPartitions:
-        """Return the next table without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._names else self
-
     def reweight(self, name: str, weight: float) -> FixedPartitions:
         """Return the next table with node `name` at `weight`; replicas move to or from it.
 
@@ -245,11 +241,6 @@ class FixedPartitions:
         return self._epoch
 
     @property
-    def hasher(self) -> Hasher:
-        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
-        return self._hasher
-
-    @property
     def plan(self) -> RebalancePlan | None:
         """How this table was reached from the previous epoch (``None`` at epoch 0)."""
         return self._plan
@@ -258,11 +249,6 @@ class FixedPartitions:
     def objective(self) -> str:
         """How sources are chosen for moves: ``"fewest_sources"`` or ``"spread"``."""
         return self._objective
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._nodes
 
     def quotas(self) -> dict[str, int]:
         """Return each node's number of partition replicas (what the controller aimed for)."""
@@ -280,15 +266,6 @@ class FixedPartitions:
         for p, row in enumerate(self._owners):
             owned[row[0]] += -((-(p + 1) * _SPACE) // q) + ((-p * _SPACE) // q)
         return {name: points / _SPACE for name, points in owned.items()}
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FixedPartitions):

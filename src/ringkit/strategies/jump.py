@@ -26,7 +26,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError, UnsupportedError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["JumpHash", "jump_hash", "jump_hash_many"]
 
@@ -94,7 +94,7 @@ def jump_hash_many(keys: npt.ArrayLike, buckets: int) -> npt.NDArray[np.int64]:
     return b
 
 
-class JumpHash(NodeTupleMixin):
+class JumpHash(HashedMixin, NodeTupleMixin):
     """Named nodes on jump-hash buckets: node ``i`` (in the order given) is bucket ``i``.
 
     A key's owner is ``nodes[jump_hash(hash(key), N)]``. Adding a node appends bucket N and moves

@@ -37,7 +37,7 @@ import xxhash
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = [
     "ENVOY_KEY_HASHER",
@@ -171,7 +171,7 @@ def _turns(weights: list[float], m: int) -> Iterator[int]:
         heapq.heappush(turns, (_next_turn(t, weights[i], target[i]), i))
 
 
-class Maglev(NodeTupleMixin):
+class Maglev(HashedMixin, NodeTupleMixin):
     """A Maglev lookup table over named nodes; an immutable value.
 
     ``table`` has ``table_size`` slots (a prime), each naming a node; ``slot_for(key)`` is

@@ -20,12 +20,12 @@ import numpy as np
 from ringkit.errors import DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["Modulo"]
 
 
-class Modulo(NodeTupleMixin):
+class Modulo(HashedMixin, NodeTupleMixin):
     """Nodes in a list; a key's owner is ``nodes[hash(key) % N]`` (native hash width).
 
     Replica order: the next indices, ``(h + 1) % N``, ``(h + 2) % N``, …

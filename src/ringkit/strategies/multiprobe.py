@@ -33,7 +33,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, points_many
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["DEFAULT_PROBES", "MultiProbe"]
 
@@ -53,7 +53,7 @@ def _check_probes(probes: object) -> int:
     return probes
 
 
-class MultiProbe(NodeTupleMixin):
+class MultiProbe(HashedMixin, NodeTupleMixin):
     """Multi-probe consistent hashing over named nodes; an immutable value.
 
     Invariants: one token per node, the hash of its name; tokens sorted, equal tokens ordered by

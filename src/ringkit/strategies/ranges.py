@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import Key, encode_key
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, check_not_empty, unknown_node
+from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["RangePartitions"]
 
@@ -35,7 +35,7 @@ def _bound(value: Key) -> bytes:
     return encode_key(value)
 
 
-class RangePartitions:
+class RangePartitions(NodeTupleMixin):
     """Sorted split points and an owner per range; an immutable value.
 
     Invariants (``_check``): splits strictly increasing; ``len(owners) == len(splits) + 1``;
@@ -234,10 +234,6 @@ class RangePartitions:
         first = next(o for o in owners if o and o != name)
         return self._with(nodes, self._splits, tuple(o or first for o in owners))
 
-    def discard(self, name: str) -> RangePartitions:
-        """Return a table without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._names else self
-
     # -- measuring ---------------------------------------------------------------------------
 
     @property
@@ -249,11 +245,6 @@ class RangePartitions:
     def owners(self) -> tuple[str, ...]:
         """The owner of each range, in key order."""
         return self._owners
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, in the order given."""
-        return self._nodes
 
     def load(self, keys: Iterable[Key]) -> list[int]:
         """Return how many of `keys` fall in each range (the measure ``split_hot`` uses)."""
@@ -275,15 +266,6 @@ class RangePartitions:
         for i, owner in enumerate(self._owners):
             result[owner] += edges[i + 1] - edges[i]
         return result
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RangePartitions):

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, murmur3_32
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
 
 __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
@@ -67,7 +67,7 @@ def _pymemcache_bytes(text: str) -> bytes:
     return text.encode("utf-32-le", "surrogatepass")[::4]
 
 
-class Rendezvous(NodeTupleMixin):
+class Rendezvous(HashedMixin, NodeTupleMixin):
     """Rendezvous hashing over named nodes; an immutable value.
 
     ``variant="weighted"`` (default): the pair score is ``fmix64(hash(key) ^ hash(name))``,
