@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from _harness import print_table, time_interleaved
 from ringkit import HashRing, diff
 from ringkit.hashing import points_many
-from ringkit.movement_rows import native_hashes
+from ringkit.movement.units import native_hashes
 
 
 def _bench_diff(names: list[str], vnodes: int, repeats: int) -> HashRing:

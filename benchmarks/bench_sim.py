@@ -28,8 +28,7 @@ from typing import Any
 
 from ringkit import HashRing
 from ringkit.nodes import Node
-from ringkit.population import Population, Sizes
-from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.sim import Event, Population, Scenario, Sizes, run_scenario
 from ringkit.strategies.registry import StrategyOptions
 
 _SAMPLE_KEYS = 200_000

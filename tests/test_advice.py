@@ -17,8 +17,8 @@ from ringkit.advice import (
     sweep,
 )
 from ringkit.cli import main
-from ringkit.compare import compare
 from ringkit.errors import ConfigError
+from ringkit.sim import compare
 from ringkit.stats import draw_shares, imbalance, worst_share
 from ringkit.strategies.registry import STRATEGY_NAMES
 from tests.plotting import require_matplotlib

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringkit.hashing import HASHERS
-from ringkit.keyhash import VECTORISED_HASHERS, hash_generated
-from ringkit.population import Population
+from ringkit.sim import Population
+from ringkit.sim.keyhash import VECTORISED_HASHERS, hash_generated
 
 
 def _scalar(prefix: bytes, width: int, begin: int, end: int, hasher: str) -> list[int]:

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import ringkit
 from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
-from ringkit.arcdiff import exact_sum
 from ringkit.hashing import Hasher
+from ringkit.movement.segments import exact_sum
 from tests.movement_helpers import (
     IDENTITY,
     brute_streams,

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ringkit import ConfigError, HashRing, Maglev, Modulo, MovedArc, UnsupportedError, diff
 from ringkit.hashing import HASHERS, get_hasher, hash_many
-from ringkit.movement_rows import modulo_fraction, modulo_order, native_hashes
+from ringkit.movement.units import modulo_fraction, modulo_order, native_hashes
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
 from tests.movement_helpers import StandInMaglev, StandInPartitions
 

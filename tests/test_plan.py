@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from ringkit import ConfigError, HashRing, MigrationPlan, Transfer, diff
 from ringkit.hashing import Hasher
-from ringkit.plan import build_plan
+from ringkit.movement import build_plan
 
 POINTS = {b"k1": 5, b"k2": 20, b"k3": 30, b"k4": 45, b"k5": 55, b"k6": 70, b"k7": 80, b"k8": 95}
 SEED_003 = Hasher("seed003", POINTS.__getitem__, 64)

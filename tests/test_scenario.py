@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ringkit.errors import ConfigError
-from ringkit.scenario import load_scenario, parse_scenario
+from ringkit.sim import load_scenario, parse_scenario
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -13,9 +13,7 @@ from hypothesis import strategies as st
 from ringkit import HashRing, Modulo
 from ringkit.errors import ConfigError, UnknownNodeError
 from ringkit.nodes import Node
-from ringkit.population import Population, Sizes
-from ringkit.scenario import load_scenario
-from ringkit.sim import Event, Scenario, gatepass, run_scenario
+from ringkit.sim import Event, Population, Scenario, Sizes, gatepass, load_scenario, run_scenario
 from ringkit.strategies.registry import StrategyOptions
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

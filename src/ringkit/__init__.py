@@ -29,14 +29,11 @@ from ringkit.errors import (
     UnknownNodeError,
     UnsupportedError,
 )
-from ringkit.movement import MovedArc, Movement, diff
+from ringkit.movement import MigrationPlan, MovedArc, Movement, Transfer, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
-from ringkit.plan import MigrationPlan, Transfer
-from ringkit.population import Population, Sizes
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
-from ringkit.scenario import load_scenario
-from ringkit.sim import Event, Scenario, run_scenario
+from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_scenario
 from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 from ringkit.strategies.bounded import BoundedLoad

@@ -17,7 +17,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from ringkit.plan import Transfer
+from ringkit.movement import Transfer
 from tests.servers import Server, redis_server
 
 NAMES = ("s1", "s2", "s3", "s4")

@@ -13,7 +13,7 @@ from ringkit.cluster.progress import Progress
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.view import ClusterView
 from ringkit.errors import BackendError
-from ringkit.plan import Transfer
+from ringkit.movement import Transfer
 from tests.cluster.helpers import memory_urls
 
 SPACE = 1 << 64

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from ringkit.errors import ConfigError
-from ringkit.plan import Transfer
+from ringkit.movement import Transfer
 
 __all__ = ["Progress", "RebalanceOptions", "RebalanceReport", "Tally", "Throttle"]
 

@@ -52,8 +52,7 @@ from ringkit.cluster.servers import route_key
 from ringkit.cluster.urls import parse_url
 from ringkit.cluster.view import AuditLog, ClusterView, read_views
 from ringkit.errors import BackendError, ConfigError, UnsupportedError
-from ringkit.movement import Movement, diff
-from ringkit.plan import Transfer
+from ringkit.movement import Movement, Transfer, diff
 from ringkit.ring import HashRing
 
 __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]

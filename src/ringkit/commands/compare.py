@@ -15,9 +15,9 @@ from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json
 from ringkit.commands.output import Ticker, console, percent, pyplot, save_figure
-from ringkit.compare import CHANGES, Comparison, compare
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES
+from ringkit.sim.compare import CHANGES, Comparison, compare
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
 
 __all__ = ["register", "run"]

@@ -2,7 +2,7 @@
 
 Builds the placement before and after (``--add`` / ``--remove``), diffs them with
 :func:`ringkit.diff`, plans the transfers over a seeded key sample and prints the report of
-:func:`ringkit.movement_report.movement_report`: the moved fraction beside the optimum and
+:func:`ringkit.movement.report.movement_report`: the moved fraction beside the optimum and
 ``hash % N``, totals per (source, destination) pair, the largest transfers and the plan's
 estimate. ``--json`` prints the same report as JSON.
 """
@@ -21,10 +21,13 @@ from rich.table import Table
 
 from ringkit.commands.common import node_list, positive_int, print_json, refuse
 from ringkit.hashing import DEFAULT_HASH, HASHERS
-from ringkit.movement import Movement, diff
-from ringkit.movement_report import movement_report
+from ringkit.movement import Movement, diff, movement_report
+from ringkit.movement.plan import (
+    DEFAULT_BANDWIDTH_BYTES_PER_S,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_SETUP_S,
+)
 from ringkit.placement import Placement
-from ringkit.plan import DEFAULT_BANDWIDTH_BYTES_PER_S, DEFAULT_MAX_STREAMS, DEFAULT_SETUP_S
 from ringkit.ring import DEFAULT_VNODES
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
 

@@ -19,8 +19,7 @@ from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
 from ringkit.hashing import HASHERS
 from ringkit.ring import HashRing
-from ringkit.scenario import load_scenario
-from ringkit.sim import Run, Scenario, Step, gatepass, run_scenario, with_vnodes
+from ringkit.sim import Run, Scenario, Step, gatepass, load_scenario, run_scenario, with_vnodes
 
 __all__ = ["register", "run", "run_json"]
 

@@ -31,8 +31,8 @@ from ringkit.hashing import HASHERS, get_hasher, points_many
 from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
-from ringkit.population import Population
 from ringkit.ring import SPACE_64, HashRing
+from ringkit.sim import Population
 from ringkit.stats import balance
 from ringkit.strategies import registry
 from ringkit.strategies.bounded import BoundedLoad

@@ -4,7 +4,7 @@ The report puts the moved fraction beside the least any placement must move (the
 shares, 1/(N+1) for one node added to N equal ones) and beside ``hash % N`` on the same nodes,
 then the totals per (source, destination) pair and the largest transfers of the plan.
 
->>> from ringkit.movement import diff
+>>> from ringkit.movement.diffing import diff
 >>> from ringkit.ring import HashRing
 >>> old = HashRing.from_tokens({"A": [10], "B": [35], "C": [60], "D": [85]}, space=100)
 >>> movement = diff(old, old.add("E", tokens=[50]))
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from typing import Any
 
-from ringkit.movement import Movement
-from ringkit.plan import MigrationPlan, Transfer
+from ringkit.movement.diffing import Movement
+from ringkit.movement.plan import MigrationPlan, Transfer
 
 __all__ = ["movement_report"]
 

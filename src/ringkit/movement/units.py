@@ -27,15 +27,15 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from ringkit.arcdiff import (
+from ringkit.errors import ConfigError
+from ringkit.hashing import Hasher, Key, get_hasher, hash_many, xxh3_64
+from ringkit.movement.segments import (
     IntArray,
     UInt64Array,
     changes,
     merged_boundaries,
     preference_rows,
 )
-from ringkit.errors import ConfigError
-from ringkit.hashing import Hasher, Key, get_hasher, hash_many, xxh3_64
 from ringkit.preference import walk_distinct
 from ringkit.ring import SPACE_64, HashRing
 

@@ -16,13 +16,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.placement import Placement
-from ringkit.population import CHUNK_KEYS, Chunk, HashCache
 from ringkit.ring import SPACE_64, HashRing
+from ringkit.sim.population import CHUNK_KEYS, Chunk, HashCache
 from ringkit.stats import METRICS
 from ringkit.strategies.modulo import Modulo
 
 if TYPE_CHECKING:
-    from ringkit.sim import Scenario
+    from ringkit.sim.scenario import Scenario
 
 __all__ = ["PassContext", "PassResult", "Progress", "measure_pass", "owner_indices"]
 

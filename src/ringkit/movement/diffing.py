@@ -29,7 +29,20 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.arcdiff import (
+from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
+from ringkit.hashing import DEFAULT_HASH, Key
+from ringkit.movement.plan import (
+    DEFAULT_BANDWIDTH_BYTES_PER_S,
+    DEFAULT_MAX_STREAMS,
+    DEFAULT_SETUP_S,
+    MigrationPlan,
+    arc_candidates,
+    build_plan,
+    check_plan_options,
+    check_sizes,
+    pair_candidates,
+)
+from ringkit.movement.segments import (
     Changes,
     IntArray,
     Runs,
@@ -41,9 +54,7 @@ from ringkit.arcdiff import (
     segment_total,
     streams_at,
 )
-from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
-from ringkit.hashing import DEFAULT_HASH, Key
-from ringkit.movement_rows import (
+from ringkit.movement.units import (
     Locate,
     Units,
     as_sequence,
@@ -56,17 +67,6 @@ from ringkit.movement_rows import (
     units_for,
 )
 from ringkit.placement import Placement, unknown_node
-from ringkit.plan import (
-    DEFAULT_BANDWIDTH_BYTES_PER_S,
-    DEFAULT_MAX_STREAMS,
-    DEFAULT_SETUP_S,
-    MigrationPlan,
-    arc_candidates,
-    build_plan,
-    check_plan_options,
-    check_sizes,
-    pair_candidates,
-)
 from ringkit.ring import Arc
 
 __all__ = ["MovedArc", "Movement", "diff"]
@@ -298,7 +298,7 @@ class Movement:
         With `keys` (default: the keys given to ``diff``) each transfer counts its keys, with
         `sizes` (bytes per key, aligned with `keys`) its bytes; otherwise bytes are estimated as
         the arc's share of `total_bytes`, if given. A diff over keys has one transfer per
-        (source, destination) pair. See :mod:`ringkit.plan` for the cost model.
+        (source, destination) pair. See :mod:`ringkit.movement.plan` for the cost model.
 
         :raises ConfigError: for sizes without keys, sizes not aligned with keys, a negative
             size, or invalid limits or cost model

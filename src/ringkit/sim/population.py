@@ -28,7 +28,7 @@ import numpy.typing as npt
 
 from ringkit.errors import ConfigError
 from ringkit.hashing import HASHERS, Hasher, HasherLike, get_hasher
-from ringkit.keyhash import hash_generated
+from ringkit.sim.keyhash import hash_generated
 
 __all__ = ["CHUNK_KEYS", "DISTRIBUTIONS", "Chunk", "HashCache", "Population", "Sizes"]
 
@@ -165,7 +165,7 @@ class Population:
         """Return the native hashes of keys `begin` … `end - 1` under `hasher`.
 
         Registered FNV-1a and XXH3 hashers run as numpy array operations on the generated keys
-        (``ringkit.keyhash``, exact); any other hasher is called once per key.
+        (``ringkit.sim.keyhash``, exact); any other hasher is called once per key.
         """
         if HASHERS.get(hasher.name) == hasher:
             prefix = self.prefix.encode()

@@ -30,8 +30,8 @@ from typing import Any
 from ringkit.errors import ConfigError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
-from ringkit.population import DISTRIBUTIONS, Population, Sizes
-from ringkit.sim import EVENT_TYPES, Event, Scenario, with_vnodes
+from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
+from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
 

@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError, RingkitError
-from ringkit.measure import PassContext, measure_pass
 from ringkit.nodes import Node
 from ringkit.placement import Placement
-from ringkit.population import Population
-from ringkit.sim import Event, Scenario
+from ringkit.sim.measure import PassContext, measure_pass
+from ringkit.sim.population import Population
+from ringkit.sim.scenario import Event, Scenario
 from ringkit.stats import balance
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
 

@@ -1,6 +1,6 @@
 """Scenarios: a key population and a sequence of membership events, measured step by step.
 
-A :class:`Scenario` places a :class:`~ringkit.population.Population` on a placement built by
+A :class:`Scenario` places a :class:`~ringkit.sim.population.Population` on a placement built by
 name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
 ``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
 cascade seed 004 says virtual nodes prevent) and ``stale`` (a client k membership changes behind
@@ -27,10 +27,10 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError
-from ringkit.measure import PassContext, Progress, measure_pass
 from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
-from ringkit.population import HashCache, Population
+from ringkit.sim.measure import PassContext, Progress, measure_pass
+from ringkit.sim.population import HashCache, Population
 from ringkit.stats import METRICS, Balance, balance
 from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.registry import StrategyOptions, build_placement
