@@ -10,7 +10,7 @@ import pytest
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import StaleViewError, ViewConflictError
-from ringkit.cluster.membership import url_text
+from ringkit.cluster.urls import url_text
 from ringkit.cluster.progress import Throttle
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.urls import parse_url

@@ -17,7 +17,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from ringkit.plan import Transfer
+from ringkit import Transfer
 from tests.servers import Server, redis_server
 
 NAMES = ("s1", "s2", "s3", "s4")
@@ -230,13 +230,13 @@ def test_reads_converge_with_a_periodic_check(
     reader = _client(urls, ("s1", "s2", "s3"))
     reader.view_check_s = 0.01
     refreshes: list[int] = []
-    refresh = reader.refresh_view
+    read = reader.view_store.read
 
-    def counted(*, at_least: int = 0) -> Any:
+    def counted(servers: list[str], at_least: int) -> Any:
         refreshes.append(at_least)  # 0: a periodic check; the epoch a server announced: a refusal
-        return refresh(at_least=at_least)
+        return read(servers, at_least)
 
-    monkeypatch.setattr(reader, "refresh_view", counted)
+    monkeypatch.setattr(reader.view_store, "read", counted)
     admin.add_server("s4", urls["s4"])
     time.sleep(0.02)
     assert reader.get(KEYS[0]) is not None

@@ -18,7 +18,7 @@ from ringkit import HashRing
 from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from ringkit.plan import Transfer
+from ringkit import Transfer
 
 _runs = itertools.count()
 KEYS = st.sampled_from([f"k{i}" for i in range(40)])
