@@ -1,8 +1,9 @@
 """AsyncShardedClient: the asyncio face of the one client core.
 
 Same options, same routing, replication, fallback, quorum, read repair, hints and
-re-admission, and the same views, fencing and retry as :class:`~ringkit.cluster.client.ShardedClient`:
-every decision is the core's (:mod:`ringkit.cluster.core`), driven here by awaiting the backends
+re-admission, and the same views, fencing and retry as
+:class:`~ringkit.cluster.client.ShardedClient`: every decision is the core's
+(:mod:`ringkit.cluster.core`), driven here by awaiting the backends
 (:func:`~ringkit.cluster.steps.run_async`). Redis goes through ``redis.asyncio`` with the same
 fencing scripts, memcached through ringkit's minimal asyncio protocol client
 (:mod:`ringkit.cluster.aio_backends`). The per-server batches of one round are sent at once
@@ -50,12 +51,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     """
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedBackend:
-        backend = open_async_backend(
-            url,
-            timeout_s=options.timeout_s,
-            connect_timeout_s=options.connect_timeout_s,
-            max_connections=options.max_connections,
-        )
+        backend = open_async_backend(url, **options.connection)
         return fence_async(backend, routed_epoch(self._epoch), self._point_of)
 
     async def _run(self, steps: Steps[T]) -> T:

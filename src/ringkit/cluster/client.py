@@ -57,12 +57,7 @@ class ShardedClient(ClientCore[FencedBackend]):
     """
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> FencedBackend:
-        backend = open_backend(
-            url,
-            timeout_s=options.timeout_s,
-            connect_timeout_s=options.connect_timeout_s,
-            max_connections=options.max_connections,
-        )
+        backend = open_backend(url, **options.connection)
         return fence(backend, routed_epoch(self._epoch), self._point_of)
 
     def _run(self, steps: Steps[T]) -> T:

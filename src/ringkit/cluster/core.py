@@ -85,6 +85,15 @@ class ServerOptions:
     dead_timeout_s: float
     max_hints: int
 
+    @property
+    def connection(self) -> dict[str, Any]:
+        """The keyword options of ``open_backend`` / ``open_async_backend``."""
+        return {
+            "timeout_s": self.timeout_s,
+            "connect_timeout_s": self.connect_timeout_s,
+            "max_connections": self.max_connections,
+        }
+
 
 class ClientCore(Generic[B]):
     """Options, composition and every operation's decisions; subclasses drive the steps.
@@ -264,9 +273,7 @@ class ClientCore(Generic[B]):
         found = yield from self._fenced(op)
         return {given[data]: decoded.value for data, decoded in found.items()}
 
-    def _set_many(
-        self, items: Mapping[str | bytes, object], ttl_s: float | None
-    ) -> Steps[None]:
+    def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
         yield from self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
 

@@ -27,7 +27,6 @@ bookkeeping (:mod:`ringkit.cluster.keys`).
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -285,7 +284,19 @@ class EpochGate:
             raise StaleViewError(str(url), self.known, sent)
 
 
-class FencedBackend:
+class _Fenced:
+    """What both fenced forms hold: the inner backend, the routed epoch, the point of a key."""
+
+    def __init__(self, inner: Any, epoch_of: EpochOf, point_of: PointOf) -> None:
+        self.inner = inner
+        self.url: ServerURL = inner.url
+        self.epoch_of = epoch_of
+        self.point_of = point_of
+        self.index_keys = True
+        self._gate = EpochGate()
+
+
+class FencedBackend(_Fenced):
     """A backend whose every call carries an epoch; also the coordinator's handle on a server.
 
     Serving: the :class:`~ringkit.cluster.backends.Backend` methods; with `index_keys` off,
@@ -294,13 +305,10 @@ class FencedBackend:
     ``write_checkpoint`` and ``index`` (the key index, for range reads).
     """
 
+    inner: Backend
+
     def __init__(self, inner: Backend, epoch_of: EpochOf, point_of: PointOf) -> None:
-        self.inner = inner
-        self.url: ServerURL = inner.url
-        self.epoch_of = epoch_of
-        self.point_of = point_of
-        self.index_keys = True
-        self._gate = EpochGate()
+        super().__init__(inner, epoch_of, point_of)
         self._lock = _lock_for(str(inner.url))
         # The memory store is in-process: its epoch is one dict read, no round trip.
         self._store = inner.store if isinstance(inner, MemoryBackend) else None
@@ -413,7 +421,6 @@ class FencedBackend:
         )
 
 
-
 class FencedRedis(FencedBackend):
     """The Redis form: check and act in one Lua script, and index every key written."""
 
@@ -491,7 +498,7 @@ def fence(backend: Backend, epoch_of: EpochOf, point_of: PointOf) -> FencedBacke
 _UNFENCED = frozenset({"ping", "flush", "read_view"})
 
 
-class AsyncFencedBackend:
+class AsyncFencedBackend(_Fenced):
     """The async form of :class:`FencedBackend`: ``await serve(op, *args)`` and ``read_view``.
 
     Memory stores are served by the sync fenced backend (no I/O, same process-wide lock);
@@ -499,15 +506,12 @@ class AsyncFencedBackend:
     scripts (:func:`redis_scripts`) through ``redis.asyncio``.
     """
 
+    inner: AsyncBackend
+
     def __init__(self, inner: AsyncBackend, epoch_of: EpochOf, point_of: PointOf) -> None:
         from ringkit.cluster.aio_backends import AsyncMemoryBackend, AsyncRedisBackend
 
-        self.inner = inner
-        self.url: ServerURL = inner.url
-        self.epoch_of = epoch_of
-        self.point_of = point_of
-        self.index_keys = True
-        self._gate = EpochGate()
+        super().__init__(inner, epoch_of, point_of)
         self._memory = (
             FencedBackend(inner._sync, epoch_of, point_of)
             if isinstance(inner, AsyncMemoryBackend)
@@ -540,7 +544,7 @@ class AsyncFencedBackend:
 
         try:
             return await self._scripts[script.name](keys=list(script.keys), args=list(script.args))
-        except (redis.RedisError, OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, redis.RedisError, OSError) as error:
             raise redis_error(error, self.url, script) from None
 
     async def read_view(self) -> bytes | None:

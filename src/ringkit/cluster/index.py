@@ -188,7 +188,9 @@ class RedisIndex:
         while True:
             cursor, keys = self._client.scan(cursor, count=1000)
             found = {
-                member(self._point_of(key), key): 0 for key in keys if not key.startswith(RESERVED_PREFIX)
+                member(self._point_of(key), key): 0
+                for key in keys
+                if not key.startswith(RESERVED_PREFIX)
             }
             if found:  # one ZADD per page: re-adding a member that is there changes nothing
                 self._client.zadd(INDEX_KEY, found)

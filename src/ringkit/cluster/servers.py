@@ -122,7 +122,9 @@ class ServerSet(Generic[B]):
         outcomes = yield (Call(name, "ping", (), epoch),)
         hints = [] if failed_any(outcomes) else health.take_hints()
         if hints:
-            outcomes = yield tuple(Call(name, "delete", (key,), epoch, "invalidate") for key in hints)
+            outcomes = yield tuple(
+                Call(name, "delete", (key,), epoch, "invalidate") for key in hints
+            )
         if failed_any(outcomes):
             health.probe_failed(now=time.monotonic())
             server.stats.bump("skipped")

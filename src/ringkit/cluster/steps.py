@@ -94,16 +94,25 @@ def _hits(call: Call, result: Any) -> tuple[int, int] | None:
     return found, len(call.args[0]) - found
 
 
+def _finish(call: Call, server: Server[Any], start: float, result: Any) -> Any:
+    """Count the call on its server; a failure marks the server down and becomes Failed."""
+    elapsed = time.perf_counter() - start
+    op = call.op or call.method
+    if isinstance(result, BackendError):
+        server.failed(op, elapsed, result)
+        return Failed(result)
+    server.answered(op, elapsed, _hits(call, result))
+    return result
+
+
 def _call_sync(call: Call, server: Server[Any]) -> Any:
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
             result = getattr(server.backend, call.method)(*call.args)
     except BackendError as error:
-        server.failed(call.op or call.method, time.perf_counter() - start, error)
-        return Failed(error)
-    server.answered(call.op or call.method, time.perf_counter() - start, _hits(call, result))
-    return result
+        result = error
+    return _finish(call, server, start, result)
 
 
 async def _call_async(call: Call, server: Server[Any]) -> Any:
@@ -112,10 +121,13 @@ async def _call_async(call: Call, server: Server[Any]) -> Any:
         with routed_by(call.epoch):
             result = await server.backend.serve(call.method, *call.args)
     except BackendError as error:
-        server.failed(call.op or call.method, time.perf_counter() - start, error)
-        return Failed(error)
-    server.answered(call.op or call.method, time.perf_counter() - start, _hits(call, result))
-    return result
+        result = error
+    return _finish(call, server, start, result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Done:
+    value: Any
 
 
 def _advance(steps: Steps[T], outcomes: list[Any] | None, error: BaseException | None) -> Any:
@@ -128,13 +140,8 @@ def _advance(steps: Steps[T], outcomes: list[Any] | None, error: BaseException |
         return _Done(stop.value)
 
 
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
-
-
-def run_sync(steps: Steps[T], lookup: Lookup) -> T:
-    """Drive `steps` with blocking backends: each call of a round in turn."""
+def _drive(steps: Steps[T], perform: Callable[[Request], Any]) -> T:
+    """Run `steps`, performing each request of a round in turn (the blocking drivers)."""
     outcomes: list[Any] | None = None
     error: BaseException | None = None
     while True:
@@ -144,13 +151,21 @@ def run_sync(steps: Steps[T], lookup: Lookup) -> T:
         outcomes, error = [], None
         for request in step:
             try:
-                if isinstance(request, Blocking):
-                    outcomes.append(request.run())
-                else:
-                    outcomes.append(_call_sync(request, lookup(request.server)))
+                outcomes.append(perform(request))
             except Exception as raised:  # thrown into the core, which decides
                 error = raised
                 break
+
+
+def run_sync(steps: Steps[T], lookup: Lookup) -> T:
+    """Drive `steps` with blocking backends: each call of a round in turn."""
+
+    def perform(request: Request) -> Any:
+        if isinstance(request, Blocking):
+            return request.run()
+        return _call_sync(request, lookup(request.server))
+
+    return _drive(steps, perform)
 
 
 async def run_async(steps: Steps[T], lookup: Lookup) -> T:
@@ -179,28 +194,17 @@ async def run_async(steps: Steps[T], lookup: Lookup) -> T:
 
 def run_plain(steps: Steps[T], backends: Mapping[str, Any]) -> T:
     """Drive `steps` on bare backends (no counters, no health): the coordinator's reads."""
-    outcomes: list[Any] | None = None
-    error: BaseException | None = None
-    while True:
-        step = _advance(steps, outcomes, error)
-        if isinstance(step, _Done):
-            return step.value  # type: ignore[no-any-return]
-        outcomes, error = [], None
-        for request in step:
-            try:
-                outcomes.append(_plain(request, backends))
-            except BackendError as failed:
-                outcomes.append(Failed(failed))
-            except Exception as raised:
-                error = raised
-                break
 
+    def perform(request: Request) -> Any:
+        if isinstance(request, Blocking):
+            return request.run()
+        try:
+            with routed_by(request.epoch):
+                return getattr(backends[request.server], request.method)(*request.args)
+        except BackendError as failed:
+            return Failed(failed)
 
-def _plain(request: Request, backends: Mapping[str, Any]) -> Any:
-    if isinstance(request, Blocking):
-        return request.run()
-    with routed_by(request.epoch):
-        return getattr(backends[request.server], request.method)(*request.args)
+    return _drive(steps, perform)
 
 
 def failed_any(outcomes: Sequence[Any]) -> bool:

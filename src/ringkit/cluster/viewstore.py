@@ -15,10 +15,10 @@ ring registers ``etcd://``):
 
 >>> open_view_store(None).url, open_view_store("file:///tmp/view.json").url
 ('servers://', 'file:///tmp/view.json')
->>> open_view_store("zk://host/ring")
+>>> open_view_store("zk://host/ring")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
 ...
-ringkit.errors.ConfigError: view store scheme must be one of file, servers, got 'zk'; register_view_store() adds one
+ringkit.errors.ConfigError: view store scheme must be one of file, servers, got 'zk'; ...
 """
 
 from __future__ import annotations
@@ -122,9 +122,7 @@ def open_view_store(source: str | ViewStore | None) -> ViewStore:
         return ServersViewStore()
     if not isinstance(source, str):
         if not isinstance(source, ViewStore):
-            raise TypeError(
-                f"view_store must be a URL or a ViewStore, got {type(source).__name__}"
-            )
+            raise TypeError(f"view_store must be a URL or a ViewStore, got {type(source).__name__}")
         return source
     scheme = source.partition("://")[0] if "://" in source else ""
     factory = _STORES.get(scheme)

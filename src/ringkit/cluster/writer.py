@@ -19,11 +19,11 @@ import time
 from collections.abc import Mapping, Set
 from typing import Any
 
+from ringkit.cluster.keys import key_bytes
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Codec, VersionClock
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
-from ringkit.cluster.keys import key_bytes
 from ringkit.errors import ConfigError, QuorumError
 
 __all__ = ["Writer", "check_ttl"]
@@ -140,7 +140,9 @@ class Writer:
                 acked |= {(name, data) for data in groups[name]}
         self.check_quorum(replicas, acked)
 
-    def each(self, router: Router, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+    def each(
+        self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
+    ) -> Steps[list[Any]]:
         """Run a single-key write on every target of `data`; return the replicas' answers.
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
@@ -150,7 +152,9 @@ class Writer:
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
         for name in router.write_names(data):
-            ok, answer = yield from self.servers.attempt(name, Call(name, method, args, epoch), [data])
+            ok, answer = yield from self.servers.attempt(
+                name, Call(name, method, args, epoch), [data]
+            )
             if ok:
                 acked.add((name, data))
                 if name in replicas:
