@@ -12,7 +12,7 @@ written against the builtins (``except ValueError``) keeps working::
     ├── UnsupportedError(RingkitError, NotImplementedError)  e.g. jump removing a non-last bucket
     ├── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
     │   └── QuorumError(BackendError)                 fewer replicas than write_quorum took a write
-    ├── StaleViewError(RingkitError, RuntimeError)    a server refused a call routed by an older view
+    ├── StaleViewError(RingkitError, RuntimeError)    a server refused a call of an older view
     └── ViewConflictError(RingkitError, RuntimeError) two coordinators published views at one epoch
 
 Messages follow ``<subject> <constraint>, got <value!r>[; <how to fix>]``.

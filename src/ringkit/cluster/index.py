@@ -1,12 +1,13 @@
 """The per-server index of keys by ring point: moving an arc is one range read, not a scan.
 
-Seed 000: "the migration is expressible as 'fetch the arc between these two hash values', which
-is a range read". On Redis every key ringkit writes is also recorded in the sorted set
-``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``, all with score 0. Members
-of equal score sort bytewise, and fixed-width big-endian points sort bytewise exactly as they do
-numerically, so the keys of the arc (start, end] are one ``ZRANGEBYLEX`` from
-``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of mantissa), which
-cannot hold a 64-bit point exactly: that is why the point lives in the member, not the score.
+A migration on a ring is expressible as "fetch the arc between these two hash values", which is a
+range read (Cassandra streams token ranges this way). On Redis every key ringkit writes is also
+recorded in the sorted set ``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``,
+all with score 0. Members of equal score sort bytewise, and fixed-width big-endian points sort
+bytewise exactly as they do numerically, so the keys of the arc (start, end] are one
+``ZRANGEBYLEX`` from ``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of
+mantissa), which cannot hold a 64-bit point exactly: that is why the point lives in the member, not
+the score.
 
 Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
 and indexes them. Entries of keys that expired are dropped when a range read meets them. On the

@@ -1,12 +1,12 @@
 """The cluster view: the placement, its servers and an epoch that every client agrees on.
 
-Every client must agree on the ring: two clients with different views of membership send the
-same key to different places (Karger et al. 1997 call these *views*). A :class:`ClusterView` is the
-placement (a :class:`~ringkit.ring.HashRing`), the server URL of each node, the replica count
-and a monotonically increasing *epoch*. The coordinator of a change writes each new view on
-every server under the reserved key ``ringkit:view`` (so no extra service is needed); a client
-that meets a newer epoch reads it from there (:mod:`ringkit.cluster.viewstore`). Static setups
-can keep the view in a file or an environment variable (:func:`load_view`).
+Every client must agree on the ring: two clients with different views of membership send the same
+key to different places (Karger et al. 1997 call these *views*). A :class:`ClusterView` is the
+placement (a :class:`~ringkit.ring.HashRing`), the server URL of each node, the replica count and a
+monotonically increasing *epoch*. The coordinator of a change writes each new view on every server
+under the reserved key ``ringkit:view`` (so no extra service is needed); a client that meets a
+newer epoch reads it from there (:mod:`ringkit.cluster.viewstore`). Static setups can keep the view
+in a file or an environment variable (:func:`load_view`).
 
 A change goes through three views: the *stable* one, a transitional *moving* one (``previous``
 is the old placement: reads try the new owners, then the old; writes go to the new owners),
