@@ -30,7 +30,7 @@ import asyncio
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ringkit.cluster.fencing import routed_by
 from ringkit.errors import BackendError
@@ -125,36 +125,43 @@ async def _call_async(call: Call, server: Server[Any]) -> Any:
     return _finish(call, server, start, result)
 
 
-@dataclass(frozen=True, slots=True)
-class _Done:
-    value: Any
+class _Stepper(Generic[T]):
+    """One run of a core generator: resume it with a round's outcomes, or with an error."""
+
+    def __init__(self, steps: Steps[T]) -> None:
+        self._steps = steps
+        self.result: list[Any] | BaseException | None = None
+        self.value: T | None = None
+
+    def resume(self) -> tuple[Request, ...] | None:
+        """Send the last result in (an error is thrown); return the next round, None when done."""
+        result, self.result = self.result, None
+        try:
+            if isinstance(result, BaseException):
+                return self._steps.throw(result)
+            return self._steps.send(result)  # type: ignore[arg-type]  # None primes it
+        except StopIteration as stop:
+            self.value = stop.value
+            return None
 
 
-def _advance(steps: Steps[T], outcomes: list[Any] | None, error: BaseException | None) -> Any:
-    """Send `outcomes` (or throw `error`) into `steps`; return its next round or a _Done."""
+def _perform_all(step: tuple[Request, ...], perform: Callable[[Request], Any]) -> Any:
+    """Perform a round's requests in turn; an error stops the round and is returned."""
+    outcomes: list[Any] = []
     try:
-        if error is not None:
-            return steps.throw(error)
-        return steps.send(outcomes)  # type: ignore[arg-type]  # None primes the generator
-    except StopIteration as stop:
-        return _Done(stop.value)
+        for request in step:
+            outcomes.append(perform(request))
+    except Exception as raised:  # thrown into the core, which decides
+        return raised
+    return outcomes
 
 
 def _drive(steps: Steps[T], perform: Callable[[Request], Any]) -> T:
     """Run `steps`, performing each request of a round in turn (the blocking drivers)."""
-    outcomes: list[Any] | None = None
-    error: BaseException | None = None
-    while True:
-        step = _advance(steps, outcomes, error)
-        if isinstance(step, _Done):
-            return step.value  # type: ignore[no-any-return]
-        outcomes, error = [], None
-        for request in step:
-            try:
-                outcomes.append(perform(request))
-            except Exception as raised:  # thrown into the core, which decides
-                error = raised
-                break
+    stepper = _Stepper(steps)
+    while (step := stepper.resume()) is not None:
+        stepper.result = _perform_all(step, perform)
+    return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
 def run_sync(steps: Steps[T], lookup: Lookup) -> T:
@@ -168,28 +175,28 @@ def run_sync(steps: Steps[T], lookup: Lookup) -> T:
     return _drive(steps, perform)
 
 
-async def run_async(steps: Steps[T], lookup: Lookup) -> T:
-    """Drive `steps` with awaited backends: the calls of a round run concurrently."""
+async def _gather(step: tuple[Request, ...], lookup: Lookup) -> Any:
+    """Await a round's requests at once; an error is returned, to be thrown into the core."""
 
     async def one(request: Request) -> Any:
         if isinstance(request, Blocking):
             return await asyncio.to_thread(request.run)
         return await _call_async(request, lookup(request.server))
 
-    outcomes: list[Any] | None = None
-    error: BaseException | None = None
-    while True:
-        step = _advance(steps, outcomes, error)
-        if isinstance(step, _Done):
-            return step.value  # type: ignore[no-any-return]
-        error = None
-        try:
-            if len(step) == 1:
-                outcomes = [await one(step[0])]
-            else:
-                outcomes = list(await asyncio.gather(*(one(request) for request in step)))
-        except Exception as raised:  # thrown into the core, which decides
-            error = raised
+    try:
+        if len(step) == 1:
+            return [await one(step[0])]
+        return list(await asyncio.gather(*(one(request) for request in step)))
+    except Exception as raised:  # thrown into the core, which decides
+        return raised
+
+
+async def run_async(steps: Steps[T], lookup: Lookup) -> T:
+    """Drive `steps` with awaited backends: the calls of a round run concurrently."""
+    stepper = _Stepper(steps)
+    while (step := stepper.resume()) is not None:
+        stepper.result = await _gather(step, lookup)
+    return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
 def run_plain(steps: Steps[T], backends: Mapping[str, Any]) -> T:
