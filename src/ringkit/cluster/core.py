@@ -257,7 +257,8 @@ class ClientCore(Generic[B]):
         data = key_bytes(key)
 
         def op(router: Router) -> Steps[Any]:
-            yield from self._record(router, (data,))
+            if self._hot is not None:
+                yield from self._record(router, (data,))
             return (yield from self.reader.get(router, data))
 
         found = yield from self._fenced(op)

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -80,14 +79,22 @@ PointOf = Callable[[bytes], int]
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
-@contextmanager
-def routed_by(epoch: int) -> Iterator[None]:
-    """Send the backend calls made inside the block with `epoch` (this thread or task only)."""
-    token = _ROUTED.set(epoch)
-    try:
-        yield
-    finally:
-        _ROUTED.reset(token)
+class routed_by:  # used as a function: ``with routed_by(epoch):``
+    """Send the backend calls made inside the block with `epoch` (this thread or task only).
+
+    A class rather than ``@contextmanager``: it runs around every backend call.
+    """
+
+    __slots__ = ("_epoch", "_token")
+
+    def __init__(self, epoch: int) -> None:
+        self._epoch = epoch
+
+    def __enter__(self) -> None:
+        self._token = _ROUTED.set(self._epoch)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _ROUTED.reset(self._token)
 
 
 def routed_epoch(fallback: EpochOf) -> EpochOf:
