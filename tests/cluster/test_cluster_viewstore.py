@@ -12,7 +12,7 @@ import pytest
 import ringkit.cluster
 import ringkit.errors
 from ringkit import HashRing
-from ringkit.cluster import ClusterView, ViewStore, open_view_store, register_view_store
+from ringkit.cluster import ClusterView, ViewStore, open_view_store, register_view_store, viewstore
 from ringkit.cluster.steps import Steps
 from ringkit.cluster.viewstore import FileViewStore, ServersViewStore
 from ringkit.errors import ConfigError
@@ -35,7 +35,11 @@ class _Fixed:
         yield  # a generator with no steps
 
 
-def test_open_view_store_by_url_object_and_registered_scheme() -> None:
+def test_open_view_store_by_url_object_and_registered_scheme(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The registry is process-wide: register into a copy that the test restores.
+    monkeypatch.setattr(viewstore, "_STORES", dict(viewstore._STORES))
     assert isinstance(open_view_store(None), ServersViewStore)
     assert isinstance(open_view_store("servers://"), ServersViewStore)
     store = open_view_store("file:///tmp/view.json")

@@ -16,7 +16,7 @@ server and run the steps. Membership changes are the coordinator's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -29,7 +29,7 @@ from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Codec, Serializer, get_serializer
-from ringkit.cluster.servers import Server, ServerSet, check_server_map
+from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.urls import ServerURL, url_text
 from ringkit.cluster.view import ClusterView
@@ -50,7 +50,7 @@ __all__ = [
 # Below memcached's default 1 MiB item limit, which also counts the key and item header.
 DEFAULT_MAX_VALUE_BYTES = 1_000_000
 _READ_MODES = ("first", "all")
-B = TypeVar("B")
+B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
 
 
@@ -168,7 +168,7 @@ class ClientCore(Generic[B]):
             name, dead_timeout_s=options.dead_timeout_s, max_hints=options.max_hints
         )
         backend = self._open_backend(url, options)
-        setattr(backend, "index_keys", self._index_keys)  # noqa: B010  # both fenced kinds
+        backend.index_keys = self._index_keys
         return Server(name, backend, health, options.hooks)
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> B:
@@ -234,11 +234,11 @@ class ClientCore(Generic[B]):
     def index_keys(self, value: bool) -> None:
         self._index_keys = bool(value)
         for _, server in self._servers.items():
-            setattr(server.backend, "index_keys", self._index_keys)  # noqa: B010
+            server.backend.index_keys = self._index_keys
 
     # -- the operations, once: each a generator of steps ---------------------------------------
 
-    def _fenced(self, op: Any) -> Steps[Any]:
+    def _fenced(self, op: Callable[[Router], Steps[T]]) -> Steps[T]:
         return self._tracker.fenced(op, self.view_check_s)
 
     def _record(self, router: Router, keys: Iterable[bytes]) -> Steps[None]:

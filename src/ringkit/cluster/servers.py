@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.keys import MAX_KEY_BYTES, key_bytes, route_key
@@ -28,6 +28,7 @@ from ringkit.placement import Placement
 
 __all__ = [
     "MAX_KEY_BYTES",
+    "Fenced",
     "Server",
     "ServerSet",
     "check_server_map",
@@ -35,7 +36,15 @@ __all__ = [
     "route_key",
 ]
 
-B = TypeVar("B")
+
+class Fenced(Protocol):
+    """What a client's server holds, sync or async: a backend with a URL and the index switch."""
+
+    url: ServerURL
+    index_keys: bool
+
+
+B = TypeVar("B", bound=Fenced)
 
 
 class Server(Generic[B]):
@@ -53,8 +62,7 @@ class Server(Generic[B]):
     @property
     def url(self) -> ServerURL:
         """The server's URL (print it with ``redacted()``)."""
-        url: ServerURL = getattr(self.backend, "url")  # noqa: B009  # every backend has one
-        return url
+        return self.backend.url
 
     def answered(self, op: str, elapsed_s: float, hits: tuple[int, int] | None) -> None:
         """Count a call that answered; `hits` is (hits, misses) for reads."""
