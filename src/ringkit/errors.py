@@ -10,14 +10,17 @@ written against the builtins (``except ValueError``) keeps working::
     ├── DuplicateNodeError(RingkitError, ValueError)  add a node that is already there
     ├── CapacityError(RingkitError, RuntimeError)     bounded load: every node at its cap
     ├── UnsupportedError(RingkitError, NotImplementedError)  e.g. jump removing a non-last bucket
-    └── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
+    ├── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
+    │   └── QuorumError(BackendError)                 fewer replicas than write_quorum took a write
+    ├── StaleViewError(RingkitError, RuntimeError)    a server refused a call of an older view
+    └── ViewConflictError(RingkitError, RuntimeError) two coordinators published views at one epoch
 
 Messages follow ``<subject> <constraint>, got <value!r>[; <how to fix>]``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "BackendError",
@@ -25,9 +28,12 @@ __all__ = [
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "QuorumError",
     "RingkitError",
+    "StaleViewError",
     "UnknownNodeError",
     "UnsupportedError",
+    "ViewConflictError",
     "format_names",
 ]
 
@@ -66,6 +72,41 @@ class UnsupportedError(RingkitError, NotImplementedError):
 
 class BackendError(RingkitError):
     """A cache server failed: unavailable, timed out or answered out of protocol."""
+
+
+class QuorumError(BackendError):
+    """Fewer replicas than the write quorum acknowledged a write; `keys` lists those keys."""
+
+    def __init__(self, message: str, keys: Sequence[bytes]) -> None:
+        super().__init__(message)
+        self.keys = list(keys)
+
+
+class StaleViewError(RingkitError, RuntimeError):
+    """A server refused a call routed by an older cluster view; `epoch` is the server's epoch.
+
+    The cluster client catches it, adopts the newer view and retries the call.
+    """
+
+    def __init__(self, server: str, epoch: int, sent: int) -> None:
+        super().__init__(
+            f"server {server} is at epoch {epoch}, the call was routed by epoch {sent}; "
+            f"refresh the cluster view"
+        )
+        self.server = server
+        self.epoch = epoch
+
+
+class ViewConflictError(RingkitError, RuntimeError):
+    """A server holds a different cluster view at the same epoch: two coordinators raced."""
+
+    def __init__(self, server: str, epoch: int) -> None:
+        super().__init__(
+            f"server {server} holds another view at epoch {epoch}: run one coordinator at a "
+            f"time; resume (or roll back) settles the cluster on one view"
+        )
+        self.server = server
+        self.epoch = epoch
 
 
 def format_names(names: Iterable[object], limit: int = 5) -> str:

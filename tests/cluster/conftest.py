@@ -10,7 +10,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
-from tests.cluster.helpers import NAMES, memory_urls, server_urls
+from tests.cluster.helpers import FLAVORS, NAMES, memory_urls, new_client, server_urls
 from tests.servers import Server, memcached_server, redis_server
 
 
@@ -45,16 +45,33 @@ def urls(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
     return result
 
 
-@pytest.fixture
-def make_client(urls: dict[str, str]) -> Iterator[Callable[..., ShardedClient]]:
-    """Build clients over the three servers of `urls` (closed after the test)."""
-    made: list[ShardedClient] = []
+@pytest.fixture(params=FLAVORS)
+def flavor(request: pytest.FixtureRequest) -> str:
+    """The client under test: ``sync`` (ShardedClient) or ``async`` (behind a SyncFacade)."""
+    kind: str = request.param
+    return kind
 
-    def make(**options: Any) -> ShardedClient:
-        client = ShardedClient(HashRing(list(urls)), urls, **options)
+
+@pytest.fixture
+def new(flavor: str) -> Iterator[Callable[..., Any]]:
+    """Build clients of the flavor under test, ``new(placement, urls, **options)``; closed after."""
+    made: list[Any] = []
+
+    def make(placement: Any, servers: dict[str, str], **options: Any) -> Any:
+        client = new_client(flavor, placement, servers, **options)
         made.append(client)
         return client
 
     yield make
     for client in made:
         client.close()
+
+
+@pytest.fixture
+def make_client(urls: dict[str, str], new: Callable[..., Any]) -> Callable[..., Any]:
+    """Build clients of the flavor under test over the three servers of `urls`."""
+
+    def make(**options: Any) -> Any:
+        return new(HashRing(list(urls)), urls, **options)
+
+    return make

@@ -1,11 +1,22 @@
-"""Helpers shared by the cluster tests: URLs of fresh memory stores and of real server trios."""
+"""Helpers shared by the cluster tests: server URLs, and the sync and async clients alike."""
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
+import threading
+from collections.abc import Coroutine, Mapping
+from typing import Any, TypeVar
 
-from ringkit.cluster import memory_store
+from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
+from ringkit.cluster.backends import open_backend
+from ringkit.cluster.fencing import fence
+from ringkit.cluster.urls import ServerURL
+from ringkit.placement import Placement
 from tests.servers import Server
+
+T = TypeVar("T")
 
 NAMES = ("s1", "s2", "s3")
 _memory_ids = itertools.count()
@@ -30,3 +41,83 @@ def server_urls(kind: str, trio: list[Server]) -> dict[str, str]:
         name: f"{scheme}://{server.address}{suffix}"
         for name, server in zip(NAMES, trio, strict=True)
     }
+
+
+class _ServerView:
+    """A server of an async client as the sync tests see it: a blocking backend on its URL."""
+
+    def __init__(self, client: AsyncShardedClient, name: str) -> None:
+        real = client.server(name)
+        self.name, self.health, self.stats = name, real.health, real.stats
+        self.backend = fence(
+            open_backend(real.url, timeout_s=1.0),
+            lambda: client.epoch,
+            client._point_of,
+        )
+        self.backend.index_keys = real.backend.index_keys
+
+    @property
+    def url(self) -> ServerURL:
+        return self.backend.url
+
+
+class SyncFacade:
+    """An AsyncShardedClient behind the sync client's interface, so one test runs on both.
+
+    Its coroutines run on an event loop of its own, in a thread; callers in any thread block on
+    the result (``run_coroutine_threadsafe``), so the multi-threaded tests run unchanged.
+    Attributes read and set pass through to the async client.
+    """
+
+    def __init__(self, client: AsyncShardedClient) -> None:
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        object.__setattr__(self, "_state", (client, loop, thread))
+
+    @property
+    def wrapped(self) -> AsyncShardedClient:
+        client: AsyncShardedClient = self._state[0]
+        return client
+
+    def _await(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._state[1]).result()
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.wrapped, name)
+        if inspect.iscoroutinefunction(value):
+            return lambda *args, **kwargs: self._await(value(*args, **kwargs))
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.wrapped, name, value)
+
+    def server(self, name: str) -> _ServerView:
+        return _ServerView(self.wrapped, name)
+
+    def close(self) -> None:
+        client, loop, thread = self._state
+        if not loop.is_closed():
+            self._await(client.close())
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join()
+            loop.close()
+
+    def __enter__(self) -> SyncFacade:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return repr(self.wrapped)
+
+
+FLAVORS = ("sync", "async")
+
+
+def new_client(flavor: str, placement: Placement, urls: Mapping[str, str], **options: Any) -> Any:
+    """Return a ShardedClient, or an AsyncShardedClient behind a :class:`SyncFacade`."""
+    if flavor == "sync":
+        return ShardedClient(placement, urls, **options)
+    return SyncFacade(AsyncShardedClient(placement, urls, **options))

@@ -122,3 +122,62 @@ def test_hung_and_killed_servers_are_timed_out_and_readmitted(kind: str) -> None
             await client.close()
 
         asyncio.run(scenario())  # pytest-timeout fails it if a hung server is waited on
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_issue_13_a_stale_async_writer_after_a_join_is_refused_and_redirected(kind: str) -> None:
+    # Regression, issue 13: an async client with an old view wrote 50 keys to their old
+    # servers after a join, and up-to-date clients then found none of them.
+    with ExitStack() as stack:
+        if kind == "redis":
+            quartet = [stack.enter_context(START["redis"]()) for _ in range(4)]
+            names = ("s1", "s2", "s3", "s4")
+            urls = {n: f"redis://{s.address}/0" for n, s in zip(names, quartet, strict=True)}
+        else:
+            urls = memory_urls(4)
+        base = {name: urls[name] for name in ("s1", "s2", "s3")}
+        admin = ShardedClient(HashRing(list(base)), base)
+        admin.set_many({f"seed:{i}": i for i in range(100)})
+
+        async def scenario() -> None:
+            stale = AsyncShardedClient(HashRing(list(base)), base)
+            assert await stale.get("seed:1") == 1  # it has served under the old view
+            admin.add_server("s4", urls["s4"])
+            moved = [f"k{i}" for i in range(2000) if admin.replicas_for(f"k{i}") == ["s4"]][:50]
+            await stale.set_many({key: key for key in moved})
+            assert stale.epoch == admin.epoch == 2
+            for key in moved[:5]:
+                await stale.set(key, key)  # one-key writes take the same path
+            assert await stale.get_many(moved) == {key: key for key in moved}
+            await stale.close()
+            fresh = ShardedClient(admin.view.placement, dict(admin.view.servers))
+            assert fresh.get_many(moved) == {key: key for key in moved}  # zero lost
+            old = HashRing(list(base))
+            for key in moved:
+                owner = old.node_for(key)
+                assert fresh.server(owner).backend.get_many([key.encode()]) == {}
+            fresh.close()
+
+        asyncio.run(scenario())
+        admin.close()
+
+
+def test_async_add_and_remove_server_move_keys_while_serving() -> None:
+    urls = memory_urls(4)
+    base = {name: urls[name] for name in ("s1", "s2", "s3")}
+
+    async def scenario() -> None:
+        client = AsyncShardedClient(HashRing(list(base)), base, replicas=2)
+        await client.set_many({f"k{i}": i for i in range(300)})
+        added = await client.add_server("s4", urls["s4"])
+        assert (added.outcome, client.epoch, client.view.state) == ("done", 2, "stable")
+        assert "s4" in client.view.placement
+        removed = await client.remove_server("s1")
+        assert removed.outcome == "done" and "s1" not in client.view.placement
+        assert await client.get_many([f"k{i}" for i in range(300)]) == {
+            f"k{i}": i for i in range(300)
+        }
+        await client.close()
+
+    asyncio.run(scenario())

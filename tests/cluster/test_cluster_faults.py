@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,7 @@ from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.servers import Server, memcached_server, redis_server
 
+New = Callable[..., Any]
 START: dict[str, Callable[..., AbstractContextManager[Server]]] = {
     "redis": redis_server,
     "memcached": memcached_server,
@@ -29,9 +31,9 @@ def _store(url: str):  # type: ignore[no-untyped-def]
     return memory_store(url.removeprefix("memory://"))
 
 
-def test_read_falls_back_when_the_first_replica_is_down() -> None:
+def test_read_falls_back_when_the_first_replica_is_down(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60)
+    client = new(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60)
     client.set("booking:42", "paid")
     first = client.replicas_for("booking:42")[0]
     _store(urls[first]).unavailable = True
@@ -42,21 +44,21 @@ def test_read_falls_back_when_the_first_replica_is_down() -> None:
     assert client.stats()[first].skipped == 1 and client.stats()[first].calls == 2
 
 
-def test_write_quorum_refuses_to_acknowledge_too_few_replicas() -> None:
+def test_write_quorum_refuses_to_acknowledge_too_few_replicas(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(HashRing(list(urls)), urls, replicas=2, write_quorum=2)
+    client = new(HashRing(list(urls)), urls, replicas=2, write_quorum=2)
     first, _ = client.replicas_for("k")
     _store(urls[first]).unavailable = True
     with pytest.raises(QuorumError, match="fewer than write_quorum=2 replicas, first: b'k'"):
         client.set("k", "v")
-    relaxed = ShardedClient(HashRing(list(urls)), urls, replicas=2, write_quorum=1)
+    relaxed = new(HashRing(list(urls)), urls, replicas=2, write_quorum=1)
     relaxed.set("k", "v")
     assert relaxed.get("k") == "v"
 
 
-def test_read_fails_only_when_every_replica_is_down() -> None:
+def test_read_fails_only_when_every_replica_is_down(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(HashRing(list(urls)), urls, replicas=2)
+    client = new(HashRing(list(urls)), urls, replicas=2)
     client.set("k", "v")
     for name in client.replicas_for("k"):
         _store(urls[name]).unavailable = True
@@ -64,9 +66,9 @@ def test_read_fails_only_when_every_replica_is_down() -> None:
         client.get("k")
 
 
-def test_readmitted_server_forgets_writes_it_missed_and_is_repaired() -> None:
+def test_readmitted_server_forgets_writes_it_missed_and_is_repaired(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=0)
+    client = new(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=0)
     client.set("k", "old")
     first, _ = client.replicas_for("k")
     store = _store(urls[first])
@@ -80,11 +82,9 @@ def test_readmitted_server_forgets_writes_it_missed_and_is_repaired() -> None:
     assert client.get("k") == "new"
 
 
-def test_read_all_reconciles_by_version_and_repairs_stale_copies() -> None:
+def test_read_all_reconciles_by_version_and_repairs_stale_copies(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(
-        HashRing(list(urls)), urls, replicas=3, read="all", dead_timeout_s=0, max_hints=0
-    )
+    client = new(HashRing(list(urls)), urls, replicas=3, read="all", dead_timeout_s=0, max_hints=0)
     client.set("k", {"v": 1})
     stale = client.replicas_for("k")[0]
     _store(urls[stale]).unavailable = True
@@ -96,9 +96,9 @@ def test_read_all_reconciles_by_version_and_repairs_stale_copies() -> None:
     assert client.get_many(["k", "other"]) == {"k": {"v": 2}}
 
 
-def test_read_repair_fills_a_replica_that_lost_the_key() -> None:
+def test_read_repair_fills_a_replica_that_lost_the_key(new: New) -> None:
     urls = memory_urls()
-    client = ShardedClient(HashRing(list(urls)), urls, replicas=2)
+    client = new(HashRing(list(urls)), urls, replicas=2)
     client.set("k", "v", ttl_s=3600)
     first, _ = client.replicas_for("k")
     client.server(first).backend.delete(b"k")
@@ -140,13 +140,13 @@ def _wait_for(progress: list[int], count: int) -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["redis", "memcached"])
-def test_killing_a_server_mid_load_loses_no_read_and_no_acknowledged_write(kind: str) -> None:
+def test_killing_a_server_mid_load_loses_no_read_and_no_acknowledged_write(
+    kind: str, new: New
+) -> None:
     with ExitStack() as stack:
         trio = [stack.enter_context(START[kind]()) for _ in range(3)]
         urls = server_urls(kind, trio)
-        client = ShardedClient(
-            HashRing(list(urls)), urls, replicas=2, timeout_s=0.5, dead_timeout_s=0.05
-        )
+        client = new(HashRing(list(urls)), urls, replicas=2, timeout_s=0.5, dead_timeout_s=0.05)
         acked: dict[str, int] = {}
         failures: list[str] = []
         stop, progress = threading.Event(), [0]
@@ -191,13 +191,11 @@ def _stop(pid: int) -> None:
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["redis", "memcached"])
-def test_a_hung_server_is_timed_out_skipped_and_readmitted(kind: str) -> None:
+def test_a_hung_server_is_timed_out_skipped_and_readmitted(kind: str, new: New) -> None:
     with ExitStack() as stack:
         trio = [stack.enter_context(START[kind]()) for _ in range(3)]
         urls = server_urls(kind, trio)
-        client = ShardedClient(
-            HashRing(list(urls)), urls, replicas=2, timeout_s=0.3, dead_timeout_s=0.1
-        )
+        client = new(HashRing(list(urls)), urls, replicas=2, timeout_s=0.3, dead_timeout_s=0.1)
         client.set("booking:42", "v1")
         first = client.replicas_for("booking:42")[0]
         hung = trio[list(urls).index(first)].process
@@ -214,6 +212,7 @@ def test_a_hung_server_is_timed_out_skipped_and_readmitted(kind: str) -> None:
         client.close()
 
 
+# Sync only: a forked child has no copy of the async facade's event loop thread.
 def _child(urls: dict[str, str], queue: multiprocessing.Queue[object]) -> None:
     client = _CLIENTS["shared"]
     client.set("child", os.getpid())
@@ -249,7 +248,8 @@ def test_a_forked_child_gets_its_own_connections(
     assert shared_client.get("parent") == "before fork"
 
 
-def test_one_client_is_safe_to_share_between_threads(shared_client: ShardedClient) -> None:
+def test_one_client_is_safe_to_share_between_threads(urls: dict[str, str], new: New) -> None:
+    shared_client = new(HashRing(list(urls)), urls, replicas=2)
     errors: list[BaseException] = []
 
     def work(worker: int) -> None:

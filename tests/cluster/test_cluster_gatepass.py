@@ -1,11 +1,10 @@
 """The Gatepass claim on real memcached, and the ``ringkit demo cache`` command.
 
 Derived bounds. After adding a 4th server to 3, the ring keeps the keys outside the new node's
-arcs: expected 3/4. The new node's share of the circle varies with CV ~ 1/sqrt(V) (seed 000),
-so its share is 1/4 +- 4 * (1/4) / sqrt(160) at four standard deviations, and sampling N keys
-adds 4 * sqrt(p (1 - p) / N). ``hash % 3`` and ``hash % 4`` agree when the hash mod 12 is 0, 1
-or 2: modulo keeps 1/4 of the keys, +- the sampling term alone.
-"""
+arcs: expected 3/4. The new node's share of the circle varies with CV ~ 1/sqrt(V) (Karger et al.
+1997), so its share is 1/4 +- 4 * (1/4) / sqrt(160) at four standard deviations, and sampling N
+keys adds 4 * sqrt(p (1 - p) / N). ``hash % 3`` and ``hash % 4`` agree when the hash mod 12 is 0, 1
+or 2: modulo keeps 1/4 of the keys, +- the sampling term alone."""
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
 from tests.cluster.helpers import memory_urls
 
 Make = Callable[..., ShardedClient]
+New = Callable[..., Any]
 
 
 def test_get_returns_what_was_stored_with_its_type(make_client: Make) -> None:
@@ -148,10 +150,10 @@ def test_bad_keys_are_refused(make_client: Make) -> None:
 
 
 @pytest.mark.parametrize("strategy", STRATEGY_NAMES)
-def test_every_registered_strategy_routes_with_replicas(strategy: str) -> None:
+def test_every_registered_strategy_routes_with_replicas(strategy: str, new: New) -> None:
     urls = memory_urls()
     placement = build_placement(strategy, list(urls))
-    with ShardedClient(placement, urls, replicas=2, write_quorum=2) as client:
+    with new(placement, urls, replicas=2, write_quorum=2) as client:
         items = {f"k{i}": i for i in range(40)}
         client.set_many(items)
         assert client.get_many(list(items)) == items
@@ -160,34 +162,34 @@ def test_every_registered_strategy_routes_with_replicas(strategy: str) -> None:
             assert sorted(holders) == sorted(placement.nodes_for(key, 2))
 
 
-def test_a_ketama_continuum_routes_memcached_style_names() -> None:
+def test_a_ketama_continuum_routes_memcached_style_names(new: New) -> None:
     from ringkit.compat.ketama import ketama
 
     names = ["10.0.0.1:11211", "10.0.0.2:11211"]
     urls = dict(zip(names, memory_urls(2).values(), strict=True))
-    with ShardedClient(ketama(names), urls) as client:
+    with new(ketama(names), urls) as client:
         client.set("booking:42", "paid")
         assert client.replicas_for("booking:42") == [ketama(names).node_for("booking:42")]
         assert client.get("booking:42") == "paid"
 
 
-def test_any_placement_routes(urls: dict[str, str]) -> None:
-    with ShardedClient(Modulo(list(urls)), urls) as client:
+def test_any_placement_routes(urls: dict[str, str], new: New) -> None:
+    with new(Modulo(list(urls)), urls) as client:
         client.set_many({f"k{i}": i for i in range(30)})
         assert client.get_many([f"k{i}" for i in range(30)]) == {f"k{i}": i for i in range(30)}
         assert client.replicas_for("k1") == [Modulo(list(urls)).node_for("k1")]
 
 
-def test_repr_and_errors_never_show_the_password() -> None:
+def test_repr_and_errors_never_show_the_password(new: New) -> None:
     urls = {"a": "redis://:hunter2@127.0.0.1:1/0", "b": "memory://repr-b"}
-    client = ShardedClient(HashRing(list(urls)), urls)
+    client = new(HashRing(list(urls)), urls)
     assert "hunter2" not in repr(client) and "redis://:***@127.0.0.1:1/0" in repr(client)
     with pytest.raises(ConfigError, match=r"got 'redis://:\*\*\*@host/0'") as caught:
-        ShardedClient(HashRing(["a"]), {"a": "redis://:hunter2@host/0"})
+        new(HashRing(["a"]), {"a": "redis://:hunter2@host/0"})
     assert "hunter2" not in str(caught.value)
 
 
-def test_redis_password_and_db_from_the_url() -> None:
+def test_redis_password_and_db_from_the_url(new: New) -> None:
     import redis
 
     from tests.servers import redis_server
@@ -196,13 +198,13 @@ def test_redis_password_and_db_from_the_url() -> None:
         admin = redis.Redis(host=server.host, port=server.port)
         admin.config_set("requirepass", "hunter2")
         url = f"redis://:hunter2@{server.address}/3"
-        with ShardedClient(HashRing(["a"]), {"a": url}) as client:
+        with new(HashRing(["a"]), {"a": url}) as client:
             client.set("k", "v")
             assert client.get("k") == "v"
         checker = redis.Redis(host=server.host, port=server.port, password="hunter2", db=3)
         assert checker.exists("k") == 1
         events: list[OpEvent] = []
-        wrong = ShardedClient(
+        wrong = new(
             HashRing(["a"]), {"a": f"redis://:wrong-pw@{server.address}/3"}, hooks=[events.append]
         )
         with pytest.raises(BackendError, match=r"no replica of 1 keys") as caught:

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ringkit import HashRing
-from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import StaleViewError, ViewConflictError
-from ringkit.cluster.membership import url_text
 from ringkit.cluster.progress import Throttle
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
-from ringkit.cluster.urls import parse_url
+from ringkit.cluster.urls import parse_url, url_text
 from ringkit.cluster.view import VIEW_ENV, AuditLog, ClusterView, load_view
 from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.strategies.modulo import Modulo
@@ -21,6 +21,8 @@ from tests.cluster.helpers import memory_urls
 from tests.servers import memcached_server
 
 SERVERS = {"a": "redis://:pw@127.0.0.1:7000/0", "b": "memory://view-b", "c": "memory://view-c"}
+
+New = Callable[..., Any]
 
 
 def _moving() -> ClusterView:
@@ -123,11 +125,11 @@ def test_options_are_validated() -> None:
         Throttle(0)
 
 
-def test_memory_membership_change_and_refusals() -> None:
+def test_memory_membership_change_and_refusals(new: New) -> None:
     urls = memory_urls(4)
     base = {name: urls[name] for name in ("s1", "s2", "s3")}
-    client = ShardedClient(HashRing(list(base)), base)
-    stale = ShardedClient(HashRing(list(base)), base)
+    client = new(HashRing(list(base)), base)
+    stale = new(HashRing(list(base)), base)
     client.set_many({f"k{i}": i for i in range(200)})
     with pytest.raises(
         ConfigError, match="no rebalance to roll back: the view at epoch 0 is stable"
@@ -139,11 +141,11 @@ def test_memory_membership_change_and_refusals() -> None:
     assert stale.epoch == client.epoch == 2
 
 
-def test_memcached_fencing_refuses_a_stale_write() -> None:
+def test_memcached_fencing_refuses_a_stale_write(new: New) -> None:
     with memcached_server() as server:
         urls = {"a": f"memcached://{server.address}"}
-        admin = ShardedClient(HashRing(["a"]), urls)
-        stale = ShardedClient(HashRing(["a"]), urls)
+        admin = new(HashRing(["a"]), urls)
+        stale = new(HashRing(["a"]), urls)
         backend = admin.server("a").backend
         view = ClusterView(3, HashRing(["a"]), urls)
         assert backend.publish(3, view.to_json()) == 3  # type: ignore[attr-defined]

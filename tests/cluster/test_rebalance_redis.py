@@ -5,19 +5,18 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
 
 import pytest
 import redis
 
-from ringkit import HashRing, diff
+from ringkit import HashRing, Transfer, diff
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from ringkit.movement import Transfer
 from tests.servers import Server, redis_server
 
 NAMES = ("s1", "s2", "s3", "s4")
@@ -38,9 +37,16 @@ def urls(quartet: list[Server]) -> dict[str, str]:
     return result
 
 
-def _client(urls: dict[str, str], names: tuple[str, ...], **options: Any) -> ShardedClient:
+New = Callable[..., Any]
+
+
+def _client(
+    make: New, urls: dict[str, str], names: tuple[str, ...], **options: Any
+) -> ShardedClient:
+    """Return a client of `make` (the flavor under test, or ShardedClient) over `names`."""
     chosen = {name: urls[name] for name in names}
-    return ShardedClient(HashRing(list(chosen)), chosen, **options)
+    client: ShardedClient = make(HashRing(list(chosen)), chosen, **options)
+    return client
 
 
 def _raw(url: str) -> redis.Redis:
@@ -94,7 +100,7 @@ class _Load:
 
 
 def _check_all(urls: dict[str, str], names: tuple[str, ...], latest: dict[str, int]) -> None:
-    fresh = _client(urls, names)
+    fresh = _client(ShardedClient, urls, names)  # the checker is the sync client, for both
     found = fresh.get_many(KEYS)
     missing = [key for key in KEYS if key not in found]
     assert missing == [], f"{len(missing)} keys lost, first {missing[:3]}"
@@ -103,15 +109,15 @@ def _check_all(urls: dict[str, str], names: tuple[str, ...], latest: dict[str, i
     fresh.close()
 
 
-def _seed(urls: dict[str, str], names: tuple[str, ...]) -> ShardedClient:
-    client = _client(urls, names)
+def _seed(make: New, urls: dict[str, str], names: tuple[str, ...]) -> ShardedClient:
+    client = _client(make, urls, names)
     client.set_many({key: {"key": key, "n": -1} for key in KEYS})
     return client
 
 
-def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str]) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
-    load_client = _client(urls, ("s1", "s2", "s3"))
+def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str], new: New) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
+    load_client = _client(new, urls, ("s1", "s2", "s3"))
     old = admin.view.placement
     slow = RebalanceOptions(keys_per_s=2000)  # a move long enough for the load to meet it
     with _Load(load_client) as load:
@@ -132,8 +138,8 @@ def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str]) -> None:
     assert _raw(urls["s1"]).dbsize() <= 4  # only ringkit's bookkeeping keys are left
 
 
-def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
+def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str], new: New) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
 
     class Killed(Exception):
         pass
@@ -142,7 +148,7 @@ def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) ->
         if done == 10:
             raise Killed
 
-    load_client = _client(urls, ("s1", "s2", "s3"))
+    load_client = _client(new, urls, ("s1", "s2", "s3"))
     old = admin.view.placement
     with _Load(load_client) as load:
         with pytest.raises(Killed):
@@ -153,7 +159,7 @@ def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) ->
         with pytest.raises(Exception, match="in progress"):
             admin.add_server("s5", urls["s4"])
         # A new coordinator (another process) starts from the servers' view.
-        report = Rebalancer(_client(urls, ("s1",)).view).resume()
+        report = Rebalancer(_client(new, urls, ("s1",)).view).resume()
     assert load.errors == [] and load.failed_reads == []
     assert report.outcome == "done" and report.transfers_skipped == 10
     planned = diff(old, old.add("s4")).plan(keys=KEYS).total_keys
@@ -161,8 +167,8 @@ def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str]) ->
     _check_all(urls, NAMES, load.latest)
 
 
-def test_rollback_keeps_writes_made_during_the_move(urls: dict[str, str]) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
+def test_rollback_keeps_writes_made_during_the_move(urls: dict[str, str], new: New) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
 
     def stop(transfer: Transfer, done: int) -> None:
         if done == 5:
@@ -177,20 +183,20 @@ def test_rollback_keeps_writes_made_during_the_move(urls: dict[str, str]) -> Non
     assert _raw(urls["s4"]).dbsize() <= 4  # the abandoned server holds no data
 
 
-def test_failed_server_is_rebuilt_from_surviving_replicas(quartet: list[Server]) -> None:
+def test_failed_server_is_rebuilt_from_surviving_replicas(quartet: list[Server], new: New) -> None:
     with redis_server() as doomed:
         urls = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, quartet, strict=True)}
         urls["s4"] = f"redis://{doomed.address}/0"
         for server in quartet:
             redis.Redis(host=server.host, port=server.port).flushdb()
-        admin = _client(urls, NAMES, replicas=2)
+        admin = _client(new, urls, NAMES, replicas=2)
         admin.set_many({key: key for key in KEYS})
         doomed.process.kill()
         doomed.process.wait()
         report = admin.remove_server("s4")
     assert report.keys_copied > 0
     survivors = ("s1", "s2", "s3")
-    fresh = _client(urls, survivors, replicas=2)
+    fresh = _client(new, urls, survivors, replicas=2)
     fresh.refresh_view()
     for key in KEYS[:300]:
         for name in fresh.replicas_for(key):
@@ -198,22 +204,22 @@ def test_failed_server_is_rebuilt_from_surviving_replicas(quartet: list[Server])
     assert fresh.get_many(KEYS) == {key: key for key in KEYS}
 
 
-def test_stale_write_after_the_switch_is_redirected(urls: dict[str, str]) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
-    stale = _client(urls, ("s1", "s2", "s3"))
+def test_stale_write_after_the_switch_is_redirected(urls: dict[str, str], new: New) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
+    stale = _client(new, urls, ("s1", "s2", "s3"))
     admin.add_server("s4", urls["s4"])
     moved = next(key for key in KEYS if admin.replicas_for(key) == ["s4"])
     stale.set(moved, "after the switch")
     assert stale.epoch == admin.epoch == 2
-    assert _client(urls, NAMES).get(moved) == "after the switch"
+    assert _client(new, urls, NAMES).get(moved) == "after the switch"
     old_owner = HashRing(["s1", "s2", "s3"]).node_for(route_key(moved.encode()))
     assert _raw(urls[old_owner]).get(moved) is None
 
 
-def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
+def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str], new: New) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
     admin.add_server("s4", urls["s4"])
-    stale = fence(_client(urls, ("s1",)).server("s1").backend, lambda: 1, lambda key: 0)
+    stale = fence(_client(new, urls, ("s1",)).server("s1").backend, lambda: 1, lambda key: 0)
     with pytest.raises(StaleViewError, match="at epoch 2, the call was routed by epoch 1"):
         stale.set_many({b"x": b"y"}, None)
     assert _raw(urls["s1"]).get(b"x") is None
@@ -224,19 +230,19 @@ def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str]) ->
 
 
 def test_reads_converge_with_a_periodic_check(
-    urls: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    urls: dict[str, str], monkeypatch: pytest.MonkeyPatch, new: New
 ) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
-    reader = _client(urls, ("s1", "s2", "s3"))
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
+    reader = _client(new, urls, ("s1", "s2", "s3"))
     reader.view_check_s = 0.01
     refreshes: list[int] = []
-    refresh = reader.refresh_view
+    read = reader.view_store.read
 
-    def counted(*, at_least: int = 0) -> Any:
+    def counted(servers: list[str], at_least: int) -> Any:
         refreshes.append(at_least)  # 0: a periodic check; the epoch a server announced: a refusal
-        return refresh(at_least=at_least)
+        return read(servers, at_least)
 
-    monkeypatch.setattr(reader, "refresh_view", counted)
+    monkeypatch.setattr(reader.view_store, "read", counted)
     admin.add_server("s4", urls["s4"])
     time.sleep(0.02)
     assert reader.get(KEYS[0]) is not None
@@ -244,8 +250,8 @@ def test_reads_converge_with_a_periodic_check(
     assert reader.epoch == 2 and "s4" in reader.view.placement
 
 
-def test_ttl_and_foreign_keys_move(urls: dict[str, str]) -> None:
-    admin = _client(urls, ("s1", "s2", "s3"))
+def test_ttl_and_foreign_keys_move(urls: dict[str, str], new: New) -> None:
+    admin = _client(new, urls, ("s1", "s2", "s3"))
     admin.set_many({key: key for key in KEYS[:400]}, ttl_s=100)
     ring = HashRing(["s1", "s2", "s3", "s4"])
     foreign = next(key for key in KEYS[400:] if ring.node_for(key.encode()) == "s4")
@@ -259,8 +265,10 @@ def test_ttl_and_foreign_keys_move(urls: dict[str, str]) -> None:
     assert _raw(urls[old_owner]).exists(foreign) == 0
 
 
-def test_audit_log_records_every_view_and_plan(urls: dict[str, str], tmp_path: Any) -> None:
-    admin = _seed(urls, ("s1", "s2", "s3"))
+def test_audit_log_records_every_view_and_plan(
+    urls: dict[str, str], tmp_path: Any, new: New
+) -> None:
+    admin = _seed(new, urls, ("s1", "s2", "s3"))
     path = tmp_path / "audit.jsonl"
     admin.add_server("s4", urls["s4"], options=RebalanceOptions(audit_path=str(path)))
     kinds = [line.split('"kind":"')[1].split('"')[0] for line in path.read_text().splitlines()]
@@ -268,13 +276,13 @@ def test_audit_log_records_every_view_and_plan(urls: dict[str, str], tmp_path: A
     assert len(_raw(urls["s4"]).lrange(b"ringkit:audit", 0, -1)) == 2  # both views
 
 
-def test_without_the_index_a_rebalance_finds_keys_by_scan(urls: dict[str, str]) -> None:
-    admin = _client(urls, ("s1", "s2", "s3"))
+def test_without_the_index_a_rebalance_finds_keys_by_scan(urls: dict[str, str], new: New) -> None:
+    admin = _client(new, urls, ("s1", "s2", "s3"))
     admin.index_keys = False
     admin.set_many({key: key for key in KEYS})
     assert all(_raw(urls[name]).exists(b"ringkit:index") == 0 for name in ("s1", "s2", "s3"))
     old = admin.view.placement
     report = admin.add_server("s4", urls["s4"])
     assert report.keys_streamed == diff(old, admin.view.placement).plan(keys=KEYS).total_keys
-    assert _client(urls, NAMES).get_many(KEYS) == {key: key for key in KEYS}
+    assert _client(new, urls, NAMES).get_many(KEYS) == {key: key for key in KEYS}
     assert admin.server("s4").backend.index_keys is False  # type: ignore[attr-defined]

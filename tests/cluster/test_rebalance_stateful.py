@@ -14,11 +14,11 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ringkit import HashRing
+from ringkit import HashRing, Transfer
 from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from ringkit.movement import Transfer
+from tests.cluster.helpers import new_client
 
 _runs = itertools.count()
 KEYS = st.sampled_from([f"k{i}" for i in range(40)])
@@ -29,6 +29,8 @@ class _Stop(Exception):
 
 
 class Membership(RuleBasedStateMachine):
+    flavor = "sync"  # the client under test; the invariants check with a sync client
+
     def __init__(self) -> None:
         super().__init__()
         run = next(_runs)
@@ -36,8 +38,8 @@ class Membership(RuleBasedStateMachine):
         for url in self.urls.values():
             memory_store(url.removeprefix("memory://")).data.clear()
         start = {name: self.urls[name] for name in ("n0", "n1")}
-        self.client = ShardedClient(HashRing(list(start), vnodes=8), start)
-        self.stale = ShardedClient(HashRing(list(start), vnodes=8), start)
+        self.client = new_client(self.flavor, HashRing(list(start), vnodes=8), start)
+        self.stale = new_client(self.flavor, HashRing(list(start), vnodes=8), start)
         self.model: dict[str, int] = {}
         self.values = itertools.count()
 
@@ -102,6 +104,16 @@ class Membership(RuleBasedStateMachine):
                 if not key.startswith(b"ringkit:"):
                     assert view.placement.node_for(route_key(key)) == name
 
+    def teardown(self) -> None:
+        self.client.close()
+        self.stale.close()
+
+
+class AsyncMembership(Membership):
+    flavor = "async"
+
 
 TestMembership = Membership.TestCase
 TestMembership.settings = settings(max_examples=15, stateful_step_count=10, deadline=None)
+TestAsyncMembership = AsyncMembership.TestCase
+TestAsyncMembership.settings = settings(max_examples=15, stateful_step_count=10, deadline=None)

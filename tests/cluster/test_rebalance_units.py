@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringkit import HashRing
-from ringkit.cluster import ShardedClient, memory_store
+from ringkit import HashRing, Transfer
+from ringkit.cluster import memory_store
 from ringkit.cluster.index import _in_arc, lex_ranges, member
 from ringkit.cluster.progress import Progress
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.view import ClusterView
 from ringkit.errors import BackendError
-from ringkit.movement import Transfer
 from tests.cluster.helpers import memory_urls
 
 SPACE = 1 << 64
 POINTS = st.one_of(
     st.integers(0, SPACE - 1), st.sampled_from([0, 1, 2**53, 2**53 + 1, SPACE - 2, SPACE - 1])
 )
+
+New = Callable[..., Any]
 
 
 def _inside(entry: bytes, low: bytes, high: bytes) -> bool:
@@ -43,24 +47,24 @@ def test_lex_ranges_at_the_top_of_the_space() -> None:
     assert lex_ranges(SPACE - 1, 3, SPACE) == [(b"-", b"(" + (4).to_bytes(8, "big"))]
 
 
-def test_moving_view_routes_reads_new_first_and_writes_both_sides() -> None:
+def test_moving_view_routes_reads_new_first_and_writes_both_sides(new: New) -> None:
     urls = memory_urls(4)
     old = HashRing(["s1", "s2", "s3"])
-    new = old.add("s4")
-    client = ShardedClient(old, {name: urls[name] for name in ("s1", "s2", "s3")})
-    client.adopt_view(ClusterView(1, new, urls, previous=old, state="moving"))
-    key = next(f"k{i}".encode() for i in range(1000) if new.node_for(f"k{i}".encode()) == "s4")
+    grown = old.add("s4")
+    client = new(old, {name: urls[name] for name in ("s1", "s2", "s3")})
+    client.adopt_view(ClusterView(1, grown, urls, previous=old, state="moving"))
+    key = next(f"k{i}".encode() for i in range(1000) if grown.node_for(f"k{i}".encode()) == "s4")
     was = old.node_for(key)
     assert client.router.read_order(key) == ["s4", was]
     assert client.router.write_names(key) == [was, "s4"]
-    assert not client._read_repair  # no repair while keys move
-    assert client.placement == new and client.epoch == 1
+    assert not client.reader.repairs(client.view)  # no repair while keys move
+    assert client.placement == grown and client.epoch == 1
 
 
-def test_a_delete_during_the_move_is_not_undone_by_the_copy() -> None:
+def test_a_delete_during_the_move_is_not_undone_by_the_copy(new: New) -> None:
     urls = memory_urls(4)
     base = {name: urls[name] for name in ("s1", "s2", "s3")}
-    client = ShardedClient(HashRing(list(base)), base)
+    client = new(HashRing(list(base)), base)
     keys = [f"k{i}" for i in range(300)]
     client.set_many({key: key for key in keys})
 
@@ -77,7 +81,7 @@ def test_a_delete_during_the_move_is_not_undone_by_the_copy() -> None:
         client.delete(key)  # reaches the old owner and the new one
     report = Rebalancer(client.view, on_view=client.adopt_view).resume()
     assert report.outcome == "done"
-    fresh = ShardedClient(client.view.placement, urls)
+    fresh = new(client.view.placement, urls)
     assert fresh.get_many(keys) == {key: key for key in keys if key not in moving}
 
 
@@ -89,10 +93,10 @@ def test_progress_counts_keys_and_bytes() -> None:
     assert (progress.keys, progress.bytes) == (10, 150)
 
 
-def test_down_servers_that_cannot_be_worked_around_stop_the_change() -> None:
+def test_down_servers_that_cannot_be_worked_around_stop_the_change(new: New) -> None:
     urls = memory_urls(4)
     base = {name: urls[name] for name in ("s1", "s2", "s3")}
-    client = ShardedClient(HashRing(list(base)), base)
+    client = new(HashRing(list(base)), base)
     client.set_many({f"k{i}": i for i in range(50)})
     memory_store(urls["s4"].removeprefix("memory://")).unavailable = True
     with pytest.raises(

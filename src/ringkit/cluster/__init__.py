@@ -17,14 +17,22 @@ from __future__ import annotations
 
 from ringkit.cluster.aio import AsyncShardedClient
 from ringkit.cluster.backends import Backend, MemoryStore, memory_store, open_backend
-from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, QuorumError, ShardedClient
-from ringkit.cluster.fencing import StaleViewError
+from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, ShardedClient
+from ringkit.cluster.coordination import register_coordinator
 from ringkit.cluster.health import OpEvent, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys, SpaceSaving
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport
 from ringkit.cluster.serializers import JSON, PICKLE, Serializer
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.cluster.view import ClusterView, load_view
+from ringkit.cluster.viewstore import ViewStore, open_view_store, register_view_store
+from ringkit.errors import QuorumError, StaleViewError, ViewConflictError
+
+# The client calls the coordinator of membership changes; it is wired here, once, so that the
+# client never imports it (see ringkit.cluster.coordination).
+register_coordinator(
+    lambda view, options, on_view: Rebalancer(view, options=options, on_view=on_view)
+)
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
@@ -46,8 +54,12 @@ __all__ = [
     "SpaceSaving",
     "StaleViewError",
     "StatsSnapshot",
+    "ViewConflictError",
+    "ViewStore",
     "load_view",
     "memory_store",
     "open_backend",
+    "open_view_store",
     "parse_url",
+    "register_view_store",
 ]

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ringkit.cluster.backends import redis_options
 from ringkit.cluster.servers import route_key
 from ringkit.cluster.urls import parse_url
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
@@ -158,15 +159,7 @@ class RedisRouter:
             url = parse_url(text)
             if url.scheme not in ("redis", "rediss"):
                 raise ConfigError(f"RedisRouter needs redis:// URLs, got {url.redacted()!r}")
-            clients[name] = redis.Redis(
-                host=url.host,
-                port=url.port,
-                db=url.db,
-                username=url.username,
-                password=url.password,
-                ssl=url.tls,
-                socket_timeout=timeout_s,
-            )
+            clients[name] = redis.Redis(**redis_options(url, timeout_s=timeout_s))
         return cls(placement, clients)
 
     def node_for(self, key: str | bytes) -> str:

@@ -25,10 +25,17 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ringkit.cluster.backends import _INCR_SCRIPT, _memcached_expire, _milliseconds
+from ringkit.cluster.backends import (
+    _INCR_SCRIPT,
+    _memcached_expire,
+    _milliseconds,
+    open_kind,
+    redis_options,
+    require_redis,
+)
 from ringkit.cluster.memory import MemoryBackend, _not_integer
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError, ConfigError
+from ringkit.errors import BackendError
 
 __all__ = [
     "AsyncBackend",
@@ -98,31 +105,21 @@ class AsyncRedisBackend:
     def __init__(
         self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
     ) -> None:
-        try:
-            import redis
-            import redis.asyncio as aioredis
-        except ImportError:
-            raise ConfigError(
-                f"{url} needs redis-py; install it with: pip install 'ringkit[redis]'"
-            ) from None
+        redis = require_redis(url)
         self.url = url
         self._errors: tuple[type[Exception], ...] = (
             redis.RedisError,
             OSError,
             asyncio.TimeoutError,
         )
-        self._client = aioredis.Redis(
-            host=url.host,
-            port=url.port,
-            db=url.db,
-            username=url.username,
-            password=url.password,
-            ssl=url.tls,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=connect_timeout_s,
+        options = redis_options(
+            url,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
             max_connections=max_connections,
-            retry=redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0),
         )
+        retry = redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0)
+        self._client = redis.asyncio.Redis(**options, retry=retry)
         self._incr = self._client.register_script(_INCR_SCRIPT)
 
     async def _call(self, action: Callable[[Any], Awaitable[T]]) -> T:
@@ -320,13 +317,12 @@ def open_async_backend(
 
     :raises ConfigError: when the client library the URL needs is not installed
     """
-    connect = timeout_s if connect_timeout_s is None else connect_timeout_s
-    if url.scheme == "memory":
-        return AsyncMemoryBackend(url)
-    if url.scheme == "memcached":
-        return AsyncMemcachedBackend(
-            url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
-        )
-    return AsyncRedisBackend(
-        url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
+    kinds = {
+        "memcached": AsyncMemcachedBackend,
+        "redis": AsyncRedisBackend,
+        "rediss": AsyncRedisBackend,
+    }
+    backend: AsyncBackend = open_kind(
+        url, AsyncMemoryBackend, kinds, timeout_s, connect_timeout_s, max_connections
     )
+    return backend

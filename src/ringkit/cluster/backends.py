@@ -101,33 +101,39 @@ return n
 """
 
 
+def require_redis(url: ServerURL) -> Any:
+    """Return the ``redis`` package (redis-py, with ``redis.asyncio``).
+
+    :raises ConfigError: with the install hint when redis-py is not installed
+    """
+    try:
+        import redis
+        import redis.asyncio
+    except ImportError:
+        raise ConfigError(
+            f"{url} needs redis-py; install it with: pip install 'ringkit[redis]'"
+        ) from None
+    return redis
+
+
 class RedisBackend:
     """A backend over redis-py, with its thread-safe (and fork-checking) connection pool."""
 
     def __init__(
         self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
     ) -> None:
-        try:
-            import redis
-        except ImportError:
-            raise ConfigError(
-                f"{url} needs redis-py; install it with: pip install 'ringkit[redis]'"
-            ) from None
+        redis = require_redis(url)
         self.url = url
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._response_error: type[Exception] = redis.ResponseError
-        self._client = redis.Redis(
-            host=url.host,
-            port=url.port,
-            db=url.db,
-            username=url.username,
-            password=url.password,
-            ssl=url.tls,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=connect_timeout_s,
+        options = redis_options(
+            url,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
             max_connections=max_connections,
-            retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0),
         )
+        # No retries: a timeout is reported after timeout_s, not after several.
+        self._client = redis.Redis(**options, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
         self._incr = self._client.register_script(_INCR_SCRIPT)
 
     def _call(self, action: Callable[[Any], T]) -> T:
@@ -304,13 +310,52 @@ def open_backend(
 
     :raises ConfigError: when the client library the URL needs is not installed
     """
-    connect = timeout_s if connect_timeout_s is None else connect_timeout_s
+    kinds = {"memcached": MemcachedBackend, "redis": RedisBackend, "rediss": RedisBackend}
+    backend: Backend = open_kind(
+        url, MemoryBackend, kinds, timeout_s, connect_timeout_s, max_connections
+    )
+    return backend
+
+
+def open_kind(
+    url: ServerURL,
+    memory: Callable[[ServerURL], Any],
+    networked: Mapping[str, Callable[..., Any]],
+    timeout_s: float,
+    connect_timeout_s: float | None,
+    max_connections: int,
+) -> Any:
+    """Open the backend class that serves `url`'s scheme (the sync and async factories' rule).
+
+    The connect timeout defaults to the call timeout.
+    """
     if url.scheme == "memory":
-        return MemoryBackend(url)
-    if url.scheme == "memcached":
-        return MemcachedBackend(
-            url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
-        )
-    return RedisBackend(
+        return memory(url)
+    connect = timeout_s if connect_timeout_s is None else connect_timeout_s
+    return networked[url.scheme](
         url, timeout_s=timeout_s, connect_timeout_s=connect, max_connections=max_connections
     )
+
+
+def redis_options(
+    url: ServerURL,
+    *,
+    timeout_s: float,
+    connect_timeout_s: float | None = None,
+    max_connections: int | None = None,
+) -> dict[str, Any]:
+    """Return the keyword options of ``redis.Redis`` (or ``redis.asyncio.Redis``) for `url`."""
+    options: dict[str, Any] = {
+        "host": url.host,
+        "port": url.port,
+        "db": url.db,
+        "username": url.username,
+        "password": url.password,
+        "ssl": url.tls,
+        "socket_timeout": timeout_s,
+    }
+    if connect_timeout_s is not None:
+        options["socket_connect_timeout"] = connect_timeout_s
+    if max_connections is not None:
+        options["max_connections"] = max_connections
+    return options

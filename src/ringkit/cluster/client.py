@@ -10,8 +10,11 @@ Multi-key calls make one round trip per server and per fallback round.
 
 Guarantees: no read fails while a replica of its key is up; no acknowledged write is lost while
 at most ``replicas - 1`` of its replicas are down (with ``write_quorum=replicas``, also across
-later failures). The placement is held in one reference, read once per call, so a new placement
-can be published by swapping it (the seam for live rebalancing).
+later failures), nor by a membership change (every call is fenced by its view's epoch; see
+:mod:`ringkit.cluster.epochs`). The client is composed, not assembled: it *has* a view store,
+servers, a reader and a writer (:mod:`ringkit.cluster.core`, where every decision lives, once
+for this client and :class:`~ringkit.cluster.aio.AsyncShardedClient`); this module only opens
+blocking backends and runs the core's steps.
 
 >>> from ringkit import HashRing
 >>> ring = HashRing(["a", "b", "c"])
@@ -25,84 +28,43 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from functools import partial
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ringkit.cluster._reads import read_all, read_first, read_one
-from ringkit.cluster.backends import Backend, open_backend
-from ringkit.cluster.core import (
-    DEFAULT_MAX_VALUE_BYTES,
-    ClientCore,
-    QuorumError,
-    check_delta,
-    check_ttl,
-)
-from ringkit.cluster.health import Hook, ServerHealth
-from ringkit.cluster.membership import Membership, ServerOptions, fenced_call
-from ringkit.cluster.servers import Server, key_bytes
+from ringkit.cluster.backends import open_backend
+from ringkit.cluster.core import DEFAULT_MAX_VALUE_BYTES, ClientCore, ServerOptions, check_delta
+from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
+from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
+from ringkit.cluster.steps import Steps, run_sync
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError, ConfigError
+from ringkit.cluster.view import ClusterView
+from ringkit.errors import QuorumError
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
 
 T = TypeVar("T")
 
 
-def _delete(backend: Backend, *, key: bytes) -> bool:
-    return backend.delete(key)
-
-
-def _set_many(backend: Backend, *, items: dict[bytes, bytes], ttl_s: float | None) -> None:
-    backend.set_many(items, ttl_s)
-
-
-class ShardedClient(Membership, ClientCore[Server]):
+class ShardedClient(ClientCore[FencedBackend]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Operating: ``placement``, ``replicas_for``, ``stats``,
-    ``down_servers``, ``check_health``, ``flush``, ``close``. Safe to share between threads;
-    survives a fork. Options (keyword-only): see :class:`~ringkit.cluster.core.ClientCore`.
+    ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``, ``refresh_view``,
+    ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
+    ``replicas_for``, ``stats``, ``down_servers``, ``check_health``, ``flush``, ``close``.
+    Safe to share between threads; survives a fork. Options (keyword-only): see
+    :class:`~ringkit.cluster.core.ClientCore`.
     """
 
-    def _open_server(
-        self,
-        name: str,
-        url: ServerURL,
-        health: ServerHealth,
-        *,
-        timeout_s: float,
-        connect_timeout_s: float | None,
-        max_connections: int,
-        hooks: Sequence[Hook],
-    ) -> Server:
-        backend = open_backend(
-            url,
-            timeout_s=timeout_s,
-            connect_timeout_s=connect_timeout_s,
-            max_connections=max_connections,
-        )
-        self._server_options = ServerOptions(
-            timeout_s, connect_timeout_s, max_connections, tuple(hooks),
-            health.dead_timeout_s, health.max_hints,
-        )  # fmt: skip
-        return self._joined(Server(name, backend, health, hooks))
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> FencedBackend:
+        backend = open_backend(url, **options.connection)
+        return fence(backend, routed_epoch(self._epoch), self._point_of)
 
-    def _record(self, keys: Iterable[bytes]) -> None:
-        hot = self._hot
-        if hot is None:
-            return
-        for data in keys:
-            hot.record(data)
-        for data in hot.drain_left():
-            # A key left the hot set: delete its extra copies so they never serve stale values.
-            for name in self._router.extra_copies(data):
-                self._try(name, "delete", partial(_delete, key=data), [data])
+    def _run(self, steps: Steps[T]) -> T:
+        return run_sync(steps, self._servers.server)
 
     # -- reading -------------------------------------------------------------------------------
 
-    @fenced_call
     def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it.
 
@@ -111,15 +73,8 @@ class ShardedClient(Membership, ClientCore[Server]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
-        if self._read_all:
-            return self.get_many([key]).get(key)
-        data = key_bytes(key)
-        if self._hot is not None:
-            self._record((data,))
-        found = read_one(self, data)
-        return None if found is None else found.value
+        return self._run(self._get(key))
 
-    @fenced_call
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
 
@@ -127,11 +82,7 @@ class ShardedClient(Membership, ClientCore[Server]):
 
         :raises BackendError: when no replica of some key could be reached
         """
-        given = {key_bytes(key): key for key in keys}
-        self._record(given)
-        reader = read_all if self._read_all else read_first
-        found = reader(self, list(given))
-        return {given[data]: decoded.value for data, decoded in found.items()}
+        return self._run(self._get_many(keys))
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -142,74 +93,26 @@ class ShardedClient(Membership, ClientCore[Server]):
         :raises ConfigError: when the value is too large or `ttl_s` is not > 0
         :raises TypeError: when the serializer cannot encode the value
         """
-        self.set_many({key: value}, ttl_s=ttl_s)
+        self._run(self._set_many({key: value}, ttl_s))
 
-    @fenced_call
     def set_many(self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None) -> None:
         """Store every item; one round trip per server. Validates everything before writing.
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
-        encoded = self._encode_many(items, ttl_s)
-        groups: dict[str, dict[bytes, bytes]] = {}
-        replicas: dict[bytes, list[str]] = {}
-        for data, stored in encoded.items():
-            replicas[data] = self._router.replica_names(data)
-            for name in self._router.write_names(data):
-                groups.setdefault(name, {})[data] = stored
-        acked: set[tuple[str, bytes]] = set()
-        for name, group in groups.items():
-            if self._try(name, "set_many", partial(_set_many, items=group, ttl_s=ttl_s), group)[0]:
-                acked |= {(name, data) for data in group}
-        self._check_quorum(replicas, acked)
+        self._run(self._set_many(items, ttl_s))
 
-    def _try(
-        self, name: str, op: str, action: Callable[[Backend], T], keys: Iterable[bytes]
-    ) -> tuple[bool, T | None]:
-        """Run a write on server `name`; on failure or when it is down, hint the keys.
-
-        Return (True, answer) when the server answered, else (False, None).
-        """
-        server = self._servers[name]
-        if server.usable():
-            try:
-                return True, server.call(op, action)
-            except BackendError:
-                pass
-        for data in keys:
-            server.health.hint(data)
-        return False, None
-
-    def _each(self, data: bytes, op: str, action: Callable[[Backend], T]) -> list[T]:
-        """Run a single-key write on every target of `data`; return the replicas' answers."""
-        replicas = self._router.replica_names(data)
-        answers: list[T] = []
-        acked: set[tuple[str, bytes]] = set()
-        for name in self._router.write_names(data):
-            ok, answer = self._try(name, op, action, [data])
-            if ok:
-                acked.add((name, data))
-                if name in replicas:
-                    answers.append(answer)  # type: ignore[arg-type]
-        self._check_quorum({data: replicas}, acked)
-        return answers
-
-    @fenced_call
     def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:
         """Store `value` only where `key` is absent; return what the first replica answered.
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
-        [(data, stored)] = self._encode_many({key: value}, ttl_s).items()
-        return self._each(data, "add", lambda b: b.add(data, stored, ttl_s))[0]
+        return self._run(self._add(key, value, ttl_s))
 
-    @fenced_call
     def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
-        data = key_bytes(key)
-        return any(self._each(data, "delete", lambda b: b.delete(data)))
+        return self._run(self._delete(key))
 
-    @fenced_call
     def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; return the new value, or None if it is missing.
 
@@ -219,39 +122,68 @@ class ShardedClient(Membership, ClientCore[Server]):
         :raises UnsupportedError: with ``read="all"`` (counters carry no version to reconcile)
         :raises ValueError: when the stored value is not a decimal integer
         """
-        check_delta(delta)
-        self._check_counter()
-        data = key_bytes(key)
-        return self._each(data, "incr", lambda b: b.incr(data, delta))[0]
+        return self._run(self._incr(key, delta))
 
     def decr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Subtract `delta` (stopping at 0); return the new value, or None if it is missing."""
         return self.incr(key, -check_delta(delta))
 
-    @fenced_call
     def touch(self, key: str | bytes, ttl_s: float) -> bool:
         """Give `key` a new TTL on its replicas; return True if any replica had it."""
-        if check_ttl(ttl_s) is None:
-            raise ConfigError("ttl_s must be a number > 0, got None")
-        data = key_bytes(key)
-        return any(self._each(data, "touch", lambda b: b.touch(data, ttl_s)))
+        return self._run(self._touch(key, ttl_s))
+
+    # -- membership ----------------------------------------------------------------------------
+
+    def refresh_view(self, *, at_least: int = 0) -> ClusterView:
+        """Read the newest view from the view store and adopt it if it is newer; return the view.
+
+        `at_least` is an epoch some server announced: servers are asked until one has it.
+
+        :raises BackendError: when the view store could not be read
+        """
+        return self._run(self._refresh(at_least))
+
+    def add_server(
+        self, name: str, url: str, *, options: RebalanceOptions | None = None
+    ) -> RebalanceReport:
+        """Add server `name` at `url` and move its keys to it while traffic goes on.
+
+        The registered coordinator (:class:`~ringkit.cluster.rebalance.Rebalancer`) publishes a
+        transitional view, streams exactly the moved arcs, publishes the final view, then
+        deletes the moved copies from their old owners. Returns what was moved.
+
+        :raises DuplicateNodeError: when `name` is already a node
+        :raises ConfigError: when a rebalance is already in progress (resume or roll it back)
+        :raises BackendError: when a server the change needs cannot be reached
+        """
+        return self._change(self.refresh_view(), options, "add", name, url)
+
+    def remove_server(
+        self, name: str, *, options: RebalanceOptions | None = None
+    ) -> RebalanceReport:
+        """Remove server `name`, moving its keys to their new owners while traffic goes on.
+
+        If the server is down and ``replicas >= 2``, its copies are rebuilt from the surviving
+        replicas.
+
+        :raises UnknownNodeError: when `name` is not a node
+        :raises BackendError: when the server is down and its keys have no other copy
+        """
+        return self._change(self.refresh_view(), options, "remove", name)
 
     # -- operating -----------------------------------------------------------------------------
 
     def check_health(self) -> list[str]:
         """Probe every down server whose dead timeout has passed; return those still down."""
-        for server in self._servers.values():
-            server.usable()
-        return self.down_servers
+        return self._run(self._check_health())
 
     def flush(self) -> None:
         """Delete every key on every server (``flush_all`` / ``FLUSHDB``)."""
-        for server in self._servers.values():
-            server.call("flush", lambda b: b.flush())
+        self._run(self._flush())
 
     def close(self) -> None:
         """Close every connection pool."""
-        for server in self._servers.values():
+        for _, server in self._servers.items():
             server.backend.close()
 
     def __enter__(self) -> ShardedClient:

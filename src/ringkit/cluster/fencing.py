@@ -13,7 +13,13 @@ client in the process. On memcached it is best effort: the epoch is read, then t
 and a coordinator can move the server on in between (memcached has no scripts). See
 docs/rebalance.md.
 
-Keys starting with ``ringkit:`` are reserved for this bookkeeping.
+The epoch a call was routed by travels in a context variable (:func:`routed_by`), set by the
+client's driver around each backend call: it is per thread and per asyncio task, so the plain
+:class:`~ringkit.cluster.backends.Backend` interface stays the same. The sync and the async
+fenced backends share everything but the transport: the Lua scripts, the encoding of each call
+into script arguments (:func:`redis_scripts`) and the decoding of the answers, and the epoch
+gate of memcached (:class:`EpochGate`). Keys starting with ``ringkit:`` are reserved for this
+bookkeeping (:mod:`ringkit.cluster.keys`).
 
 >>> member(5, b"k").hex()
 '00000000000000056b'
@@ -24,12 +30,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend
 from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
+from ringkit.cluster.keys import (
+    AUDIT_KEY,
+    CHECKPOINT_KEY,
+    EPOCH_KEY,
+    INDEX_KEY,
+    RESERVED_PREFIX,
+    VIEW_KEY,
+)
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError, RingkitError, UnsupportedError
+from ringkit.errors import BackendError, StaleViewError, UnsupportedError, ViewConflictError
+
+if TYPE_CHECKING:
+    from ringkit.cluster.aio_backends import AsyncBackend
 
 __all__ = [
     "AUDIT_KEY",
@@ -37,48 +56,55 @@ __all__ = [
     "EPOCH_KEY",
     "RESERVED_PREFIX",
     "VIEW_KEY",
+    "AsyncFencedBackend",
+    "EpochGate",
     "FencedBackend",
+    "Script",
     "StaleViewError",
     "ViewConflictError",
     "fence",
+    "fence_async",
     "member",
+    "redis_scripts",
+    "routed_by",
+    "routed_epoch",
 ]
 
 T = TypeVar("T")
-RESERVED_PREFIX = b"ringkit:"
-EPOCH_KEY = b"ringkit:epoch"
-VIEW_KEY = b"ringkit:view"
-AUDIT_KEY = b"ringkit:audit"
-CHECKPOINT_KEY = b"ringkit:checkpoint"
 _CHUNK = 4000
 # memcached has no scripts: its fence is a read of the epoch, done at most this often.
 MEMCACHED_FENCE_CHECK_S = 0.5
 EpochOf = Callable[[], int]
 PointOf = Callable[[bytes], int]
+_ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
-class StaleViewError(RingkitError, RuntimeError):
-    """A server refused a call routed by an older view; `epoch` is the server's epoch."""
+class routed_by:  # used as a function: ``with routed_by(epoch):``
+    """Send the backend calls made inside the block with `epoch` (this thread or task only).
 
-    def __init__(self, server: str, epoch: int, sent: int) -> None:
-        super().__init__(
-            f"server {server} is at epoch {epoch}, the call was routed by epoch {sent}; "
-            f"refresh the cluster view"
-        )
-        self.server = server
-        self.epoch = epoch
+    A class rather than ``@contextmanager``: it runs around every backend call.
+    """
+
+    __slots__ = ("_epoch", "_token")
+
+    def __init__(self, epoch: int) -> None:
+        self._epoch = epoch
+
+    def __enter__(self) -> None:
+        self._token = _ROUTED.set(self._epoch)
+
+    def __exit__(self, *exc_info: object) -> None:
+        _ROUTED.reset(self._token)
 
 
-class ViewConflictError(RingkitError, RuntimeError):
-    """A server holds a different view at the same epoch: two coordinators raced."""
+def routed_epoch(fallback: EpochOf) -> EpochOf:
+    """Return an `epoch_of` that reads :func:`routed_by`'s epoch, else calls `fallback`."""
 
-    def __init__(self, server: str, epoch: int) -> None:
-        super().__init__(
-            f"server {server} holds another view at epoch {epoch}: run one coordinator at a "
-            f"time; resume (or roll back) settles the cluster on one view"
-        )
-        self.server = server
-        self.epoch = epoch
+    def epoch_of() -> int:
+        epoch = _ROUTED.get()
+        return fallback() if epoch is None else epoch
+
+    return epoch_of
 
 
 _CHECK = """
@@ -141,11 +167,143 @@ return tonumber(ARGV[1])
 """
 
 
+_SCRIPTS = {
+    "read": _READ,
+    "set": _SET,
+    "add": _ADD,
+    "delete": _DELETE,
+    "incr": _INCR,
+    "touch": _TOUCH,
+    "publish": _PUBLISH,
+}
+
+
 def _px(ttl_s: float | None) -> str:
     return "" if ttl_s is None else str(max(1, int(-(-ttl_s * 1000 // 1))))
 
 
-class FencedBackend:
+def _epoch_value(found: bytes | None) -> int:
+    return int(found) if found else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One fenced round trip on Redis: a script of ``_SCRIPTS`` with its keys and arguments."""
+
+    name: str
+    keys: tuple[bytes, ...]
+    args: tuple[object, ...]
+
+
+def redis_scripts(
+    op: str, args: Sequence[Any], epoch: int, point_of: PointOf, *, index_keys: bool = True
+) -> list[Script]:
+    """Return the scripts that run backend call `op(*args)` fenced at `epoch` on Redis.
+
+    Writes record each key in the index unless `index_keys` is off; a delete always drops the
+    key's entry. Sync and async Redis backends both send exactly these scripts;
+    :func:`redis_answer` reads their replies.
+    """
+
+    def member_of(key: bytes) -> bytes:
+        return member(point_of(key), key) if index_keys else b""
+
+    if op == "get_many":
+        keys = list(args[0])
+        # Lua's unpack() has a stack limit of about 8000 values: read in chunks below it.
+        return [
+            Script("read", (EPOCH_KEY, *keys[at : at + _CHUNK]), (epoch,))
+            for at in range(0, len(keys), _CHUNK)
+        ]
+    if op == "set_many":
+        items, ttl_s = args
+        values: list[object] = [epoch, _px(ttl_s)]
+        for key, value in items.items():
+            values += [member_of(key), value]
+        return [Script("set", (EPOCH_KEY, INDEX_KEY, *items), tuple(values))]
+    if op == "add":
+        key, value, ttl_s = args
+        values = [epoch, _px(ttl_s), member_of(key), value]
+        return [Script("add", (EPOCH_KEY, INDEX_KEY, key), tuple(values))]
+    if op == "delete":
+        (key,) = args
+        return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
+    if op == "incr":
+        key, delta = args
+        return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
+    if op == "touch":
+        key, ttl_s = args
+        return [Script("touch", (EPOCH_KEY, key), (epoch, _px(ttl_s)))]
+    raise UnsupportedError(f"no fenced Redis form of {op!r}")
+
+
+def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
+    """Return what backend call `op(*args)` answers, from its scripts' replies."""
+    if op == "get_many":
+        keys = list(args[0])
+        found: dict[bytes, bytes] = {}
+        for at, values in zip(range(0, len(keys), _CHUNK), answers, strict=True):
+            chunk = keys[at : at + _CHUNK]
+            found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
+        return found
+    [answer] = answers
+    if op == "set_many":
+        return None
+    if op == "incr":
+        return None if answer is None else int(answer)
+    return bool(answer)
+
+
+def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
+    """Return the ringkit error for a failed script (a refusal, a bad counter, a failure)."""
+    text = str(error)
+    if text.startswith("STALEVIEW "):
+        sent = int(str(script.args[0]))  # every fenced script takes the epoch first
+        return StaleViewError(str(url), int(text.split()[1]), sent)
+    if "not an integer" in text:
+        key = script.keys[-1] if script.keys else b""
+        return ValueError(f"value of key {key!r} is not a decimal integer; incr/decr need one")
+    return BackendError(f"server {url} failed: {type(error).__name__}: {text}")
+
+
+class EpochGate:
+    """memcached's best-effort fence: the server's epoch, read again at most every 0.5 s.
+
+    A server seen ahead of the sent epoch is asked again at once, so a refresh is not refused
+    from a stale cache.
+    """
+
+    def __init__(self) -> None:
+        self.known = 0
+        self.checked_at = -MEMCACHED_FENCE_CHECK_S
+
+    def due(self, sent: int, now: float) -> bool:
+        """Return True when the server's epoch should be read before a call sent at `sent`."""
+        return now - self.checked_at >= MEMCACHED_FENCE_CHECK_S or self.known > sent
+
+    def learn(self, found: bytes | None, now: float) -> None:
+        """Remember the epoch the server holds (its stored bytes, or None)."""
+        self.known, self.checked_at = _epoch_value(found), now
+
+    def check(self, sent: int, url: ServerURL) -> None:
+        """Raise StaleViewError when the server is known to be past `sent`."""
+        if self.known > sent:
+            raise StaleViewError(str(url), self.known, sent)
+
+
+class _Fenced:
+    """What both fenced forms hold: the inner backend, the routed epoch, the point of a key."""
+
+    def __init__(self, inner: Any, epoch_of: EpochOf, point_of: PointOf) -> None:
+        self.inner = inner
+        self.url: ServerURL = inner.url
+        self.epoch_of = epoch_of
+        self.point_of = point_of
+        self.index_keys = True
+        self._gate = EpochGate()
+
+
+class FencedBackend(_Fenced):
     """A backend whose every call carries an epoch; also the coordinator's handle on a server.
 
     Serving: the :class:`~ringkit.cluster.backends.Backend` methods; with `index_keys` off,
@@ -154,54 +312,51 @@ class FencedBackend:
     ``write_checkpoint`` and ``index`` (the key index, for range reads).
     """
 
+    inner: Backend
+
     def __init__(self, inner: Backend, epoch_of: EpochOf, point_of: PointOf) -> None:
-        self.inner = inner
-        self.url: ServerURL = inner.url
-        self.epoch_of = epoch_of
-        self.point_of = point_of
-        self.index_keys = True
-        self._known = 0
-        self._checked_at = -MEMCACHED_FENCE_CHECK_S
+        super().__init__(inner, epoch_of, point_of)
         self._lock = _lock_for(str(inner.url))
         # The memory store is in-process: its epoch is one dict read, no round trip.
         self._store = inner.store if isinstance(inner, MemoryBackend) else None
 
-    # The memory/memcached path: check, then act, under one process-wide lock per server.
-    def _fenced(self, action: Callable[[], T]) -> T:
+    def serve(self, op: str, *args: Any) -> Any:
+        """Run backend call `op(*args)` fenced by the routed epoch (check, then act, locked)."""
         with self._lock:
             self._check(self.epoch_of())
-            return action()
+            return getattr(self.inner, op)(*args)
 
     def _check(self, sent: int) -> None:
         if self._store is not None:
             entry = self._store.data.get(EPOCH_KEY)
-            current = int(entry[0]) if entry else 0
-        else:
-            # Best effort (memcached): the epoch read is cached for a short while.
-            now = time.monotonic()
-            if now - self._checked_at >= MEMCACHED_FENCE_CHECK_S or self._known > sent:
-                self._known, self._checked_at = self.server_epoch(), now
-            current = self._known
-        if current > sent:
-            raise StaleViewError(str(self.url), current, sent)
+            current = _epoch_value(entry[0] if entry else None)
+            if current > sent:
+                raise StaleViewError(str(self.url), current, sent)
+            return
+        now = time.monotonic()
+        if self._gate.due(sent, now):
+            self._gate.learn(self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY), now)
+        self._gate.check(sent, self.url)
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        return self._fenced(lambda: self.inner.get_many(keys))
+        result: dict[bytes, bytes] = self.serve("get_many", keys)
+        return result
 
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        self._fenced(lambda: self.inner.set_many(items, ttl_s))
+        self.serve("set_many", items, ttl_s)
 
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        return self._fenced(lambda: self.inner.add(key, value, ttl_s))
+        return bool(self.serve("add", key, value, ttl_s))
 
     def delete(self, key: bytes) -> bool:
-        return self._fenced(lambda: self.inner.delete(key))
+        return bool(self.serve("delete", key))
 
     def incr(self, key: bytes, delta: int) -> int | None:
-        return self._fenced(lambda: self.inner.incr(key, delta))
+        result: int | None = self.serve("incr", key, delta)
+        return result
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
-        return self._fenced(lambda: self.inner.touch(key, ttl_s))
+        return bool(self.serve("touch", key, ttl_s))
 
     def ping(self) -> None:
         self.inner.ping()
@@ -216,8 +371,7 @@ class FencedBackend:
 
     def server_epoch(self) -> int:
         """Return the epoch of the newest view this server was given (0 if none)."""
-        found = self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY)
-        return int(found) if found else 0
+        return _epoch_value(self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY))
 
     def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""
@@ -284,12 +438,8 @@ class FencedRedis(FencedBackend):
         self._redis: Any = inner._client
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._scripts = {
-            name: self._redis.register_script(source)
-            for name, source in (
-                ("read", _READ), ("set", _SET), ("add", _ADD), ("delete", _DELETE),
-                ("incr", _INCR), ("touch", _TOUCH), ("publish", _PUBLISH),
-            )
-        }  # fmt: skip
+            name: self._redis.register_script(source) for name, source in _SCRIPTS.items()
+        }
         self._index = RedisIndex(self._redis, self.point_of, self.epoch_of, self._run)
 
     def _run(self, script: Any, keys: Sequence[bytes], args: Sequence[object]) -> Any:
@@ -302,54 +452,12 @@ class FencedRedis(FencedBackend):
                 return self._scripts[script](keys=keys, args=arguments)
             return self._redis.execute_command(script, *keys, *args)
         except self._errors as error:
-            text = str(error)
-            if text.startswith("STALEVIEW "):
-                sent = int(str(args[0]))  # every fenced script takes the epoch first
-                raise StaleViewError(str(self.url), int(text.split()[1]), sent) from None
-            if "not an integer" in text:
-                raise ValueError(
-                    f"value of key {keys[-1]!r} is not a decimal integer; incr/decr need one"
-                ) from None
-            raise BackendError(
-                f"server {self.url} failed: {type(error).__name__}: {text}"
-            ) from None
+            raise redis_error(error, self.url, Script("", tuple(keys), tuple(args))) from None
 
-    def _member(self, key: bytes) -> bytes:
-        return member(self.point_of(key), key) if self.index_keys else b""
-
-    def _call(self, script: str, keys: Sequence[bytes], args: Sequence[object]) -> Any:
-        return self._run(script, [EPOCH_KEY, *keys], [self.epoch_of(), *args])
-
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        found: dict[bytes, bytes] = {}
-        # Lua's unpack() has a stack limit of about 8000 values: read in chunks below it.
-        for at in range(0, len(keys), _CHUNK):
-            chunk = keys[at : at + _CHUNK]
-            values = self._call("read", chunk, [])
-            found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
-        return found
-
-    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        args: list[object] = [_px(ttl_s)]
-        for key, value in items.items():
-            args += [self._member(key), value]
-        self._call("set", [b"ringkit:index", *items], args)
-
-    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        args = [_px(ttl_s), self._member(key), value]
-        return bool(self._call("add", [b"ringkit:index", key], args))
-
-    def delete(self, key: bytes) -> bool:
-        return bool(
-            self._call("delete", [b"ringkit:index", key], [member(self.point_of(key), key)])
-        )
-
-    def incr(self, key: bytes, delta: int) -> int | None:
-        result = self._call("incr", [key], [delta])
-        return None if result is None else int(result)
-
-    def touch(self, key: bytes, ttl_s: float) -> bool:
-        return bool(self._call("touch", [key], [_px(ttl_s)]))
+    def serve(self, op: str, *args: Any) -> Any:
+        sent = self.epoch_of()
+        scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
+        return redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
 
     def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
         args = [epoch, view_json, "1" if replace else "0"]
@@ -389,3 +497,77 @@ def fence(backend: Backend, epoch_of: EpochOf, point_of: PointOf) -> FencedBacke
     if isinstance(backend, RedisBackend):
         return FencedRedis(backend, epoch_of, point_of)
     return FencedBackend(backend, epoch_of, point_of)
+
+
+# -- async ---------------------------------------------------------------------------------------
+
+
+_UNFENCED = frozenset({"ping", "flush", "read_view"})
+
+
+class AsyncFencedBackend(_Fenced):
+    """The async form of :class:`FencedBackend`: ``await serve(op, *args)`` and ``read_view``.
+
+    Memory stores are served by the sync fenced backend (no I/O, same process-wide lock);
+    memcached reads its epoch through the same :class:`EpochGate`; Redis sends the same
+    scripts (:func:`redis_scripts`) through ``redis.asyncio``.
+    """
+
+    inner: AsyncBackend
+
+    def __init__(self, inner: AsyncBackend, epoch_of: EpochOf, point_of: PointOf) -> None:
+        from ringkit.cluster.aio_backends import AsyncMemoryBackend, AsyncRedisBackend
+
+        super().__init__(inner, epoch_of, point_of)
+        self._memory = (
+            FencedBackend(inner._sync, epoch_of, point_of)
+            if isinstance(inner, AsyncMemoryBackend)
+            else None
+        )
+        self._scripts: dict[str, Any] = {}
+        if isinstance(inner, AsyncRedisBackend):
+            client = inner._client
+            self._scripts = {name: client.register_script(src) for name, src in _SCRIPTS.items()}
+
+    async def serve(self, op: str, *args: Any) -> Any:
+        """Await backend call `op(*args)` fenced by the routed epoch (ping, flush: unfenced)."""
+        if op in _UNFENCED:
+            return await getattr(self, op)(*args)
+        if self._memory is not None:
+            self._memory.index_keys = self.index_keys
+            return self._memory.serve(op, *args)
+        sent = self.epoch_of()
+        if self._scripts:
+            scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
+            return redis_answer(op, args, [await self._run(script) for script in scripts])
+        now = time.monotonic()
+        if self._gate.due(sent, now):
+            self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
+        self._gate.check(sent, self.url)
+        return await getattr(self.inner, op)(*args)
+
+    async def _run(self, script: Script) -> Any:
+        import redis
+
+        try:
+            return await self._scripts[script.name](keys=list(script.keys), args=list(script.args))
+        except (TimeoutError, redis.RedisError, OSError) as error:
+            raise redis_error(error, self.url, script) from None
+
+    async def read_view(self) -> bytes | None:
+        """Return the JSON of the newest view this server holds, or None."""
+        return (await self.inner.get_many([VIEW_KEY])).get(VIEW_KEY)
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+
+    async def flush(self) -> None:
+        await self.inner.flush()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+def fence_async(backend: AsyncBackend, epoch_of: EpochOf, point_of: PointOf) -> AsyncFencedBackend:
+    """Return async `backend` fenced by `epoch_of` (the epoch each call was routed with)."""
+    return AsyncFencedBackend(backend, epoch_of, point_of)

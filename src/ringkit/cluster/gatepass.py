@@ -1,4 +1,4 @@
-"""The Gatepass scenario of seed 004, on real cache servers: add a server, count the misses.
+"""The Gatepass scenario on real cache servers: add a server, count the misses.
 
 Three cache servers hold the booking keys; a fourth is added the night before a sale. With
 ``hash % N`` most keys change server, every read of a moved key misses, and the misses fall

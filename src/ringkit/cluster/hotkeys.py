@@ -1,12 +1,12 @@
 """Hot keys: find the most requested keys with a Space-Saving sketch, and spread their reads.
 
-Seed 004 warns that a ring spreads *keys*, not *requests*: one viral booking can melt the node
-that owns it however many vnodes there are. :class:`SpaceSaving` (Metwally, Agrawal and
-El Abbadi, "Efficient computation of frequent and top-k elements in data streams", ICDT 2005)
-keeps `capacity` counters; a new key takes over the smallest counter and inherits its count as
-its error bound, so every key with more than N / capacity requests is tracked, with a count
-that over-estimates by at most that bound. Updates may be weighted, so a batch is first
-aggregated and then applied in one pass.
+A ring spreads *keys*, not *requests*: one viral booking can melt the node that owns it however
+many vnodes there are (the hot-spot problem that motivated Karger et al. 1997).
+:class:`SpaceSaving` (Metwally, Agrawal and El Abbadi, "Efficient computation of frequent and top-k
+elements in data streams", ICDT 2005) keeps `capacity` counters; a new key takes over the smallest
+counter and inherits its count as its error bound, so every key with more than N / capacity
+requests is tracked, with a count that over-estimates by at most that bound. Updates may be
+weighted, so a batch is first aggregated and then applied in one pass.
 
 :class:`HotKeys` is the client's policy: it records the keys read, keeps the `top` of them as
 the *hot set*, and for a hot key the client writes ``spread`` copies (the first `spread` nodes

@@ -1,12 +1,13 @@
 """The per-server index of keys by ring point: moving an arc is one range read, not a scan.
 
-Seed 000: "the migration is expressible as 'fetch the arc between these two hash values', which
-is a range read". On Redis every key ringkit writes is also recorded in the sorted set
-``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``, all with score 0. Members
-of equal score sort bytewise, and fixed-width big-endian points sort bytewise exactly as they do
-numerically, so the keys of the arc (start, end] are one ``ZRANGEBYLEX`` from
-``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of mantissa), which
-cannot hold a 64-bit point exactly: that is why the point lives in the member, not the score.
+A migration on a ring is expressible as "fetch the arc between these two hash values", which is a
+range read (Cassandra streams token ranges this way). On Redis every key ringkit writes is also
+recorded in the sorted set ``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``,
+all with score 0. Members of equal score sort bytewise, and fixed-width big-endian points sort
+bytewise exactly as they do numerically, so the keys of the arc (start, end] are one
+``ZRANGEBYLEX`` from ``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of
+mantissa), which cannot hold a 64-bit point exactly: that is why the point lives in the member, not
+the score.
 
 Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
 and indexes them. Entries of keys that expired are dropped when a range read meets them. On the
@@ -29,15 +30,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX
+from ringkit.errors import StaleViewError
+
 if TYPE_CHECKING:
     from ringkit.cluster.backends import MemoryStore
 
 __all__ = ["Index", "Record", "RedisIndex", "ScanIndex", "lex_ranges", "member"]
 
 _SPACE_64 = 1 << 64
-_INDEX_KEY = b"ringkit:index"
-_EPOCH_KEY = b"ringkit:epoch"
-_RESERVED = b"ringkit:"
 _MARK = 0xFE
 
 
@@ -168,9 +169,12 @@ class RedisIndex:
     """The sorted-set index of one Redis server, and its DUMP / RESTORE moves."""
 
     def __init__(
-        self, client: Any, point_of: Callable[[bytes], int], epoch_of: Callable[[], int],
+        self,
+        client: Any,
+        point_of: Callable[[bytes], int],
+        epoch_of: Callable[[], int],
         run: Runner,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
         self._dump = client.register_script(_DUMP)
         self._scripts = {"restore": client.register_script(_RESTORE)}
@@ -185,10 +189,12 @@ class RedisIndex:
         while True:
             cursor, keys = self._client.scan(cursor, count=1000)
             found = {
-                member(self._point_of(key), key): 0 for key in keys if not key.startswith(_RESERVED)
+                member(self._point_of(key), key): 0
+                for key in keys
+                if not key.startswith(RESERVED_PREFIX)
             }
             if found:  # one ZADD per page: re-adding a member that is there changes nothing
-                self._client.zadd(_INDEX_KEY, found)
+                self._client.zadd(INDEX_KEY, found)
             seen += len(found)
             if cursor == 0:
                 return seen
@@ -196,7 +202,7 @@ class RedisIndex:
     def count(self, start: int, end: int, space: int) -> int:
         """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""
         return sum(
-            int(self._client.zlexcount(_INDEX_KEY, low, high))
+            int(self._client.zlexcount(INDEX_KEY, low, high))
             for low, high in lex_ranges(start, end, space)
         )
 
@@ -208,7 +214,7 @@ class RedisIndex:
         for low, high in lex_ranges(start, end, space):
             cursor = low
             while True:
-                found = self._client.zrangebylex(_INDEX_KEY, cursor, high, start=0, num=batch)
+                found = self._client.zrangebylex(INDEX_KEY, cursor, high, start=0, num=batch)
                 if not found:
                     break
                 yield [entry[8:] for entry in found]
@@ -229,7 +235,7 @@ class RedisIndex:
             else:
                 records.append(Record(key, payload, int(pttl), _version(head)))
         if gone:
-            self._client.zrem(_INDEX_KEY, *gone)
+            self._client.zrem(INDEX_KEY, *gone)
         return records
 
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
@@ -245,7 +251,7 @@ class RedisIndex:
         for record in records:
             point = self._point_of(record.key)
             args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
-        keys = [_EPOCH_KEY, _INDEX_KEY, *(record.key for record in records)]
+        keys = [EPOCH_KEY, INDEX_KEY, *(record.key for record in records)]
         return int(self._run(self._scripts["restore"], keys, args))
 
     def delete(self, keys: Sequence[bytes]) -> int:
@@ -257,7 +263,7 @@ class RedisIndex:
             return 0
         args: list[object] = [self._epoch_of()]
         args += [member(self._point_of(key), key) for key in keys]
-        return int(self._run(self._scripts["delete"], [_EPOCH_KEY, _INDEX_KEY, *keys], args))
+        return int(self._run(self._scripts["delete"], [EPOCH_KEY, INDEX_KEY, *keys], args))
 
 
 class ScanIndex:
@@ -274,7 +280,7 @@ class ScanIndex:
 
     def _keys(self, start: int, end: int) -> list[bytes]:
         with self._store.lock:
-            keys = [key for key in self._store.data if not key.startswith(_RESERVED)]
+            keys = [key for key in self._store.data if not key.startswith(RESERVED_PREFIX)]
         points = {key: self._point_of(key) for key in keys}
         chosen = [key for key in keys if _in_arc(points[key], start, end)]
         return sorted(chosen, key=lambda key: (points[key], key))
@@ -303,9 +309,7 @@ class ScanIndex:
         return records
 
     def _check(self) -> None:
-        from ringkit.cluster.fencing import StaleViewError
-
-        found = self._store.data.get(_EPOCH_KEY)
+        found = self._store.data.get(EPOCH_KEY)
         current = int(found[0]) if found else 0
         if current > self._epoch_of():
             raise StaleViewError(f"memory://{self._store.name}", current, self._epoch_of())

@@ -16,10 +16,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ringkit.errors import ConfigError
-from ringkit.movement import Transfer
+
+if TYPE_CHECKING:
+    from ringkit.movement import Transfer
 
 __all__ = ["Progress", "RebalanceOptions", "RebalanceReport", "Tally", "Throttle"]
 

@@ -1,8 +1,8 @@
 """Online rebalancing: change membership on live servers without losing a key.
 
-Seed 004: "data still has to move … systems stream that data in the background and keep
-serving reads from the old owner until the copy is done". A :class:`Rebalancer` is the
-coordinator of one change:
+Data still has to move when membership changes: it is streamed in the background while reads
+keep being served from the old owner until the copy is done (the bootstrap of a Dynamo node,
+DeCandia et al. 2007, section 4.9). A :class:`Rebalancer` is the coordinator of one change:
 
 1. publish a transitional *moving* view (epoch + 1) on every server: from then on every server
    refuses calls routed by the old view, reads try the new owners and fall back to the old ones,
@@ -38,9 +38,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING
 
 from ringkit.cluster.backends import open_backend
-from ringkit.cluster.fencing import FencedBackend, StaleViewError, fence
+from ringkit.cluster.fencing import FencedBackend, fence
+from ringkit.cluster.keys import route_key
 from ringkit.cluster.progress import (
     Progress,
     RebalanceOptions,
@@ -48,12 +50,15 @@ from ringkit.cluster.progress import (
     Tally,
     Throttle,
 )
-from ringkit.cluster.servers import route_key
 from ringkit.cluster.urls import parse_url
-from ringkit.cluster.view import AuditLog, ClusterView, read_views
-from ringkit.errors import BackendError, ConfigError, UnsupportedError
-from ringkit.movement import Movement, Transfer, diff
+from ringkit.cluster.view import AuditLog, ClusterView
+from ringkit.cluster.viewstore import read_views
+from ringkit.errors import BackendError, ConfigError, StaleViewError, UnsupportedError
+from ringkit.movement import Movement, diff
 from ringkit.ring import HashRing
+
+if TYPE_CHECKING:
+    from ringkit.movement import Transfer
 
 __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 
@@ -188,9 +193,14 @@ class Rebalancer:
                 f"resume it or roll it back first"
             )
         moving = ClusterView(
-            current.epoch + 1, new, dict(servers), current.replicas,
-            previous=current.placement, state="moving", change=dict(change),
-        )  # fmt: skip
+            current.epoch + 1,
+            new,
+            dict(servers),
+            current.replicas,
+            previous=current.placement,
+            state="moving",
+            change=dict(change),
+        )
         return self._run(moving)
 
     def resume(self) -> RebalanceReport:
@@ -215,10 +225,14 @@ class Rebalancer:
                 f"no rebalance to roll back: the view at epoch {current.epoch} is {current.state}"
             )
         back = ClusterView(
-            current.epoch + 1, current.previous, dict(current.servers), current.replicas,
-            previous=current.placement, state="rolling_back",
+            current.epoch + 1,
+            current.previous,
+            dict(current.servers),
+            current.replicas,
+            previous=current.placement,
+            state="rolling_back",
             change={"rollback": str(current.epoch)},
-        )  # fmt: skip
+        )
         return self._run(back, outcome="rolled_back")
 
     def _run(
@@ -240,19 +254,25 @@ class Rebalancer:
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
         tally, skipped = self._stream(view, plan.transfers, new.space)
-        final = ClusterView(
-            view.epoch + 1, new, {node.name: view.servers[node.name] for node in new.nodes},
-            view.replicas, change=dict(view.change),
-        )  # fmt: skip
+        servers = {node.name: view.servers[node.name] for node in new.nodes}
+        final = ClusterView(view.epoch + 1, new, servers, view.replicas, change=dict(view.change))
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)
         for name in sorted(view.servers):
             if name not in self._down:
                 self.backend(name).write_checkpoint(None)
         report = RebalanceReport(
-            outcome, final.epoch, len(plan.transfers), skipped, tally.planned, tally.streamed,
-            tally.copied, tally.bytes, deleted, time.perf_counter() - started,
-        )  # fmt: skip
+            outcome,
+            final.epoch,
+            len(plan.transfers),
+            skipped,
+            tally.planned,
+            tally.streamed,
+            tally.copied,
+            tally.bytes,
+            deleted,
+            time.perf_counter() - started,
+        )
         self.audit.record("done", {"epoch": final.epoch, "outcome": outcome})
         return report
 
@@ -319,13 +339,11 @@ class Rebalancer:
         title = f"epoch {view.epoch}: {len(todo)} transfers"
         progress = Progress(tally.planned, show=self.options.progress, title=title)
         with progress, ThreadPoolExecutor(max_workers=workers) as pool:
+            shared = (tally, progress, throttle, limits)
             futures: dict[Future[None], Transfer] = {
-                pool.submit(
-                    self._transfer, t, sources[_transfer_id(t)], space,
-                    (tally, progress, throttle, limits),
-                ): t
+                pool.submit(self._transfer, t, sources[_transfer_id(t)], space, shared): t
                 for t in todo
-            }  # fmt: skip
+            }
             saved_at = time.monotonic()
             try:
                 for future in as_completed(futures):

@@ -1,13 +1,19 @@
-"""Routing: which servers a key is written to and read from, from one swappable placement.
+"""Routing: which servers a key is written to and read from, under one cluster view.
 
 A :class:`Router` answers, for a key, its *replicas* (the first `replicas` nodes of its
-preference list, routed by its ``{tag}`` if it has one), its *read order* (the replicas; for a
-hot key, its spread copies first, rotating) and its *write targets* (the replicas plus, for a
-hot key, its spread copies). The placement is one attribute, read once per call: publishing a
-new placement is one assignment, which is what live rebalancing builds on.
+preference list, routed by its ``{tag}`` if it has one), its *read order* and its *write
+targets*. A stable view routes by its placement: reads try the replicas (a hot key's spread
+copies first, rotating), writes go to the replicas plus a hot key's spread copies. While data
+moves the view holds two placements: reads try the new owners, then the old ones (while rolling
+back: the abandoned owners first, who took every write), and writes go to both sides, the copy's
+source side first, so that a delete or a counter update also reaches the copy that a fallback
+read may find. A router is a value built once per view; a client swaps its one reference to
+route by a newer view.
 
 >>> from ringkit import HashRing
->>> router = Router(HashRing(["a", "b", "c"]), replicas=2)
+>>> from ringkit.cluster.view import ClusterView
+>>> view = ClusterView(0, HashRing(["a", "b", "c"]), {n: f"memory://{n}" for n in "abc"}, 2)
+>>> router = Router(view)
 >>> router.replica_names(b"cart:{7}") == router.replica_names(b"profile:{7}")
 True
 """
@@ -15,37 +21,53 @@ True
 from __future__ import annotations
 
 from ringkit.cluster.hotkeys import HotKeys
-from ringkit.cluster.servers import route_key
+from ringkit.cluster.keys import route_key
+from ringkit.cluster.view import ClusterView
 from ringkit.placement import Placement
 
 __all__ = ["Router"]
 
 
 class Router:
-    """Replicas, read order and write targets of keys, under one placement reference."""
+    """Replicas, read order and write targets of keys, under one view (immutable)."""
 
-    def __init__(
-        self, placement: Placement, *, replicas: int, hot_keys: HotKeys | None = None
-    ) -> None:
-        self.placement = placement
-        self.replicas = replicas
+    __slots__ = ("hot_keys", "placement", "replicas", "view")
+
+    def __init__(self, view: ClusterView, *, hot_keys: HotKeys | None = None) -> None:
+        self.view = view
+        self.placement = view.placement
+        self.replicas = view.replicas
         self.hot_keys = hot_keys
 
-    def replica_names(self, key: bytes) -> list[str]:
-        """Return the nodes holding `key`: the first `replicas` of its preference list."""
-        placement, route = self.placement, route_key(key)
+    def _names(self, key: bytes, placement: Placement) -> list[str]:
+        route = route_key(key)
         if self.replicas == 1:
             return [placement.node_for(route)]
         return placement.nodes_for(route, self.replicas)
 
+    def _both(self, key: bytes, placements: tuple[Placement, ...]) -> list[str]:
+        found: dict[str, None] = {}
+        for placement in placements:
+            found.update(dict.fromkeys(self._names(key, placement)))
+        return list(found)
+
+    def replica_names(self, key: bytes) -> list[str]:
+        """Return the nodes holding `key`: the first `replicas` of its preference list."""
+        return self._names(key, self.placement)
+
     def _copies(self, key: bytes, spread: int) -> list[str]:
         return self.placement.nodes_for(route_key(key), spread)
 
+    def _spread(self, key: bytes) -> int:
+        return self.hot_keys.spread_for(key) if self.hot_keys is not None else 0
+
     def read_order(self, key: bytes) -> list[str]:
         """Return the servers a read of `key` tries, in order (hot keys rotate their copies)."""
+        if self.view.transitional:
+            return self._both(key, self.view.read_placements)
         replicas = self.replica_names(key)
         hot = self.hot_keys
-        spread = hot.spread_for(key) if hot is not None else 0
+        spread = self._spread(key)
         if hot is None or spread <= 1:
             return replicas
         copies = self._copies(key, spread)
@@ -54,11 +76,16 @@ class Router:
 
     def write_names(self, key: bytes) -> list[str]:
         """Return the servers a write of `key` goes to: replicas, then any spread copies."""
-        replicas = self.replica_names(key)
-        spread = self.hot_keys.spread_for(key) if self.hot_keys is not None else 0
+        view = self.view
+        if view.previous is not None:
+            names = self._both(key, (view.previous, view.placement))
+        else:
+            names = self.replica_names(key)
+        spread = self._spread(key)
         if spread <= self.replicas:
-            return replicas
-        return replicas + [name for name in self._copies(key, spread) if name not in replicas]
+            return names
+        # A hot key's spread copies (under the new placement) must not fall behind either.
+        return names + [name for name in self._copies(key, spread) if name not in names]
 
     def extra_copies(self, key: bytes) -> list[str]:
         """Return the servers that hold a spread copy of `key` beyond its replicas."""

@@ -1,87 +1,58 @@
-"""The servers behind a client: checked against the placement, called with bookkeeping.
+"""The servers behind a client: checked against the placement, counted, probed, re-admitted.
 
 :func:`check_server_map` checks ``{node name: URL}`` once, at the boundary: every node of the
 placement must have a URL, every URL must name a node and parse, so that a bad map fails
-before anything is written. :meth:`Server.call` runs
-one backend call, times it, counts it, tells the hooks, and marks the server down when the call
-fails; :meth:`Server.usable` skips a down server and re-admits it after a successful probe.
+before anything is written. A :class:`Server` is one backend with its health, counters and
+hooks; it does no I/O itself: the drivers (:mod:`ringkit.cluster.steps`) time each call and
+report it with :meth:`Server.answered` or :meth:`Server.failed` (which marks the server down).
 
-This module also holds the key rules every backend shares (:func:`key_bytes`, :func:`route_key`).
-
->>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
-(b'42', b'plain', b'empty:{}')
+:class:`ServerSet` holds a client's servers and makes the decisions about them, once for the
+sync and the async client: whether a server is usable (a down server is skipped until its dead
+timeout passes, then probed), what a probe does (a ping, then the keys hinted while it was down
+are deleted there, then re-admission: hinted handoff as invalidation, after DeCandia et al.
+2007, Dynamo, section 4.6), and how a write that a server missed is remembered (:meth:`attempt`).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import partial
-from typing import TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from ringkit.cluster.backends import Backend
 from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
+from ringkit.cluster.keys import MAX_KEY_BYTES, key_bytes, route_key
+from ringkit.cluster.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.urls import ServerURL, parse_url
-from ringkit.errors import BackendError, ConfigError, UnknownNodeError, format_names
+from ringkit.errors import ConfigError, UnknownNodeError, format_names
 from ringkit.placement import Placement
 
-__all__ = ["MAX_KEY_BYTES", "Server", "check_server_map", "key_bytes", "route_key"]
-
-T = TypeVar("T")
-# memcached's limit; applied to every backend so that switching backends never breaks a key.
-MAX_KEY_BYTES = 250
-_FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
-
-
-def key_bytes(key: object) -> bytes:
-    """Return `key` as bytes after checking the rules every backend accepts.
-
-    A key is a non-empty str or bytes of at most 250 bytes (UTF-8) with no whitespace or
-    control characters (memcached's text protocol cannot carry them).
-
-    >>> key_bytes("booking:42")
-    b'booking:42'
-
-    :raises TypeError: when `key` is not str or bytes
-    :raises ConfigError: when `key` is empty, too long or has a space or control character
-    """
-    if isinstance(key, str):
-        data = key.encode()
-    elif isinstance(key, bytes):
-        data = key
-    else:
-        raise TypeError(f"key must be str or bytes, got {type(key).__name__}")
-    if not 0 < len(data) <= MAX_KEY_BYTES:
-        raise ConfigError(
-            f"key must be 1..{MAX_KEY_BYTES} bytes, got {len(data)} bytes: {key!r:.60}"
-        )
-    if _FORBIDDEN.search(data):
-        raise ConfigError(f"key must have no whitespace or control characters, got {key!r}")
-    return data
+__all__ = [
+    "MAX_KEY_BYTES",
+    "Fenced",
+    "Server",
+    "ServerSet",
+    "check_server_map",
+    "key_bytes",
+    "route_key",
+]
 
 
-def route_key(key: bytes) -> bytes:
-    """Return what routes `key`: the text of its first non-empty ``{tag}``, or the whole key.
+class Fenced(Protocol):
+    """What a client's server holds, sync or async: a backend with a URL and the index switch."""
 
-    Keys sharing a tag live on the same nodes (Redis Cluster's hash tags, twemproxy hash_tag).
-    """
-    start = key.find(b"{")
-    if start >= 0:
-        end = key.find(b"}", start + 1)
-        if end > start + 1:
-            return key[start + 1 : end]
-    return key
+    url: ServerURL
+    index_keys: bool
 
 
-class Server:
-    """One backend server of a client, with its health, counters and hooks."""
+B = TypeVar("B", bound=Fenced)
+
+
+class Server(Generic[B]):
+    """One backend server of a client, with its health, counters and hooks (no I/O here)."""
 
     __slots__ = ("backend", "health", "hooks", "name", "stats")
 
-    def __init__(
-        self, name: str, backend: Backend, health: ServerHealth, hooks: Sequence[Hook]
-    ) -> None:
+    def __init__(self, name: str, backend: B, health: ServerHealth, hooks: Sequence[Hook]) -> None:
         self.name = name
         self.backend = backend
         self.health = health
@@ -93,90 +64,96 @@ class Server:
         """The server's URL (print it with ``redacted()``)."""
         return self.backend.url
 
-    def call(
-        self,
-        op: str,
-        action: Callable[[Backend], T],
-        *,
-        hits: Callable[[T], tuple[int, int]] | None = None,
-    ) -> T:
-        """Run `action` on the backend; count it; mark the server down if it fails.
-
-        `hits` maps the result to (hits, misses) for read calls.
-
-        :raises BackendError: when the server fails (it is then marked down)
-        """
-        start = time.perf_counter()
-        try:
-            result = action(self.backend)
-        except BackendError as error:
-            elapsed = time.perf_counter() - start
-            self.health.mark_down(now=time.monotonic())
-            self.stats.record(elapsed, error=True)
-            self._tell(OpEvent(self.name, op, "error", elapsed, str(error)))
-            raise
-        elapsed = time.perf_counter() - start
-        hit, miss = hits(result) if hits is not None else (0, 0)
-        self.stats.record(elapsed, hits=hit, misses=miss)
+    def answered(self, op: str, elapsed_s: float, hits: tuple[int, int] | None) -> None:
+        """Count a call that answered; `hits` is (hits, misses) for reads."""
+        hit, miss = hits if hits is not None else (0, 0)
+        self.stats.record(elapsed_s, hits=hit, misses=miss)
         if self.hooks:
             outcome = "ok" if hits is None else ("hit" if hit else "miss")
-            self._tell(OpEvent(self.name, op, outcome, elapsed))
-        return result
+            self._tell(OpEvent(self.name, op, outcome, elapsed_s))
 
-    def get_one(self, key: bytes) -> bytes | None:
-        """Return the stored bytes of `key` or None: ``call`` for one read, without closures.
-
-        :raises BackendError: when the server fails (it is then marked down)
-        """
-        start = time.perf_counter()
-        try:
-            stored = self.backend.get_many((key,)).get(key)
-        except BackendError as error:
-            elapsed = time.perf_counter() - start
-            self.health.mark_down(now=time.monotonic())
-            self.stats.record(elapsed, error=True)
-            self._tell(OpEvent(self.name, "get", "error", elapsed, str(error)))
-            raise
-        elapsed = time.perf_counter() - start
-        hit = stored is not None
-        self.stats.record(elapsed, hits=hit, misses=not hit)
-        if self.hooks:
-            self._tell(OpEvent(self.name, "get", "hit" if hit else "miss", elapsed))
-        return stored
+    def failed(self, op: str, elapsed_s: float, error: Exception) -> None:
+        """Count a failed call and mark the server down."""
+        self.health.mark_down(now=time.monotonic())
+        self.stats.record(elapsed_s, error=True)
+        self._tell(OpEvent(self.name, op, "error", elapsed_s, str(error)))
 
     def _tell(self, event: OpEvent) -> None:
         for hook in self.hooks:
             hook(event)
 
-    def usable(self) -> bool:
-        """Return True if the server is up, probing it first when its dead timeout has passed.
 
-        A successful probe deletes the keys hinted while the server was down, then re-admits it.
-        """
-        health = self.health
+class ServerSet(Generic[B]):
+    """A client's servers by name, and the decisions about them: usable, probe, hint.
+
+    Looking up: ``server(name)``, ``names``, ``items()``. Deciding: ``usable``, ``attempt``.
+    Growing: ``join`` (servers that a newer view brings, opened by the client's `opener`).
+    """
+
+    def __init__(self, opener: Callable[[str, ServerURL], Server[B]]) -> None:
+        self._open = opener
+        self._servers: dict[str, Server[B]] = {}
+
+    def server(self, name: str) -> Server[B]:
+        """Return the server named `name`."""
+        return self._servers[name]
+
+    @property
+    def names(self) -> list[str]:
+        """The server names."""
+        return list(self._servers)
+
+    def items(self) -> list[tuple[str, Server[B]]]:
+        """Return (name, server) pairs (a copy: the set may grow meanwhile)."""
+        return list(self._servers.items())
+
+    def join(self, urls: Mapping[str, str]) -> None:
+        """Open the servers of `urls` that are not here yet."""
+        joining = {
+            name: self._open(name, parse_url(url))
+            for name, url in urls.items()
+            if name not in self._servers
+        }
+        if joining:
+            # A new dict, not an update: other threads may be iterating the old one.
+            self._servers = {**self._servers, **joining}
+
+    def usable(self, name: str, epoch: int) -> Steps[bool]:
+        """Return True if `name` is up, probing (and re-admitting) it when it is due."""
+        server = self._servers[name]
+        health = server.health
         if health.up:
             return True
-        now = time.monotonic()
-        if not health.claim_probe(now=now):
-            self.stats.bump("skipped")
+        if not health.claim_probe(now=time.monotonic()):
+            server.stats.bump("skipped")
             return False
-        try:
-            self.call("ping", lambda backend: backend.ping())
-            hints = health.take_hints()
-            if hints:
-                self.call("invalidate", partial(_delete_all, keys=hints))
-        except BackendError:
+        outcomes = yield (Call(name, "ping", (), epoch),)
+        hints = [] if failed_any(outcomes) else health.take_hints()
+        if hints:
+            outcomes = yield tuple(
+                Call(name, "delete", (key,), epoch, "invalidate") for key in hints
+            )
+        if failed_any(outcomes):
             health.probe_failed(now=time.monotonic())
-            self.stats.bump("skipped")
+            server.stats.bump("skipped")
             return False
         health.readmit()
-        self.stats.bump("readmissions")
+        server.stats.bump("readmissions")
         return True
 
+    def attempt(self, name: str, call: Call, keys: Sequence[bytes]) -> Steps[tuple[bool, object]]:
+        """Run write `call` on `name`; on failure or when it is down, hint `keys` there.
 
-def _delete_all(backend: Backend, *, keys: list[bytes]) -> None:
-    for key in keys:
-        backend.delete(key)
+        Return (True, answer) when the server answered, else (False, None).
+        """
+        server = self._servers[name]
+        if server.health.up or (yield from self.usable(name, call.epoch)):
+            [answer] = yield (call,)
+            if not isinstance(answer, Failed):
+                return True, answer
+        for data in keys:
+            server.health.hint(data)
+        return False, None
 
 
 def check_server_map(placement: Placement, servers: Mapping[str, str]) -> dict[str, ServerURL]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ringkit.errors import ConfigError
 
-__all__ = ["SCHEMES", "ServerURL", "parse_url", "redact"]
+__all__ = ["SCHEMES", "ServerURL", "parse_url", "redact", "url_text"]
 
 SCHEMES = ("memcached", "memory", "redis", "rediss")
 
@@ -118,3 +118,17 @@ def parse_url(text: str) -> ServerURL:
         username=match["user"] or None,
         password=match["password"],
     )
+
+
+def url_text(url: ServerURL) -> str:
+    """Return `url` as text again, password included (a view must let clients connect).
+
+    >>> url_text(parse_url("redis://:pw@127.0.0.1:6379/2"))
+    'redis://:pw@127.0.0.1:6379/2'
+    """
+    if url.scheme == "memory":
+        return f"memory://{url.name}"
+    auth = f"{url.username or ''}:{url.password}@" if url.password is not None else ""
+    host = f"[{url.host}]" if ":" in url.host else url.host
+    path = "" if url.scheme == "memcached" else f"/{url.db}"
+    return f"{url.scheme}://{auth}{host}:{url.port}{path}"

@@ -1,12 +1,12 @@
 """The cluster view: the placement, its servers and an epoch that every client agrees on.
 
-Seed 004: "everyone must agree on the ring. If two app servers have different views of
-membership, they send the same key to different places." A :class:`ClusterView` is the
-placement (a :class:`~ringkit.ring.HashRing`), the server URL of each node, the replica count
-and a monotonically increasing *epoch*. The coordinator of a change writes each new view on
-every server under the reserved key ``ringkit:view`` (so no extra service is needed); a client
-that meets a newer epoch reads it from there. Static setups can keep the view in a file or an
-environment variable (:func:`load_view`).
+Every client must agree on the ring: two clients with different views of membership send the same
+key to different places (Karger et al. 1997 call these *views*). A :class:`ClusterView` is the
+placement (a :class:`~ringkit.ring.HashRing`), the server URL of each node, the replica count and a
+monotonically increasing *epoch*. The coordinator of a change writes each new view on every server
+under the reserved key ``ringkit:view`` (so no extra service is needed); a client that meets a
+newer epoch reads it from there (:mod:`ringkit.cluster.viewstore`). Static setups can keep the view
+in a file or an environment variable (:func:`load_view`).
 
 A change goes through three views: the *stable* one, a transitional *moving* one (``previous``
 is the old placement: reads try the new owners, then the old; writes go to the new owners),
@@ -31,11 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from ringkit.cluster.urls import parse_url, redact
-from ringkit.errors import BackendError, ConfigError, UnsupportedError
+from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
-__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view", "read_views"]
+__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view"]
 
 STATES = ("stable", "moving", "rolling_back")
 VIEW_ENV = "RINGKIT_VIEW"
@@ -200,32 +200,3 @@ class AuditLog:
             with self.path.open("a", encoding="utf-8") as handle:
                 handle.write(line + "\n")
         return line.encode()
-
-
-def read_views(backends: Mapping[str, object], at_least: int = 0) -> ClusterView | None:
-    """Return the newest view stored on the servers (None if none holds one).
-
-    Servers that fail are skipped; `at_least` stops the search once a view that new is found.
-
-    :raises BackendError: when no server answered
-    """
-    best: ClusterView | None = None
-    answered = 0
-    for _name, backend in sorted(backends.items()):
-        read_view = getattr(backend, "read_view", None)
-        if read_view is None:
-            continue
-        try:
-            data = read_view()
-        except BackendError:
-            continue
-        answered += 1
-        if data:
-            view = ClusterView.from_json(data)
-            if best is None or view.epoch > best.epoch:
-                best = view
-        if best is not None and at_least and best.epoch >= at_least:
-            break
-    if not answered and backends:
-        raise BackendError(f"no server answered for the cluster view (asked {len(backends)})")
-    return best

@@ -1,0 +1,201 @@
+"""The reader: how a client finds keys on their servers, with fallback and read repair.
+
+``read="first"`` asks each key's first usable server, then sends the misses and the failures to
+the next server of the key's read order, round after round, grouping keys per server so that
+each round costs one round trip per server (the async client sends a round's batches at once).
+``read="all"`` asks every usable replica of every key in one round and keeps the highest
+version (last writer wins, by the writer's clock). Both repair: a replica that missed (or held
+an older version) is given the value found, with the TTL it has left, when `read_repair` is on
+and the view is stable (while data moves a repair is a plain write and could overwrite a newer
+copy). Raw counters (ints) carry no TTL and are not repaired.
+
+A :class:`Reader` is a component over the client's servers and codec; each read takes the
+:class:`~ringkit.cluster.routing.Router` of the view the call is bound to, and is a sans-I/O
+generator (:mod:`ringkit.cluster.steps`) that the sync and the async client both drive.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ringkit.cluster.routing import Router
+from ringkit.cluster.serializers import Codec, Decoded
+from ringkit.cluster.servers import ServerSet
+from ringkit.cluster.steps import Call, Failed, Steps
+from ringkit.cluster.view import ClusterView
+from ringkit.errors import BackendError
+
+__all__ = ["Reader"]
+
+
+def _unreachable(keys: list[bytes]) -> BackendError:
+    return BackendError(
+        f"no replica of {len(keys)} keys could be reached, first: {keys[0]!r}; "
+        f"every server holding them is down"
+    )
+
+
+class Reader:
+    """Reads of keys from a :class:`ServerSet`, decoded by a :class:`Codec`.
+
+    Reading: ``get`` (one key), ``get_many``. Deciding: ``repairs`` (whether a read repairs
+    under a view).
+    """
+
+    def __init__(
+        self, servers: ServerSet[Any], codec: Codec, *, read_all: bool, read_repair: bool
+    ) -> None:
+        self.servers = servers
+        self.codec = codec
+        self.read_all = read_all
+        self.read_repair = read_repair
+
+    def repairs(self, view: ClusterView) -> bool:
+        """Return True if reads under `view` repair stale copies (never while data moves)."""
+        return self.read_repair and not view.transitional
+
+    def _usable(self, name: str, epoch: int) -> Steps[bool]:
+        server = self.servers.server(name)
+        return server.health.up or (yield from self.servers.usable(name, epoch))
+
+    def get(self, router: Router, key: bytes) -> Steps[Decoded | None]:
+        """Return one key read from its first replica that hits, or None.
+
+        :raises BackendError: when no replica of the key answered at all
+        """
+        if self.read_all:
+            return (yield from self.get_many(router, [key])).get(key)
+        epoch = router.view.epoch
+        missed: list[str] = []
+        answered = False
+        for name in router.read_order(key):
+            if not (yield from self._usable(name, epoch)):
+                continue
+            [found] = yield (Call(name, "get_many", ((key,),), epoch, "get"),)
+            if isinstance(found, Failed):
+                self.servers.server(name).stats.bump("failovers")
+                continue
+            answered = True
+            stored = found.get(key)
+            if stored is None:
+                missed.append(name)
+                continue
+            decoded = self.codec.decode(stored)
+            if missed and self.repairs(router.view):
+                yield from self._repair(router, key, stored, decoded, missed)
+            return decoded
+        if not answered:
+            raise _unreachable([key])
+        return None
+
+    def get_many(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+        """Return the keys found (``read="first"`` or ``"all"``).
+
+        :raises BackendError: when no server of some key answered at all
+        """
+        if self.read_all:
+            return (yield from self._read_all(router, keys))
+        return (yield from self._read_first(router, keys))
+
+    def _fetch(self, router: Router, groups: dict[str, list[bytes]]) -> Steps[list[Any]]:
+        """Read each group from its server in one round; a failed server gives None."""
+        epoch = router.view.epoch
+        names = list(groups)
+        outcomes = yield tuple(Call(name, "get_many", (groups[name],), epoch) for name in names)
+        for name, outcome in zip(names, outcomes, strict=True):
+            if isinstance(outcome, Failed):
+                self.servers.server(name).stats.bump("failovers")
+        return [None if isinstance(outcome, Failed) else outcome for outcome in outcomes]
+
+    def _read_first(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+        epoch = router.view.epoch
+        orders = {key: router.read_order(key) for key in keys}
+        position = dict.fromkeys(keys, 0)
+        missed: dict[bytes, list[str]] = {}
+        answered: set[bytes] = set()
+        found: dict[bytes, tuple[bytes, Decoded]] = {}
+        pending = list(keys)
+        while pending:
+            groups: dict[str, list[bytes]] = {}
+            for key in pending:
+                order = orders[key]
+                while position[key] < len(order):
+                    name = order[position[key]]
+                    position[key] += 1
+                    if (yield from self._usable(name, epoch)):
+                        groups.setdefault(name, []).append(key)
+                        break
+            pending = []
+            results = yield from self._fetch(router, groups)
+            for (name, group), values in zip(groups.items(), results, strict=True):
+                if values is None:
+                    pending.extend(group)
+                    continue
+                answered.update(group)
+                for key in group:
+                    if key in values:
+                        found[key] = (values[key], self.codec.decode(values[key]))
+                    else:
+                        missed.setdefault(key, []).append(name)
+                        pending.append(key)
+        unreachable = [key for key in keys if key not in answered]
+        if unreachable:
+            raise _unreachable(unreachable)
+        if self.repairs(router.view):
+            for key, names in missed.items():
+                if key in found:
+                    yield from self._repair(router, key, *found[key], names)
+        return {key: decoded for key, (_, decoded) in found.items()}
+
+    def _read_all(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+        epoch = router.view.epoch
+        groups: dict[str, list[bytes]] = {}
+        for key in keys:
+            for name in dict.fromkeys(router.read_order(key)):
+                if (yield from self._usable(name, epoch)):
+                    groups.setdefault(name, []).append(key)
+        answers: dict[bytes, dict[str, bytes | None]] = {}
+        results = yield from self._fetch(router, groups)
+        for (name, group), values in zip(groups.items(), results, strict=True):
+            if values is not None:
+                for key in group:
+                    answers.setdefault(key, {})[name] = values.get(key)
+        unreachable = [key for key in keys if key not in answers]
+        if unreachable:
+            raise _unreachable(unreachable)
+        found: dict[bytes, Decoded] = {}
+        for key, by_server in answers.items():
+            copies = {
+                name: (stored, self.codec.decode(stored))
+                for name, stored in by_server.items()
+                if stored is not None
+            }
+            if not copies:
+                continue
+            stored, best = max(copies.values(), key=lambda copy: copy[1].version)
+            found[key] = best
+            stale = [
+                name
+                for name in by_server
+                if name not in copies or copies[name][1].version < best.version
+            ]
+            if stale and self.repairs(router.view):
+                yield from self._repair(router, key, stored, best, stale)
+        return found
+
+    def _repair(
+        self, router: Router, key: bytes, stored: bytes, decoded: Decoded, names: list[str]
+    ) -> Steps[None]:
+        """Copy `stored` to the servers `names` with the TTL it has left (best effort)."""
+        if decoded.version == 0:
+            return  # a raw counter or a foreign value: its TTL is unknown, so leave it be
+        ttl_s = None
+        if decoded.expires_at_ms:
+            ttl_s = decoded.expires_at_ms / 1000 - time.time()
+            if ttl_s <= 0:
+                return
+        epoch = router.view.epoch
+        for name in names:
+            call = Call(name, "set_many", ({key: stored}, ttl_s), epoch, "repair")
+            yield from self.servers.attempt(name, call, [key])

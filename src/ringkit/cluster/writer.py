@@ -1,0 +1,163 @@
+"""The writer: how a client stores keys on their replicas, with a write quorum and hints.
+
+Every value is validated and encoded before anything is written (size, TTL, serializer), with
+a version from the writer's clock so that ``read="all"`` can reconcile copies. A write goes to
+every target of its key (:meth:`~ringkit.cluster.routing.Router.write_names`: the replicas,
+hot-key spread copies, and both sides while data moves), grouped per server: one round trip per
+server, sent at once by the async client. A server that is down or fails gets a *hint* for the
+key instead (:meth:`~ringkit.cluster.servers.ServerSet.attempt`), and the write is acknowledged
+only when at least `write_quorum` of the key's replicas took it, else :class:`QuorumError`.
+
+A :class:`Writer` is a component over the client's servers and codec; like the reader its
+calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Mapping, Set
+from typing import Any
+
+from ringkit.cluster.keys import key_bytes
+from ringkit.cluster.routing import Router
+from ringkit.cluster.serializers import Codec, VersionClock
+from ringkit.cluster.servers import ServerSet
+from ringkit.cluster.steps import Call, Failed, Steps
+from ringkit.errors import ConfigError, QuorumError
+
+__all__ = ["Writer", "check_ttl"]
+
+
+def check_ttl(ttl_s: float | None) -> float | None:
+    """Return `ttl_s` if it is None or a finite number > 0.
+
+    >>> check_ttl(60), check_ttl(None)
+    (60, None)
+    >>> check_ttl(0)
+    Traceback (most recent call last):
+    ...
+    ringkit.errors.ConfigError: ttl_s must be a number > 0 or None, got 0
+
+    :raises ConfigError: otherwise, naming the value
+    """
+    if ttl_s is not None and not (
+        isinstance(ttl_s, (int, float))
+        and not isinstance(ttl_s, bool)
+        and math.isfinite(ttl_s)
+        and ttl_s > 0
+    ):
+        raise ConfigError(f"ttl_s must be a number > 0 or None, got {ttl_s!r}")
+    return ttl_s
+
+
+class Writer:
+    """Writes of keys to a :class:`ServerSet`, encoded by a :class:`Codec`.
+
+    Encoding: ``encode_many``. Writing: ``set_many``, ``each`` (one key, every target, the
+    replicas' answers). Deciding: ``check_quorum``.
+    """
+
+    def __init__(
+        self, servers: ServerSet[Any], codec: Codec, *, write_quorum: int, max_value_bytes: int
+    ) -> None:
+        self.servers = servers
+        self.codec = codec
+        self.write_quorum = write_quorum
+        self.max_value_bytes = max_value_bytes
+        self._clock = VersionClock()
+
+    def _encode(self, key: bytes, value: object, ttl_s: float | None) -> bytes:
+        expires = int((time.time() + ttl_s) * 1000) if ttl_s else 0
+        data = self.codec.encode(value, version=self._clock.next(), expires_at_ms=expires)
+        if len(data) > self.max_value_bytes:
+            raise ConfigError(
+                f"value of key {key!r:.60} is {len(data)} bytes stored, more than "
+                f"max_value_bytes={self.max_value_bytes}"
+            )
+        return data
+
+    def encode_many(self, items: Mapping[Any, object], ttl_s: float | None) -> dict[bytes, bytes]:
+        """Validate and encode every item before anything is written.
+
+        :raises ConfigError: when a value is too large or `ttl_s` is not > 0
+        :raises TypeError: when the serializer cannot encode a value
+        """
+        check_ttl(ttl_s)
+        return {
+            (data := key_bytes(key)): self._encode(data, value, ttl_s)
+            for key, value in items.items()
+        }
+
+    def check_quorum(
+        self, replicas: Mapping[bytes, list[str]], acked: Set[tuple[str, bytes]]
+    ) -> None:
+        """Raise QuorumError naming the keys fewer than `write_quorum` replicas took."""
+        quorum = self.write_quorum
+        failed = [
+            data
+            for data, names in replicas.items()
+            if sum((name, data) in acked for name in names) < min(quorum, len(names))
+        ]
+        if failed:
+            raise QuorumError(
+                f"{len(failed)} keys were acknowledged by fewer than write_quorum="
+                f"{quorum} replicas, first: {failed[0]!r}",
+                failed,
+            )
+
+    def set_many(
+        self, router: Router, encoded: Mapping[bytes, bytes], ttl_s: float | None
+    ) -> Steps[None]:
+        """Store every encoded item on its targets; one round trip per server.
+
+        :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
+        """
+        epoch = router.view.epoch
+        groups: dict[str, dict[bytes, bytes]] = {}
+        replicas: dict[bytes, list[str]] = {}
+        for data, stored in encoded.items():
+            replicas[data] = router.replica_names(data)
+            for name in router.write_names(data):
+                groups.setdefault(name, {})[data] = stored
+        usable: list[str] = []
+        for name, group in groups.items():
+            server = self.servers.server(name)
+            if server.health.up or (yield from self.servers.usable(name, epoch)):
+                usable.append(name)
+            else:
+                for data in group:
+                    server.health.hint(data)
+        outcomes = yield tuple(
+            Call(name, "set_many", (groups[name], ttl_s), epoch) for name in usable
+        )
+        acked: set[tuple[str, bytes]] = set()
+        for name, outcome in zip(usable, outcomes, strict=True):
+            if isinstance(outcome, Failed):
+                for data in groups[name]:
+                    self.servers.server(name).health.hint(data)
+            else:
+                acked |= {(name, data) for data in groups[name]}
+        self.check_quorum(replicas, acked)
+
+    def each(
+        self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
+    ) -> Steps[list[Any]]:
+        """Run a single-key write on every target of `data`; return the replicas' answers.
+
+        :raises QuorumError: when fewer than `write_quorum` replicas answered
+        """
+        epoch = router.view.epoch
+        replicas = router.replica_names(data)
+        answers: list[Any] = []
+        acked: set[tuple[str, bytes]] = set()
+        for name in router.write_names(data):
+            ok, answer = yield from self.servers.attempt(
+                name, Call(name, method, args, epoch), [data]
+            )
+            if ok:
+                acked.add((name, data))
+                if name in replicas:
+                    answers.append(answer)
+        self.check_quorum({data: replicas}, acked)
+        return answers
