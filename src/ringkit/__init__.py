@@ -37,8 +37,8 @@ from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_s
 from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 from ringkit.strategies.bounded import BoundedLoad
-from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
+from ringkit.strategies.fixed.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.jump import JumpHash, jump_hash
 from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo

@@ -368,14 +368,28 @@ def diff(
     copies = int(np.count_nonzero(units.new_rows >= 0))
     capacity = units.new_rows.shape[1] * units.space if units.basis == "points" else copies
     movement = Movement(
-        units.basis, replicas, units.space, before, after, moved, moved / capacity,
-        optimum_fraction(old, new), modulo_fraction(before, after, replicas), None, None, None,
-        _names=names, _ends=units.ends, _changes=found, _locate=units.locate,
-        _placements=(old, new), _keys=key_list,
-    )  # fmt: skip
+        units.basis,
+        replicas,
+        units.space,
+        before,
+        after,
+        moved,
+        moved / capacity,
+        optimum_fraction(old, new),
+        modulo_fraction(before, after, replicas),
+        None,
+        None,
+        None,
+        _names=names,
+        _ends=units.ends,
+        _changes=found,
+        _locate=units.locate,
+        _placements=(old, new),
+        _keys=key_list,
+    )
     if key_list is None:
         return movement
-    hasher = getattr(new, "hasher", None) or DEFAULT_HASH
+    hasher = new.hasher or DEFAULT_HASH
     return replace(
         movement,
         keys_total=len(key_list),
@@ -385,7 +399,11 @@ def diff(
 
 
 def _units(
-    old: Any, new: Any, replicas: int, keys: Sequence[Key] | None, names: tuple[str, ...]
+    old: Placement,
+    new: Placement,
+    replicas: int,
+    keys: Sequence[Key] | None,
+    names: tuple[str, ...],
 ) -> Units:
     for side, placement in (("old", old), ("new", new)):
         if len(placement) == 0:
@@ -395,6 +413,6 @@ def _units(
     if units is None:
         raise ConfigError(
             f"diff of {type(old).__name__} and {type(new).__name__} needs keys=: they share no "
-            "exact structure (same-space rings, partition or maglev tables); pass a key sample"
+            "exact segmentation (same-space rings, partition or slot tables); pass a key sample"
         )
     return units

@@ -32,8 +32,7 @@ from ringkit.placement import Placement, unknown_node
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
 from ringkit.stats import METRICS, Balance, balance
-from ringkit.strategies.modulo import Modulo
-from ringkit.strategies.registry import StrategyOptions, build_placement
+from ringkit.strategies.registry import StrategyOptions, build_placement, options_for
 
 __all__ = [
     "EVENT_TYPES",
@@ -170,25 +169,29 @@ def _universe(scenario: Scenario) -> dict[str, int]:
 
 
 def _apply(placement: Placement, event: Event) -> Placement:
+    """Return `placement` after `event` (a weight-blind placement refuses weights)."""
     if event.kind == "add":
         return placement.add(Node(event.node, weight=event.weight))
     if event.kind == "reweight":
         if event.node not in placement:
             raise unknown_node(event.node, tuple(placement), "placement")
-        if isinstance(placement, Modulo):
-            # hash % N ignores weights: reweighting changes nothing it routes.
-            nodes = [
-                n.with_weight(event.weight) if n.name == event.node else n for n in placement.nodes
-            ]
-            return Modulo(nodes, hasher=placement._hasher)
-        reweight = getattr(placement, "reweight", None)
-        if reweight is not None:
-            result: Placement = reweight(event.node, event.weight)
-            return result
-        return placement.remove(event.node).add(Node(event.node, weight=event.weight))
+        return placement.reweight(event.node, event.weight)
     if event.kind in ("remove", "fail"):
         return placement.remove(event.node)
     return placement
+
+
+def _apply_to_baseline(baseline: Placement, event: Event) -> Placement:
+    """Return the baseline after `event`: membership only, since it is built from names.
+
+    The baseline (``hash % N`` by default) shows what the same membership change costs a naive
+    placement; weights are the strategy's concern, so a reweight leaves the baseline as it is.
+    """
+    if event.kind == "add":
+        return baseline.add(event.node)
+    if event.kind == "reweight":
+        return baseline
+    return _apply(baseline, event)
 
 
 def _balances(
@@ -291,7 +294,7 @@ def _step(ctx: PassContext, state: _State, event: Event) -> Step:
         new = survivors
     else:
         new = _apply(old, event)
-    new_base = _apply(old_base, event) if old_base is not None else None
+    new_base = _apply_to_baseline(old_base, event) if old_base is not None else None
     placements = [old, new] + ([old_base, new_base] if old_base and new_base else [])
     pairs = [(0, 1)] + ([(2, 3)] if len(placements) == 4 else [])
     result = measure_pass(ctx, placements, pairs)
@@ -337,6 +340,15 @@ def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
     )
 
 
+def _baseline(scenario: Scenario) -> Placement | None:
+    """Return the baseline over the scenario's node names, with the options that apply to it."""
+    if scenario.baseline is None:
+        return None
+    names = [node.name for node in scenario.nodes]
+    options = options_for(scenario.baseline, scenario.options)
+    return build_placement(scenario.baseline, names, options)
+
+
 def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run:
     """Replay `scenario` and measure every step; `progress(done, total)` follows each pass.
 
@@ -351,11 +363,7 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
     cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
     ctx = PassContext(scenario, universe, progress, cache)
     start = build_placement(scenario.strategy, scenario.nodes, scenario.options)
-    base = (
-        build_placement(scenario.baseline, scenario.nodes, scenario.options)
-        if scenario.baseline is not None
-        else None
-    )
+    base = _baseline(scenario)
     state = _State(start, base, [start], [base] if base is not None else [])
     first = measure_pass(ctx, [start])
     steps = [

@@ -29,10 +29,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, murmur3_32
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.errors import ConfigError
+from ringkit.hashing import (
+    DEFAULT_HASH,
+    Hasher,
+    HasherLike,
+    Key,
+    encode_key,
+    get_hasher,
+    murmur3_32,
+)
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
 __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
@@ -67,7 +76,7 @@ def _pymemcache_bytes(text: str) -> bytes:
     return text.encode("utf-32-le", "surrogatepass")[::4]
 
 
-class Rendezvous(HashedMixin, NodeTupleMixin):
+class Rendezvous(PlacementBase):
     """Rendezvous hashing over named nodes; an immutable value.
 
     ``variant="weighted"`` (default): the pair score is ``fmix64(hash(key) ^ hash(name))``,
@@ -79,9 +88,10 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
 
     Replica order: descending score, equal scores by descending name.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``scores``.
-    Changing membership: ``add``, ``remove``, ``discard``.
-    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``
+    (weighted variant), ``scores``.
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight`` (weighted variant).
+    Measuring: ``nodes``, ``hasher``, ``shares``, ``variant``, ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = (
@@ -94,6 +104,7 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
         "_variant",
         "_weights",
     )
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -223,39 +234,44 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
         if self._variant == "pymemcache":
             return [self.node_for(key) for key in keys]
         hashes = np.fromiter((self._key_hash(key) for key in keys), dtype=np.uint64)
-        names = np.array(self._names, dtype=object)
+        result: list[str] = np.array(self._names, dtype=object)[
+            self.owner_indices_for_hashes(hashes)
+        ].tolist()
+        return result
+
+    @property
+    def routes_by_hash(self) -> bool:
+        """True for the weighted variant (scores mix the key's hash); pymemcache's formats keys."""
+        return self._variant == "weighted"
+
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the winner of each native key hash (weighted variant), scored in blocks.
+
+        :raises EmptyRingError: when there are no nodes
+        :raises UnsupportedError: for the pymemcache variant, which scores formatted keys
+        """
+        if self._variant != "weighted":
+            return super().owner_indices_for_hashes(hashes)
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
         block = max(1, _BLOCK_CELLS // len(self._names))
-        result: list[str] = []
+        result = np.empty(len(hashes), dtype=np.intp)
         for start in range(0, len(hashes), block):
             scores = self._score_block(hashes[start : start + block])
+            # The last maximum in name order is the larger name: the tie rule.
             last_max = len(self._names) - 1 - np.argmax(scores[:, ::-1], axis=1)
-            result.extend(names[last_max].tolist())
+            result[start : start + len(scores)] = last_max
         return result
 
     # -- changing membership -----------------------------------------------------------------
 
-    def _with(self, nodes: Iterable[Node]) -> Rendezvous:
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Rendezvous:
         hasher = None if self._variant == "pymemcache" else self._hasher
-        return Rendezvous(tuple(nodes), hasher=hasher, variant=self._variant)
+        return Rendezvous(nodes, hasher=hasher, variant=self._variant)
 
-    def add(self, node: str | Node) -> Rendezvous:
-        """Return a new placement with `node`; only keys it now wins move, all to it.
-
-        :raises DuplicateNodeError: when a node of that name is already there
-        """
-        new = coerce_node(node)
-        if new.name in self:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._with((*self._nodes, new))
-
-    def remove(self, name: str) -> Rendezvous:
-        """Return a new placement without `name`; only its keys move.
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self:
-            raise unknown_node(name, self._names, "placement")
-        return self._with(node for node in self._nodes if node.name != name)
+    def _weights_refused(self) -> tuple[str, str] | None:
+        if self._variant == "pymemcache":
+            return "the pymemcache variant", "use variant='weighted'"
+        return None
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -272,11 +288,8 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._variant, self._hasher)
 
-    def __repr__(self) -> str:
-        return (
-            f"Rendezvous({list(self._names)!r}, hasher={self._hasher.name!r}, "
-            f"variant={self._variant!r})"
-        )
+    def _repr_options(self) -> str:
+        return f", hasher={self._hasher.name!r}, variant={self._variant!r}"
 
 
 def _pymemcache_key(key: Key) -> str:
@@ -285,3 +298,12 @@ def _pymemcache_key(key: Key) -> str:
     if isinstance(key, (bytearray, memoryview)):
         key = bytes(key)
     return f"{key!s}" if not isinstance(key, bytes) else repr(key)
+
+
+def _build(nodes: NodesLike, hasher: HasherLike | None, rendezvous_variant: str) -> Rendezvous:
+    return Rendezvous(nodes, hasher=hasher, variant=rendezvous_variant)
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes. No
+# default hasher: the weighted variant then takes DEFAULT_HASH, pymemcache its murmur3_32.
+STRATEGY = Strategy("rendezvous", _build, {"hasher": None, "rendezvous_variant": "weighted"})

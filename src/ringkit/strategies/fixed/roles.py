@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ringkit.nodes import Node
-from ringkit.strategies.controller import compute_quotas
+from ringkit.strategies.fixed.controller import compute_quotas
 
 __all__ = ["balance_primaries", "choose_sources"]
 
