@@ -272,7 +272,7 @@ class CassandraRing(PlacementBase):
         )
 
     def _weights_refused(self) -> tuple[str, str]:
-        return "a cassandra ring", "give the node more tokens (cassandra_ring) instead"
+        return "a cassandra ring", "use cassandra_ring(...) to give the node more tokens"
 
     def _identity(self) -> tuple[object, ...]:
         return (self._tokens, self._owners, self._rf, self._datacenter, self._rack)

@@ -206,7 +206,7 @@ class RedisCluster(PlacementBase):
         raise self._resharding(name)
 
     def _weights_refused(self) -> tuple[str, str]:
-        return "a redis cluster", "move slots between nodes with redis_cluster(...)"
+        return "a redis cluster", "use redis_cluster(...) to move slots between nodes"
 
     def _identity(self) -> tuple[object, ...]:
         return (self._names, self._owner)

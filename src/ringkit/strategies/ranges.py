@@ -81,7 +81,8 @@ class RangePartitions(PlacementBase):
         self._owners = owners
 
     def _weights_refused(self) -> tuple[str, str]:
-        return "range partitions", "split hot ranges instead, or use Rendezvous or HashRing"
+        fix = "use split_hot to move load, or Rendezvous or HashRing for weighted nodes"
+        return "range partitions", fix
 
     def _with(
         self, nodes: Sequence[Node], splits: tuple[bytes, ...], owners: tuple[str, ...]
