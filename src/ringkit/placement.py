@@ -14,7 +14,9 @@ cluster client work with any of them without asking what type it is:
   ``add(node)``, ``remove(name)``, ``discard(name)``, ``reweight(name, weight)``;
 - measuring: ``nodes``, ``shares()``, ``len``, ``in``, ``iter``, ``==``, ``hash``, ``repr``;
 - what it is built on: ``hasher`` (the hash keys go through, or None), ``ring`` (the
-  :class:`~ringkit.HashRing` whose tokens it routes by, or None), ``routes_by_hash`` with
+  :class:`~ringkit.HashRing` whose tokens it routes by, or None; typed here as
+  :class:`TokenRing`, the ring's surface, because the ring sits a layer above this module),
+  ``routes_by_hash`` with
   ``owner_indices_for_hashes(hashes)`` (owners straight from a vector of native key hashes, for
   callers that cache hashes), and ``segmentation(replicas)`` (the exact units it routes by, for
   exact movement analysis).
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -50,15 +52,13 @@ from ringkit.errors import (
 from ringkit.hashing import Hasher, Key
 from ringkit.nodes import Node, coerce_node
 
-if TYPE_CHECKING:
-    from ringkit.ring import HashRing
-
 __all__ = [
     "IndexArray",
     "Key",
     "Placement",
     "PlacementBase",
     "Segmentation",
+    "TokenRing",
     "check_n",
     "check_not_empty",
     "unknown_node",
@@ -102,7 +102,7 @@ class Placement(Protocol):
         ...
 
     @property
-    def ring(self) -> HashRing | None:
+    def ring(self) -> TokenRing | None:
         """The hash ring whose tokens this placement routes by, or None."""
         ...
 
@@ -160,6 +160,59 @@ class Placement(Protocol):
     def __contains__(self, name: object) -> bool: ...
 
     def __iter__(self) -> Iterator[str]: ...
+
+
+@runtime_checkable
+class TokenRing(Placement, Protocol):
+    """A hash ring as a placement exposes it (``placement.ring``); :class:`~ringkit.HashRing`.
+
+    Sorted tokens and the index of each token's node in ``nodes``, over a space of points.
+    """
+
+    @property
+    def hasher(self) -> Hasher:
+        """The hash function keys and vnode labels are hashed with."""
+        ...
+
+    @property
+    def space(self) -> int:
+        """The size of the point space (2**64 unless built from explicit tokens)."""
+        ...
+
+    @property
+    def vnodes(self) -> int:
+        """The vnode count of a node of weight 1."""
+        ...
+
+    @property
+    def tokens(self) -> npt.NDArray[np.uint64]:
+        """The sorted tokens."""
+        ...
+
+    @property
+    def token_owners(self) -> IndexArray:
+        """For each token, the index of its node in ``nodes``."""
+        ...
+
+    def iter_nodes(self, key: Key) -> Iterator[str]:
+        """Yield the distinct nodes for `key` in preference order."""
+        ...
+
+    def point_for(self, key: Key) -> int:
+        """Return the point of `key` on this ring."""
+        ...
+
+    def node_for_point(self, point: int) -> str:
+        """Return the node owning `point`."""
+        ...
+
+    def owner_indices(self, points: npt.ArrayLike) -> IndexArray:
+        """Return the owner index of each point."""
+        ...
+
+    def owned_points(self) -> dict[str, int]:
+        """Return the exact number of points each node owns."""
+        ...
 
 
 class PlacementBase:
@@ -292,7 +345,7 @@ class PlacementBase:
         return self._hasher
 
     @property
-    def ring(self) -> HashRing | None:
+    def ring(self) -> TokenRing | None:
         """The hash ring whose tokens this placement routes by (None: it routes otherwise)."""
         return None
 

@@ -39,8 +39,8 @@ from ringkit.movement.segments import (
     merged_boundaries,
     preference_rows,
 )
-from ringkit.placement import Placement, Segmentation
-from ringkit.ring import SPACE_64, HashRing
+from ringkit.placement import Placement, Segmentation, TokenRing
+from ringkit.ring import SPACE_64
 from ringkit.ring.preference import walk_distinct
 
 __all__ = [
@@ -80,7 +80,7 @@ def _ids(names: Sequence[str], table: dict[str, int]) -> IntArray:
     return np.array([table[name] for name in names], dtype=np.int64)
 
 
-def _ring_token_rows(ring: HashRing, replicas: int, table: dict[str, int]) -> IntArray:
+def _ring_token_rows(ring: TokenRing, replicas: int, table: dict[str, int]) -> IntArray:
     owners = ring.token_owners.astype(np.int64)
     zone_keys = [(node.zone is not None, node.zone or node.name) for node in ring.nodes]
     zone_index: dict[tuple[bool, str], int] = {}
@@ -94,7 +94,7 @@ def _ring_token_rows(ring: HashRing, replicas: int, table: dict[str, int]) -> In
     return mapped
 
 
-def _walk_rows(ring: HashRing, replicas: int, owners: list[int], zone_of: list[int]) -> IntArray:
+def _walk_rows(ring: TokenRing, replicas: int, owners: list[int], zone_of: list[int]) -> IntArray:
     """Per-token preference rows by the ring's own walk (zones with more replicas than zones).
 
     Runtime: O(n·w) in Python for n tokens and walks of w steps; such rings are small.
@@ -127,7 +127,7 @@ def native_hashes(keys: Sequence[Key], hasher: Hasher) -> UInt64Array:
         return hash_many(keys, hasher)
 
 
-def _ring_locate(ring: HashRing) -> Locate:
+def _ring_locate(ring: TokenRing) -> Locate:
     def locate(keys: Sequence[Key]) -> UInt64Array:
         hashes = native_hashes(keys, ring.hasher)
         if ring.space != SPACE_64:
@@ -139,13 +139,13 @@ def _ring_locate(ring: HashRing) -> Locate:
     return locate
 
 
-def _ring_units(old: HashRing, new: HashRing, replicas: int, table: dict[str, int]) -> Units:
+def _ring_units(old: TokenRing, new: TokenRing, replicas: int, table: dict[str, int]) -> Units:
     ends_and_rows = _merge(old, new, replicas, table)
     return Units("points", old.space, *ends_and_rows, _ring_locate(new))
 
 
 def _merge(
-    old: HashRing, new: HashRing, replicas: int, table: dict[str, int]
+    old: TokenRing, new: TokenRing, replicas: int, table: dict[str, int]
 ) -> tuple[UInt64Array, IntArray, IntArray]:
     ends, old_index, new_index = merged_boundaries(old.tokens, new.tokens)
     old_rows = _ring_token_rows(old, replicas, table)[old_index]
