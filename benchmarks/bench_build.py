@@ -1,4 +1,4 @@
-"""Build time, add/remove time and memory per vnode at seed 000's scale (10,000 × 256 vnodes).
+"""Build time, add/remove time and memory per vnode for a large cluster (10,000 × 256 vnodes).
 
     python benchmarks/bench_build.py
 

@@ -4,7 +4,7 @@
     python benchmarks/bench_lookup.py --quick    # fewer keys and repeats
 
 Peers: uhashring (default md5 "ketama" mode, and configured with xxh3), hashring (md5), a plain
-``bisect`` ring over xxh3 tokens (the seed 000 sketch, with >=), and jump-consistent-hash (a C
+``bisect`` ring over xxh3 tokens (the textbook sketch, with >=), and jump-consistent-hash (a C
 extension; no ring, shown as the floor of "hash then pick"). Also: node_for_many against hashing
 the same keys alone, and owner_indices over pre-hashed points.
 """

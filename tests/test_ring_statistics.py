@@ -1,4 +1,4 @@
-"""Seed 000's statistics, measured on real (hashed) rings, within bounds derived here.
+"""The statistics of random spacings, measured on real (hashed) rings, within bounds derived here.
 
 Each draw is a ring whose node names carry a draw number, so draws are independent and
 deterministic (no unseeded randomness).
@@ -22,7 +22,7 @@ def draw_shares(nodes: int, vnodes: int, draw: int) -> list[float]:
 
 
 def test_with_one_vnode_the_largest_share_is_near_h_n_over_n() -> None:
-    # The largest of N uniform spacings has mean H_N / N (seed 000: 0.29 for N = 10).
+    # The largest of N uniform spacings has mean H_N / N (0.29 for N = 10).
     # Bound: 4 standard errors of the mean over the draws, from the sample itself.
     n, draws = 10, 300
     largest = [max(draw_shares(n, 1, d)) for d in range(draws)]

@@ -1,13 +1,14 @@
-"""Seed 000's trade-off as numbers: balance against vnodes, and the vnode count to choose.
+"""The vnode trade-off as numbers: balance against vnodes, and the vnode count to choose.
 
 :func:`sweep` measures, over many seeded ring draws, how the busiest node and the spread of
-shares shrink as vnodes grow, beside the theory (CV ≈ 1/sqrt(V); seed 000's expected worst share;
+shares shrink as vnodes grow, beside the theory (CV ≈ 1/sqrt(V); the expected worst share;
 H_N/N for one token). :func:`advise` turns it into a decision: the fewest vnodes for which the
 busiest node stays within a target multiple of its fair share with the wanted confidence, what
 that costs (routing-table bytes per client, entries to gossip, transfers per join), and what a
-fixed set of partitions or tokens allocated by a controller would give instead (seed 000,
-"Virtual nodes as the unit of assignment"). When the node count never changes, ``hash % N`` or
-N fixed partitions balance perfectly with no table, and a ring is overhead (seed 003).
+fixed set of partitions or tokens allocated by a controller would give instead (Dynamo's
+strategy 3, DeCandia et al. 2007; Cassandra's token allocator). When the node count never
+changes, ``hash % N`` or N fixed partitions balance perfectly with no table, and a ring is
+overhead.
 
 >>> row = sweep(10, [1, 256], draws=200, seed=0)[1]
 >>> row.vnodes, round(row.cv_theory, 4), round(row.worst_theory, 3)
@@ -46,7 +47,7 @@ __all__ = [
     "sweep",
 ]
 
-# The ~40 bytes seed 000 prices one routing entry at (token, address, bookkeeping).
+# The ~40 bytes commonly quoted for one routing entry (token, address, bookkeeping).
 SEED_ENTRY_BYTES = 40
 Progress = Callable[[int, int], None]
 _POWERS = tuple(2**i for i in range(13))
@@ -120,7 +121,7 @@ def sweep(
 
 
 def formula_vnodes(n: int, target: float) -> int:
-    """Return the vnodes at which seed 000's ``worst_share(n, v)`` reaches `target` × fair.
+    """Return the vnodes at which the estimate ``worst_share(n, v)`` reaches `target` × fair.
 
     Solves ``1 + sqrt(2·ln n / v) <= target``: ``v = ceil(2·ln n / (target - 1)**2)``.
 

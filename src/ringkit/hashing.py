@@ -17,9 +17,10 @@ native width (``fnv1a_32`` returns 32 bits), and registered in :data:`HASHERS` w
 Widening is ``h << (64 - bits)``: order-preserving, so a ring of widened 32-bit tokens answers
 exactly as the same ring in the 32-bit space would (first token >= point).
 
-``fnv1a_32_mix`` is seed 004's "FNV-1a plus a mixing step so similar names spread out". The seed
-does not define the mix; ringkit uses FNV-1a-32 followed by MurmurHash3's 32-bit finalizer
-(``fmix32``), a well-known avalanche step that makes keys differing in one digit land far apart.
+``fnv1a_32_mix`` is FNV-1a plus a mixing step so that similar names spread out, the hash of the
+Gatepass teaching simulator (see :mod:`ringkit.sim`). Such a mix is a choice, not a standard;
+ringkit uses FNV-1a-32 followed by MurmurHash3's 32-bit finalizer (``fmix32``), a well-known
+avalanche step that makes keys differing in one digit land far apart.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def fnv1a_64(data: bytes) -> int:
 
 
 def fnv1a_32_mix(data: bytes) -> int:
-    """Return FNV-1a-32 of `data` passed through ``fmix32`` (seed 004's hasher)."""
+    """Return FNV-1a-32 of `data` passed through ``fmix32`` (the Gatepass lesson's hasher)."""
     return fmix32(fnv1a_32(data))
 
 
@@ -134,7 +135,7 @@ def fnv1a_32_mix(data: bytes) -> int:
 
 
 def sha1(data: bytes) -> int:
-    """Return the first 8 bytes of SHA-1(`data`) as a big-endian integer (seed 000's ``h``)."""
+    """Return the first 8 bytes of SHA-1(`data`) as a big-endian integer (textbook rings)."""
     return int.from_bytes(hashlib.sha1(data).digest()[:8], "big")
 
 

@@ -1,16 +1,18 @@
 """Balance by keys, bytes and requests, with the theory beside the measurement.
 
-A placement balances *positions*; what an operator feels is keys, bytes and requests per node
-(seed 000, "Skew that the ring cannot fix"). :func:`balance` measures any of the three from loads
-per node against each node's *fair share* (weight / total weight): the busiest node as a multiple
-of its fair load, max/mean and the coefficient of variation (CV) of load over fair load.
+A placement balances *positions*; what an operator feels is keys, bytes and requests per node (the
+skew a ring cannot fix: DeCandia et al. 2007, section 6.2, on Dynamo). :func:`balance` measures any
+of the three from loads per node against each node's *fair share* (weight / total weight): the
+busiest node as a multiple of its fair load, max/mean and the coefficient of variation (CV) of load
+over fair load.
 
-The theory it is compared with comes from seed 000: with V vnodes per node a node's share is a sum
-of V spacings, so its CV is about ``1/sqrt(V)`` (:func:`cv_theory`; :func:`cv_exact` gives the
-exact Beta value); the expected largest share is ``worst_share(n, v)``; with one token per node it
-is the largest of n spacings, ``H_n / n`` (:func:`expected_largest_share`).
-:func:`draw_shares` draws many seeded rings at once with numpy (tokens uniform on the circle, as
-a good hash places them) so that sweeps and advice rest on hundreds of rings, not one.
+The theory it is compared with is that of random spacings (Pyke 1965; Karger et al. 1997): with V
+vnodes per node a node's share is a sum of V spacings, so its CV is about ``1/sqrt(V)``
+(:func:`cv_theory`; :func:`cv_exact` gives the exact Beta value); the expected largest share is
+``worst_share(n, v)``; with one token per node it is the largest of n spacings, ``H_n / n``
+(:func:`expected_largest_share`). :func:`draw_shares` draws many seeded rings at once with numpy
+(tokens uniform on the circle, as a good hash places them) so that sweeps and advice rest on
+hundreds of rings, not one.
 
 >>> round(worst_share(10, 1), 2), round(worst_share(10, 256), 2)
 (0.31, 0.11)
@@ -148,7 +150,7 @@ def moved_fraction(before: npt.ArrayLike, after: npt.ArrayLike) -> float:
     return float(np.count_nonzero(old != new) / len(old)) if len(old) else 0.0
 
 
-# -- theory (seed 000) ---------------------------------------------------------------------------
+# -- theory (random spacings: Pyke 1965; Karger et al. 1997) --------------------------------------
 
 
 def _check_nv(n: int, v: int) -> None:
@@ -177,7 +179,7 @@ def expected_largest_share(n: int) -> float:
 
 
 def worst_share(n: int, v: int) -> float:
-    """Return seed 000's expected largest node share: ``(1/n)·(1 + sqrt(2·ln n / v))``.
+    """Return the estimated expected largest node share: ``(1/n)·(1 + sqrt(2·ln n / v))``.
 
     :raises ConfigError: when `n` or `v` < 1
     """
@@ -186,7 +188,7 @@ def worst_share(n: int, v: int) -> float:
 
 
 def cv_theory(v: int) -> float:
-    """Return seed 000's rule of thumb for the CV of node shares: ``1 / sqrt(v)``.
+    """Return the rule of thumb for the CV of node shares: ``1 / sqrt(v)``.
 
     :raises ConfigError: when `v` < 1
     """
