@@ -51,8 +51,10 @@ _MOVED_TO_COMPAT = ("ENVOY_KEY_HASHER", "envoy_maglev")
 def __getattr__(name: str) -> Any:
     """Return ``envoy_maglev`` and ``ENVOY_KEY_HASHER`` from :mod:`ringkit.compat.maglev`.
 
-    Imported on first use: strategies must not import compat at import time (compat builds on
-    strategies), while ``from ringkit.strategies.maglev import envoy_maglev`` keeps working.
+    The old import path keeps working, resolved on first use: strategies must not import compat
+    at import time (compat builds on strategies). NOTE: this is the one reference from
+    strategies up to compat (docs/architecture.md); it exists only for that old path, so new
+    code imports ``ringkit.compat.envoy_maglev``.
     """
     if name in _MOVED_TO_COMPAT:
         return getattr(importlib.import_module("ringkit.compat.maglev"), name)
