@@ -36,6 +36,7 @@ from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_scenario
 from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
+from ringkit.strategies.allocation.replicated import replicated_shares
 from ringkit.strategies.bounded import BoundedLoad
 from ringkit.strategies.fixed import FixedPartitions
 from ringkit.strategies.fixed.controller import PartitionMove, RebalancePlan
@@ -45,7 +46,6 @@ from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
-from ringkit.strategies.replicated import replicated_shares
 from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
 __version__ = "0.1.0"

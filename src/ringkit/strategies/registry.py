@@ -3,7 +3,8 @@
 Each strategy module declares its own entry, a module-level ``STRATEGY`` (a
 :class:`~ringkit.strategies.options.Strategy`: name, factory, and the options it uses with their
 defaults), and this module collects the entries of the modules it imports. Adding a strategy is
-one new file that declares its entry, plus its module in the import line below. The list of
+one new file that declares its entry, plus its module's name in the import below and in
+``_DECLARED`` (a package, such as ``fixed``, re-exports its ``STRATEGY``). The list of
 modules is explicit on purpose: a scan of the package would import helper modules, hide the set
 of strategies from readers and type checkers, and make the registry depend on what happens to be
 on disk. The hash ring lives outside ``strategies`` (strategies build on it), so its entry is
@@ -38,6 +39,7 @@ from ringkit.ring import DEFAULT_VNODES, HashRing
 from ringkit.strategies import (
     allocation,
     bounded,
+    fixed,
     jump,
     maglev,
     modulo,
@@ -46,7 +48,6 @@ from ringkit.strategies import (
     rendezvous,
     scheduled,
 )
-from ringkit.strategies.fixed import partitions
 from ringkit.strategies.options import OPTION_NAMES, OPTION_PURPOSES, Strategy, StrategyOptions
 
 __all__ = [
@@ -60,13 +61,25 @@ __all__ = [
 ]
 
 _RING = Strategy("ring", HashRing, {"vnodes": DEFAULT_VNODES, "hasher": DEFAULT_HASH})
-_DECLARED = (allocation, bounded, jump, maglev, modulo, multiprobe, ranges, rendezvous, scheduled)
+# The modules imported above, whose STRATEGY entries the registry collects.
+_DECLARED = (
+    allocation,
+    bounded,
+    fixed,
+    jump,
+    maglev,
+    modulo,
+    multiprobe,
+    ranges,
+    rendezvous,
+    scheduled,
+)
 
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     {
         entry.name: entry
         for entry in sorted(
-            (_RING, partitions.STRATEGY, *(module.STRATEGY for module in _DECLARED)),
+            (_RING, *(module.STRATEGY for module in _DECLARED)),
             key=lambda entry: entry.name,
         )
     }

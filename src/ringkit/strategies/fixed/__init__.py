@@ -21,12 +21,14 @@ from __future__ import annotations
 from ringkit.strategies.fixed.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed.partitions import (
     DEFAULT_PARTITIONS,
+    STRATEGY,
     FixedPartitions,
     partition_of_points,
 )
 
 __all__ = [
     "DEFAULT_PARTITIONS",
+    "STRATEGY",
     "FixedPartitions",
     "PartitionMove",
     "RebalancePlan",

@@ -1,6 +1,6 @@
 """Allocated tokens: a planner that chooses a new node's tokens instead of hashing them.
 
-Random tokens balance only on average (a node's share has CV ~ 1/sqrt(V), seed 000), so a ring
+Random tokens balance only on average (a node's share has CV ~ 1/sqrt(V)), so a ring
 needs hundreds of vnodes per node. Cassandra's ``ReplicationAwareTokenAllocator`` (CASSANDRA-7032,
 ``allocate_tokens_for_keyspace``) instead places each new token inside an existing range, where it
 most improves the spread of ownership. ringkit's planner follows that idea with its own, simpler
@@ -9,8 +9,8 @@ arc of the node furthest above its fair share (weight / total weight). The cut i
 not at a midpoint, so the new node gets its fair share and the most loaded nodes shed load.
 
 The quantity balanced is keyspace by default; give ``load`` (observed points with their bytes or
-requests) and the planner balances that instead (seed 000: "The operator cares about bytes,
-requests, and cost"). Removing a node does not re-plan: its arcs pass to their successors.
+requests) and the planner balances that instead: what an operator pays for is bytes, requests
+and cost, not keyspace. Removing a node does not re-plan: its arcs pass to their successors.
 
 With ``replicas=R`` the planner balances *replicated* ownership instead (each key counts for the
 R distinct nodes of its preference list), Cassandra's goal; primary ownership then balances less
@@ -34,9 +34,9 @@ from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import IndexArray, Segmentation
 from ringkit.ring import SPACE_64, HashRing, vnode_count
-from ringkit.strategies.measure import LoadSample, Measure
+from ringkit.strategies.allocation.measure import LoadSample, Measure
+from ringkit.strategies.allocation.replicated import replicated_cut
 from ringkit.strategies.options import Strategy
-from ringkit.strategies.replicated import replicated_cut
 from ringkit.strategies.wrapped import RingBacked
 
 __all__ = ["DEFAULT_TOKENS", "AllocatedRing", "allocate_tokens"]
