@@ -135,7 +135,8 @@ class HashRing(PlacementBase):
         """Return a ring whose nodes sit at the given tokens, in the space [0, `space`).
 
         Keys map into the space by ``hash(key) % space`` (the widened point when the space is
-        2**64). Nodes may be names or ``Node`` values. Seed 003's virtual-node example:
+        2**64). Nodes may be names or ``Node`` values. Three nodes of three tokens each on a
+        360-point circle:
 
         >>> ring = HashRing.from_tokens(
         ...     {"A": [10, 130, 250], "B": [40, 170, 90], "C": [300, 210, 350]}, space=360

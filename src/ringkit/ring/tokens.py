@@ -4,10 +4,10 @@ A :class:`TokenTable` is two parallel numpy arrays, sorted tokens (uint64) and o
 (uint16, or uint32 beyond 65,536 owners), plus a *prefix table*: for each value of a point's top
 bits, the index of the first token with those bits. The prefix table narrows every search to a
 bucket of a few tokens, for at most 2 bytes per token (so a ring costs at most 12 bytes per
-vnode, against the ~40 seed 000 prices a routing entry at).
+vnode, against the ~40 bytes per routing entry the literature quotes).
 
 Search rule: the owner of point p is the first token >= p; past the last token it wraps to the
-first (the wrap-around bug of seed 003 cannot happen: it is one line, tested).
+first (libketama's rule; the wrap-around is one line, tested).
 
 >>> table = TokenTable.build([np.array([40], np.uint64), np.array([160, 300], np.uint64)], 360)
 >>> table.tokens.tolist(), table.owners.tolist()

@@ -3,13 +3,14 @@
 A :class:`Scenario` places a :class:`~ringkit.sim.population.Population` on a placement built by
 name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
 ``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
-cascade seed 004 says virtual nodes prevent) and ``stale`` (a client k membership changes behind
-sends keys to the wrong node; seed 000's cost of disagreeing views). After each step it measures
+cascade virtual nodes prevent, since a failed node's keys spread over many survivors) and
+``stale`` (a client k membership changes behind sends keys to the wrong node: the cost of
+disagreeing views). After each step it measures
 balance by keys, bytes and requests, the fraction of keys that moved, the same change under a
 baseline placement (``hash % N`` by default) and the hot keys. Every pass streams the keys in
 chunks, so the population can be far larger than memory.
 
-:func:`gatepass` is seed 004's lesson: 300 booking keys on A, B, C, then add D, then remove B.
+:func:`gatepass` is the Gatepass lesson: 300 booking keys on A, B, C, then add D, then remove B.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
@@ -144,7 +145,7 @@ class Run:
 def gatepass(
     *, vnodes: Sequence[int] = (1, 8, 32, 128), keys: int = 300, hasher: str = "fnv1a_32_mix"
 ) -> list[Scenario]:
-    """Return seed 004's lesson, one scenario per vnode count: A, B, C; add D; remove B."""
+    """Return the Gatepass lesson, one scenario per vnode count: A, B, C; add D; remove B."""
     population = Population(count=keys, prefix="booking-", start=1, width=4)
     events = (Event("add", "D"), Event("remove", "B"))
     return [

@@ -1,8 +1,8 @@
 """The controller behind :class:`~ringkit.FixedPartitions`: quotas and minimal rebalancing plans.
 
 With a token space fixed at creation (Dynamo's strategy 3: Q equal partitions; Riak's ring;
-Redis Cluster's 16384 slots), membership change is an assignment problem, not a hashing one
-(seed 000, "Virtual nodes as the unit of assignment"). The controller
+Redis Cluster's 16384 slots), membership change is an assignment problem, not a hashing one:
+the partitions are the unit of assignment, as virtual nodes are in Dynamo. The controller
 
 1. gives each node a *quota* of partition replicas by weight: ``Q · R' · w / W`` rounded to its
    floor or ceiling, capped so that the *zone rule* can hold (no two replicas of a partition in
