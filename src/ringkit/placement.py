@@ -49,7 +49,7 @@ from ringkit.errors import (
     UnsupportedError,
     format_names,
 )
-from ringkit.hashing import Hasher, Key
+from ringkit.hashing import Hasher, Key, hash_many
 from ringkit.nodes import Node, coerce_node
 
 __all__ = [
@@ -235,6 +235,9 @@ class PlacementBase:
     _names: tuple[str, ...]
     _hasher: Hasher | None = None
     _container = "placement"  # what messages call it: "node 'x' is not in the placement"
+    # Whether each key's owner is a pure function of its native hash under ``hasher``, so that
+    # ``owner_indices_for_hashes`` answers; a placement that routes so sets it True.
+    routes_by_hash: bool = False
 
     # -- membership ------------------------------------------------------------------------------
 
@@ -349,15 +352,23 @@ class PlacementBase:
         """The hash ring whose tokens this placement routes by (None: it routes otherwise)."""
         return None
 
-    @property
-    def routes_by_hash(self) -> bool:
-        """Whether each key's owner is a pure function of its native hash under ``hasher``."""
-        return False
-
     def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (``node_for`` in a loop)."""
-        node_for = self.node_for
-        return [node_for(key) for key in keys]
+        """Return the owner of each key, in order.
+
+        A placement that routes by the key hash alone hashes the keys in one pass and answers
+        through ``owner_indices_for_hashes`` (vectorised); any other calls ``node_for`` per key.
+
+        :raises EmptyRingError: when there are no nodes
+        :raises TypeError: when a key is not str, bytes or int
+        """
+        hasher = self.hasher
+        if not self.routes_by_hash or hasher is None:
+            node_for = self.node_for
+            return [node_for(key) for key in keys]
+        check_not_empty(len(self._names), "node_for_many")
+        indices = self.owner_indices_for_hashes(hash_many(keys, hasher))
+        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
+        return result
 
     def node_for(self, key: Key) -> str:
         """Return the name of the node that owns `key` (each placement implements it)."""

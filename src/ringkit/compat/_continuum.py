@@ -62,6 +62,7 @@ class Continuum(PlacementBase):
         "_rebuild",
         "_weighted",
     )
+    routes_by_hash = True  # a key goes to the first point >= its hash
     _hasher: Hasher
 
     def __init__(
@@ -203,29 +204,6 @@ class Continuum(PlacementBase):
                 if len(found) == wanted:
                     break
         return found
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (one vectorised search).
-
-        Runtime: O(K log P) for K keys.
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._points), "node_for_many")
-        key_hash = self._key_hash
-        hashes = np.fromiter(
-            (key_hash(key.encode() if type(key) is str else encode_key(key)) for key in keys),
-            dtype=np.uint64,
-        )
-        names: list[str] = np.array(self._names, dtype=object)[
-            self.owner_indices_for_hashes(hashes)
-        ].tolist()
-        return names
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: a key goes to the first point >= its hash."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return the owner index of each key hash: the first point >= it, wrapping.

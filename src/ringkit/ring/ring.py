@@ -109,6 +109,7 @@ class HashRing(PlacementBase):
     """
 
     _container = "ring"
+    routes_by_hash = True  # a key's owner is a function of its hash (``owner_indices_for_hashes``)
     _hasher: Hasher
 
     def __init__(
@@ -449,11 +450,6 @@ class HashRing(PlacementBase):
     def ring(self) -> HashRing:
         """This ring (the protocol's ``ring``: the ring whose tokens a placement routes by)."""
         return self
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: a key's owner is a function of its hash (``owner_indices_for_hashes``)."""
-        return True
 
     def segmentation(self, replicas: int) -> Segmentation:
         """Return the ring's exact units: the arcs between tokens (``basis="points"``)."""

@@ -18,13 +18,11 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import numpy.typing as npt
 
 from ringkit.errors import ConfigError, UnsupportedError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
 from ringkit.nodes import Node, NodesLike, coerce_nodes
 from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
 from ringkit.strategies.options import Strategy
@@ -114,6 +112,7 @@ class JumpHash(PlacementBase):
     """
 
     __slots__ = ("_hasher", "_index", "_names", "_nodes")
+    routes_by_hash = True  # the owner is ``jump_hash(hash(key), N)``
     _hasher: Hasher
 
     def __init__(self, nodes: NodesLike = (), *, hasher: HasherLike = DEFAULT_HASH) -> None:
@@ -166,21 +165,6 @@ class JumpHash(PlacementBase):
                 return [self._names[i] for i in chosen]
         rest = (i for i in range(count) if i not in chosen)
         return [self._names[i] for i in [*chosen, *rest][:want]]
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (vectorised jump).
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._names), "node_for_many")
-        buckets = self.owner_indices_for_hashes(hash_many(keys, self._hasher))
-        result: list[str] = np.array(self._names, dtype=object)[buckets].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: the owner is ``jump_hash(hash(key), N)``."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return ``jump_hash(h, N)`` for each native key hash `h` (vectorised).

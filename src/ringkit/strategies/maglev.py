@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import importlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
@@ -36,7 +36,7 @@ import numpy.typing as npt
 import xxhash
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
 from ringkit.nodes import Node, NodesLike, coerce_nodes
 from ringkit.placement import IndexArray, PlacementBase, Segmentation, check_n, check_not_empty
 from ringkit.strategies.options import Strategy
@@ -194,6 +194,7 @@ class Maglev(PlacementBase):
     """
 
     __slots__ = ("_hasher", "_holders", "_names", "_nodes", "_table", "_table_size")
+    routes_by_hash = True  # the owner is ``table[hash mod table_size]``
     _hasher: Hasher
 
     def __init__(
@@ -260,21 +261,6 @@ class Maglev(PlacementBase):
             if len(seen) == want:
                 break
         return [self._names[i] for i in seen]
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (one vectorised table gather).
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._names), "node_for_many")
-        indices = self.owner_indices_for_hashes(hash_many(keys, self._hasher))
-        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: the owner is ``table[hash mod table_size]``."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return ``table[h mod table_size]`` for each native key hash `h`.

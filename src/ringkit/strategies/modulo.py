@@ -15,12 +15,10 @@ is refused rather than silently treated as weight 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
 from ringkit.nodes import Node, NodesLike, coerce_nodes
 from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
 from ringkit.strategies.options import Strategy
@@ -40,6 +38,7 @@ class Modulo(PlacementBase):
     """
 
     __slots__ = ("_hasher", "_names", "_nodes")
+    routes_by_hash = True  # the owner is ``hash % N``
     _hasher: Hasher
 
     def __init__(self, nodes: NodesLike = (), *, hasher: HasherLike = DEFAULT_HASH) -> None:
@@ -69,18 +68,6 @@ class Modulo(PlacementBase):
         first = self._hasher.function(encode_key(key)) % len(self._names)
         count = min(n, len(self._names))
         return [self._names[(first + i) % len(self._names)] for i in range(count)]
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order."""
-        check_not_empty(len(self._names), "node_for_many")
-        indices = self.owner_indices_for_hashes(hash_many(keys, self._hasher))
-        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: the owner is ``hash % N``."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return ``hash % N`` for each native key hash.

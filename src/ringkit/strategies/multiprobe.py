@@ -25,7 +25,6 @@ True
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +77,7 @@ class MultiProbe(PlacementBase):
     """
 
     __slots__ = ("_hasher", "_names", "_nodes", "_order", "_probes", "_token_list", "_tokens")
+    routes_by_hash = True  # the probes, and so the owner, are a function of the key's hash
     _hasher: Hasher
 
     def __init__(
@@ -162,21 +162,6 @@ class MultiProbe(PlacementBase):
         """Return the (keys x k) probe points of a block of key points."""
         steps = np.arange(self._probes, dtype=np.uint64) * np.uint64(_GOLDEN)
         return _splitmix_many(h1[:, None] + steps[None, :])
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (vectorised over keys and probes).
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._names), "node_for_many")
-        indices = self.owner_indices_for_hashes(hash_many(keys, self._hasher))
-        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: the probes, and so the owner, are a function of the key's hash."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return the owner index of each native key hash (vectorised over keys and probes).

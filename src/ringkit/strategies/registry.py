@@ -2,13 +2,13 @@
 
 Each strategy module declares its own entry, a module-level ``STRATEGY`` (a
 :class:`~ringkit.strategies.options.Strategy`: name, factory, and the options it uses with their
-defaults), and this module collects the entries of the modules it imports. Adding a strategy is
-one new file that declares its entry, plus its module's name in the import below and in
-``_DECLARED`` (a package, such as ``fixed``, re-exports its ``STRATEGY``). The list of
-modules is explicit on purpose: a scan of the package would import helper modules, hide the set
-of strategies from readers and type checkers, and make the registry depend on what happens to be
-on disk. The hash ring lives outside ``strategies`` (strategies build on it), so its entry is
-declared here.
+defaults), and this module imports the modules named in ``_DECLARED`` and collects their entries
+(a package, such as ``fixed``, re-exports its ``STRATEGY``). Adding a strategy is one new file
+that declares its entry, plus its name in ``_DECLARED``. The list is explicit on purpose: a scan
+of the package would import helper modules (``options``, ``wrapped``), hide the set of strategies
+from readers and make the registry depend on what happens to be on disk; the conformance tests
+(tests/test_placement_protocol.py) then check every entry. The hash ring lives outside
+``strategies`` (strategies build on it), so its entry is declared here.
 
 ``build_placement(strategy, nodes, options)`` fills in the defaults of the options the strategy
 uses and refuses a given option it does not use, naming the strategies that do: an ignored option
@@ -27,6 +27,7 @@ modulo does not use vnodes, got vnodes=8; use strategy 'bounded', 'ring' or 'sch
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
@@ -36,18 +37,6 @@ from ringkit.hashing import DEFAULT_HASH
 from ringkit.nodes import NodesLike
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
-from ringkit.strategies import (
-    allocation,
-    bounded,
-    fixed,
-    jump,
-    maglev,
-    modulo,
-    multiprobe,
-    ranges,
-    rendezvous,
-    scheduled,
-)
 from ringkit.strategies.options import OPTION_NAMES, OPTION_PURPOSES, Strategy, StrategyOptions
 
 __all__ = [
@@ -61,25 +50,33 @@ __all__ = [
 ]
 
 _RING = Strategy("ring", HashRing, {"vnodes": DEFAULT_VNODES, "hasher": DEFAULT_HASH})
-# The modules imported above, whose STRATEGY entries the registry collects.
+# The strategy modules (and packages) under ringkit.strategies whose STRATEGY entries this
+# registry collects: adding a strategy adds its name here.
 _DECLARED = (
-    allocation,
-    bounded,
-    fixed,
-    jump,
-    maglev,
-    modulo,
-    multiprobe,
-    ranges,
-    rendezvous,
-    scheduled,
+    "allocation",
+    "bounded",
+    "fixed",
+    "jump",
+    "maglev",
+    "modulo",
+    "multiprobe",
+    "ranges",
+    "rendezvous",
+    "scheduled",
 )
+
+
+def _declared(name: str) -> Strategy:
+    entry = importlib.import_module(f"ringkit.strategies.{name}").STRATEGY
+    assert isinstance(entry, Strategy), f"ringkit.strategies.{name}.STRATEGY is not a Strategy"
+    return entry
+
 
 STRATEGIES: Mapping[str, Strategy] = MappingProxyType(
     {
         entry.name: entry
         for entry in sorted(
-            (_RING, *(module.STRATEGY for module in _DECLARED)),
+            (_RING, *(_declared(name) for name in _DECLARED)),
             key=lambda entry: entry.name,
         )
     }

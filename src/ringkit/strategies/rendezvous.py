@@ -23,7 +23,6 @@ pymemcache ``pymemcache/client/rendezvous.py`` (the ``variant="pymemcache"`` rul
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -103,6 +102,7 @@ class Rendezvous(PlacementBase):
         "_uniform",
         "_variant",
         "_weights",
+        "routes_by_hash",
     )
     _hasher: Hasher
 
@@ -118,6 +118,8 @@ class Rendezvous(PlacementBase):
                 f"unknown rendezvous variant {variant!r}; known: {', '.join(RENDEZVOUS_VARIANTS)}"
             )
         self._variant = variant
+        # The weighted variant scores a mix of the key's hash; pymemcache's formats the key.
+        self.routes_by_hash = variant == "weighted"
         self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
         self._names = tuple(node.name for node in self._nodes)
         if variant == "pymemcache":
@@ -222,27 +224,6 @@ class Rendezvous(PlacementBase):
         check_not_empty(len(self._names), "nodes_for")
         order = np.argsort(self._score_row(key), kind="stable")[::-1][:n]
         return [self._names[i] for i in order.tolist()]
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (blocks of keys scored at once).
-
-        Runtime: O(K·N) numpy work.
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._names), "node_for_many")
-        if self._variant == "pymemcache":
-            return [self.node_for(key) for key in keys]
-        hashes = np.fromiter((self._key_hash(key) for key in keys), dtype=np.uint64)
-        result: list[str] = np.array(self._names, dtype=object)[
-            self.owner_indices_for_hashes(hashes)
-        ].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True for the weighted variant (scores mix the key's hash); pymemcache's formats keys."""
-        return self._variant == "weighted"
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return the winner of each native key hash (weighted variant), scored in blocks.

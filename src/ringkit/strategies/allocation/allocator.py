@@ -152,6 +152,7 @@ class AllocatedRing(RingBacked):
     """
 
     __slots__ = ("_load", "_replicas", "_tokens")
+    routes_by_hash = True  # keys go to the ring's tokens (``HashRing.owner_indices_for_hashes``)
 
     def __init__(
         self,
@@ -187,11 +188,6 @@ class AllocatedRing(RingBacked):
     def tokens(self) -> int:
         """How many tokens each node gets."""
         return self._tokens
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: keys go to the ring's tokens (``HashRing.owner_indices_for_hashes``)."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
         """Return the owner index of each native key hash on the ring.

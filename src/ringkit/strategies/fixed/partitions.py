@@ -32,7 +32,6 @@ from ringkit.hashing import (
     Key,
     encode_key,
     get_hasher,
-    hash_many,
     registered_name,
 )
 from ringkit.nodes import Node, NodesLike, coerce_nodes
@@ -98,6 +97,7 @@ class FixedPartitions(PlacementBase):
         "_primary",
         "_replicas",
     )
+    routes_by_hash = True  # a key's partition, and so its primary, is a function of its hash
     _hasher: Hasher
 
     def __init__(
@@ -199,21 +199,6 @@ class FixedPartitions(PlacementBase):
             if len(result) >= min(n, len(self._names)):
                 break
         return result[:n]
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the primary for each key, in order (one vectorised partition computation).
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        check_not_empty(len(self._names), "node_for_many")
-        indices = self.owner_indices_for_hashes(hash_many(keys, self._hasher))
-        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
-        return result
-
-    @property
-    def routes_by_hash(self) -> bool:
-        """True: a key's partition, and so its primary, is a function of its hash."""
-        return True
 
     def owner_indices_for_hashes(self, hashes: np.ndarray[Any, Any]) -> IndexArray:
         """Return the primary of each native key hash's partition, as an index into ``nodes``.
