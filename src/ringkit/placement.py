@@ -275,12 +275,9 @@ class PlacementBase:
         :raises UnknownNodeError: when `name` is not there
         :raises ConfigError: when `weight` is not finite and > 0
         """
-        refused = self._weights_refused()
-        if refused is not None:
-            subject, fix = refused
-            raise UnsupportedError(
-                f"{subject} cannot weight nodes, got weight {weight!r} for node {name!r}; {fix}"
-            )
+        error = self._cannot_weight(name, weight)
+        if error is not None:
+            raise error
         if name not in self:
             raise unknown_node(name, self._names, self._container)
         node = self._nodes[self._names.index(name)].with_weight(weight)
@@ -303,16 +300,20 @@ class PlacementBase:
 
         :raises UnsupportedError: naming the node, its weight and what to use instead
         """
+        for node in nodes:
+            error = self._cannot_weight(node.name, node.weight) if node.weight != 1.0 else None
+            if error is not None:
+                raise error
+
+    def _cannot_weight(self, name: str, weight: float) -> UnsupportedError | None:
+        """Return the error for giving node `name` `weight`, if this placement ignores weights."""
         refused = self._weights_refused()
         if refused is None:
-            return
-        for node in nodes:
-            if node.weight != 1.0:
-                subject, fix = refused
-                raise UnsupportedError(
-                    f"{subject} cannot weight nodes, got weight {node.weight!r} for node "
-                    f"{node.name!r}; {fix}"
-                )
+            return None
+        subject, fix = refused
+        return UnsupportedError(
+            f"{subject} cannot weight nodes, got weight {weight!r} for node {name!r}; {fix}"
+        )
 
     def _weights_refused(self) -> tuple[str, str] | None:
         """Return (subject, what to use instead) when weights are ignored; None if honoured."""
