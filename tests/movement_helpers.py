@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from ringkit.hashing import Hasher, encode_key
 from ringkit.nodes import Node
+from ringkit.placement import Segmentation
 from ringkit.ring import HashRing
 
 
@@ -62,7 +63,10 @@ def token_maps(draw: st.DrawFn, space: int, min_nodes: int = 1) -> dict[str, lis
 
 
 class StandInPartitions:
-    """A partition table following the FixedPartitions contract (for tests until it lands)."""
+    """A partition table following the FixedPartitions contract: its units are its partitions."""
+
+    ring = None
+    hasher = None
 
     def __init__(self, owners: Sequence[Sequence[str]], nodes: Sequence[str]) -> None:
         self._owners = tuple(tuple(row) for row in owners)
@@ -75,6 +79,15 @@ class StandInPartitions:
     def partition_owners(self) -> tuple[tuple[str, ...], ...]:
         return self._owners
 
+    def segmentation(self, replicas: int) -> Segmentation:
+        return Segmentation(
+            "partitions",
+            self.partition_count,
+            None,
+            rows=self.partition_owners,
+            unit_for=self.partition_for,
+        )
+
     def nodes_for(self, key: int | str | bytes, n: int) -> list[str]:
         return list(self._owners[self.partition_for(key)][:n])
 
@@ -86,7 +99,10 @@ class StandInPartitions:
 
 
 class StandInMaglev:
-    """A lookup table following the Maglev contract: ``table`` of names, ``slot_for(key)``."""
+    """A lookup table following the Maglev contract: its units are the slots of ``table``."""
+
+    ring = None
+    hasher = None
 
     def __init__(self, table: Sequence[str]) -> None:
         self.table = tuple(table)
@@ -94,6 +110,14 @@ class StandInMaglev:
 
     def slot_for(self, key: int | str | bytes) -> int:
         return int(encode_key(key)) % len(self.table)
+
+    def segmentation(self, replicas: int) -> Segmentation | None:
+        if replicas != 1:
+            return None
+        rows = [(name,) for name in self.table]
+        return Segmentation(
+            "slots", len(self.table), None, rows=lambda: rows, unit_for=self.slot_for
+        )
 
     def node_for_many(self, keys: Iterable[int | str | bytes]) -> list[str]:
         return [self.table[self.slot_for(key)] for key in keys]

@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 
 from ringkit import Modulo, diff
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.strategies.registry import (
+    STRATEGY_NAMES,
+    StrategyOptions,
+    build_placement,
+    options_for,
+)
 
 KEYS = [f"booking-{i:04d}" for i in range(1, 301)]
 HASHER = "fnv1a_32_mix"
@@ -24,7 +29,9 @@ def modulo_moved(hasher: str) -> int:
 
 @pytest.mark.parametrize("strategy", [s for s in STRATEGY_NAMES if s != "ranges"])
 def test_modulo_baseline_uses_the_placements_hasher(strategy: str) -> None:
-    old = build_placement(strategy, ["A", "B", "C"], StrategyOptions(hasher=HASHER, vnodes=32))
+    # vnodes only where the strategy uses them: build_placement refuses an unused option.
+    options = options_for(strategy, StrategyOptions(hasher=HASHER, vnodes=32))
+    old = build_placement(strategy, ["A", "B", "C"], options)
     new = old.add("D")
     assert new.hasher.name == HASHER  # type: ignore[attr-defined]
     assert diff(old, new, keys=KEYS).modulo_keys_moved == modulo_moved(HASHER)

@@ -8,7 +8,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ringkit import ConfigError, HashRing, Maglev, Modulo, MovedArc, UnsupportedError, diff
+from ringkit import (
+    AllocatedRing,
+    ConfigError,
+    HashRing,
+    Maglev,
+    Modulo,
+    MovedArc,
+    UnsupportedError,
+    diff,
+)
+from ringkit.compat import redis_cluster
 from ringkit.hashing import HASHERS, get_hasher, hash_many
 from ringkit.movement.units import modulo_fraction, modulo_order, native_hashes
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
@@ -247,3 +257,21 @@ def test_every_registered_strategy_diffs_as_its_own_lookups_say(strategy: str) -
     assert movement.moved_keys(keys) == expected
     assert movement.keys_moved == len(expected)
     assert movement.plan().total_keys == len(expected)
+
+
+# -- exact units from the protocol (segmentation), whatever the placement's type ----------------
+
+
+def test_allocated_rings_are_compared_token_by_token() -> None:
+    old = AllocatedRing(["A", "B", "C"], tokens=4)
+    movement = diff(old, old.add("D"))
+    assert movement.basis == "points"
+    assert movement.moved_fraction == pytest.approx(old.add("D").shares()["D"])
+
+
+def test_redis_cluster_slot_tables_are_compared_slot_by_slot() -> None:
+    old = redis_cluster({"a": ["0-8191"], "b": ["8192-16383"]})
+    new = redis_cluster({"a": ["0-4095"], "b": ["8192-16383"], "c": ["4096-8191"]})
+    movement = diff(old, new)
+    assert movement.basis == "slots"
+    assert movement.moved_fraction == pytest.approx(4096 / 16384)

@@ -36,16 +36,16 @@ from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_scenario
 from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
+from ringkit.strategies.allocation.replicated import replicated_shares
 from ringkit.strategies.bounded import BoundedLoad
-from ringkit.strategies.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.fixed import FixedPartitions
+from ringkit.strategies.fixed.controller import PartitionMove, RebalancePlan
 from ringkit.strategies.jump import JumpHash, jump_hash
 from ringkit.strategies.maglev import Maglev
 from ringkit.strategies.modulo import Modulo
 from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
-from ringkit.strategies.replicated import replicated_shares
 from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
 __version__ = "0.1.0"

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ringkit.errors import ConfigError
+from ringkit.ring.tokens import SPACE_64, TokenTable
 from ringkit.stats import (
     cv_exact,
     cv_theory,
@@ -35,7 +36,6 @@ from ringkit.stats import (
     imbalance,
     worst_share,
 )
-from ringkit.tokens import SPACE_64, TokenTable
 
 __all__ = [
     "Advice",

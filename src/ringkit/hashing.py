@@ -59,6 +59,7 @@ __all__ = [
     "murmur3_64",
     "murmur3_x64_128",
     "points_many",
+    "registered_name",
     "sha1",
     "widen",
     "xxh3_64",
@@ -219,6 +220,22 @@ def get_hasher(spec: HasherLike) -> Hasher:
     if callable(spec):
         return Hasher(getattr(spec, "__name__", "custom"), spec, 64)
     raise ConfigError(f"hasher must be a name, a Hasher or a callable, got {type(spec).__name__}")
+
+
+def registered_name(hasher: Hasher, subject: str) -> str:
+    """Return the registered name of `hasher`, for a serialised `subject` to name it by.
+
+    >>> registered_name(get_hasher("md5"), "a ring")
+    'md5'
+
+    :raises ConfigError: when `hasher` is not the registered hasher of that name
+    """
+    if HASHERS.get(hasher.name) != hasher:
+        raise ConfigError(
+            f"cannot serialise {subject} with the unregistered hasher {hasher.name!r}; "
+            f"known: {', '.join(sorted(HASHERS))}"
+        )
+    return hasher.name
 
 
 def widen(h: int, bits: int) -> int:

@@ -1,37 +1,90 @@
-"""The protocol every placement follows, and the checks they share.
+"""The protocol every placement follows, the base class that implements it, and shared checks.
 
-A *placement* decides which node owns a key. ``HashRing`` and every strategy (modulo, jump,
-rendezvous, maglev, multi-probe, bounded load, fixed partitions, ...) answer the same questions
-(DESIGN.md decision 4), so that movement analysis, statistics, the simulator, the CLI and the
-cluster client work with any of them unchanged:
+A *placement* decides which node owns a key. ``HashRing``, every strategy (modulo, jump,
+rendezvous, maglev, multi-probe, bounded load, fixed partitions, ...) and every compatibility
+layout (ketama and Envoy continua, Cassandra, Redis Cluster) answer the same questions (DESIGN.md
+decision 4), so that movement analysis, statistics, the simulator, the CLI, the web page and the
+cluster client work with any of them without asking what type it is:
 
 - looking up: ``node_for(key)``, ``nodes_for(key, n)`` (distinct nodes, in the placement's
-  replica order), ``node_for_many(keys)``;
+  replica order), ``node_for_many(keys)``, ``assign_many(keys)`` (the owners when the keys arrive
+  as load, which differs from ``node_for_many`` only for a stateful placement such as
+  ``BoundedLoad``);
 - changing membership, each returning a *new* placement (placements are immutable values):
-  ``add(node)``, ``remove(name)``, ``discard(name)``;
-- measuring: ``nodes``, ``shares()``, ``len``, ``in``, ``iter``.
+  ``add(node)``, ``remove(name)``, ``discard(name)``, ``reweight(name, weight)``;
+- measuring: ``nodes``, ``shares()``, ``len``, ``in``, ``iter``, ``==``, ``hash``, ``repr``;
+- what it is built on: ``hasher`` (the hash keys go through, or None), ``ring`` (the
+  :class:`~ringkit.HashRing` whose tokens it routes by, or None; typed here as
+  :class:`TokenRing`, the ring's surface, because the ring sits a layer above this module),
+  ``routes_by_hash`` with
+  ``owner_indices_for_hashes(hashes)`` (owners straight from a vector of native key hashes, for
+  callers that cache hashes), and ``segmentation(replicas)`` (the exact units it routes by, for
+  exact movement analysis).
+
+:class:`PlacementBase` implements membership once (``discard``, ``len``, ``in``, ``iter``,
+``==``, ``hash``, ``repr``, the duplicate / unknown / weight checks of ``add``, ``remove`` and
+``reweight``); a placement supplies how it is rebuilt (``_rebuilt``) and what makes two of its
+kind equal (``_identity``).
+
+>>> from ringkit.strategies.modulo import Modulo
+>>> placement = Modulo(["a", "b"])
+>>> placement.discard("zz") is placement, len(placement.add("c")), "a" in placement
+(True, 3, True)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Protocol, Self, TypeVar, runtime_checkable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Self, runtime_checkable
 
-from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
-from ringkit.hashing import Hasher, Key
-from ringkit.nodes import Node
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.errors import (
+    ConfigError,
+    DuplicateNodeError,
+    EmptyRingError,
+    UnknownNodeError,
+    UnsupportedError,
+    format_names,
+)
+from ringkit.hashing import Hasher, Key, hash_many
+from ringkit.nodes import Node, coerce_node
 
 __all__ = [
-    "HashedMixin",
+    "IndexArray",
     "Key",
-    "NodeTupleMixin",
     "Placement",
+    "PlacementBase",
+    "Segmentation",
+    "TokenRing",
     "check_n",
     "check_not_empty",
     "unknown_node",
 ]
 
-P = TypeVar("P", bound="Placement")
+IndexArray = npt.NDArray[np.integer[Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class Segmentation:
+    """The exact units a placement routes by, so two placements can be diffed unit by unit.
+
+    ``basis`` is ``"points"`` (the arcs of ``placement.ring``: ``size`` is the ring's space),
+    ``"partitions"`` or ``"slots"`` (``size`` fixed units; ``unit_for(key)`` is a key's unit and
+    ``rows()`` each unit's preference list). Two segmentations are comparable when ``basis``,
+    ``size`` and ``hasher`` agree (``==``).
+
+    >>> Segmentation("slots", 7, None) == Segmentation("slots", 7, None, rows=lambda: ())
+    True
+    """
+
+    basis: str
+    size: int
+    hasher: Hasher | None
+    rows: Callable[[], Sequence[Sequence[str]]] | None = field(default=None, compare=False)
+    unit_for: Callable[[Key], int] | None = field(default=None, compare=False)
 
 
 @runtime_checkable
@@ -41,6 +94,21 @@ class Placement(Protocol):
     @property
     def nodes(self) -> tuple[Node, ...]:
         """The nodes, as validated ``Node`` values."""
+        ...
+
+    @property
+    def hasher(self) -> Hasher | None:
+        """The hash function keys go through, or None for a placement that hashes nothing."""
+        ...
+
+    @property
+    def ring(self) -> TokenRing | None:
+        """The hash ring whose tokens this placement routes by, or None."""
+        ...
+
+    @property
+    def routes_by_hash(self) -> bool:
+        """Whether ``owner_indices_for_hashes`` answers (owners are a function of the hash)."""
         ...
 
     def node_for(self, key: Key) -> str:
@@ -55,16 +123,32 @@ class Placement(Protocol):
         """Return the owner of each key, in order."""
         ...
 
-    def add(self: P, node: str | Node) -> P:
+    def assign_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key when the keys arrive as load, in order."""
+        ...
+
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the owner of each native key hash as an index into ``nodes``."""
+        ...
+
+    def segmentation(self, replicas: int) -> Segmentation | None:
+        """Return the exact units this placement routes `replicas` copies by, or None."""
+        ...
+
+    def add(self, node: str | Node) -> Self:
         """Return a new placement with `node` added."""
         ...
 
-    def remove(self: P, name: str) -> P:
+    def remove(self, name: str) -> Self:
         """Return a new placement without node `name`; raise if it is not there."""
         ...
 
-    def discard(self: P, name: str) -> P:
+    def discard(self, name: str) -> Self:
         """Return a new placement without node `name`, or this one if it is not there."""
+        ...
+
+    def reweight(self, name: str, weight: float) -> Self:
+        """Return a new placement in which node `name` has `weight`."""
         ...
 
     def shares(self) -> dict[str, float]:
@@ -78,35 +162,175 @@ class Placement(Protocol):
     def __iter__(self) -> Iterator[str]: ...
 
 
-class NodeTupleMixin:
-    """The membership surface of a placement that keeps its nodes in a tuple.
+@runtime_checkable
+class TokenRing(Placement, Protocol):
+    """A hash ring as a placement exposes it (``placement.ring``); :class:`~ringkit.HashRing`.
 
-    A subclass sets ``_nodes`` (``Node`` values) and ``_names`` (their names, same order),
-    implements ``remove``, and returns from ``_identity()`` the values that make two placements
-    of its kind equal (nodes and options). It gets ``nodes``, ``discard``, ``len``, ``in``,
-    ``iter``, ``==`` and ``hash``.
+    Sorted tokens and the index of each token's node in ``nodes``, over a space of points.
+    """
+
+    @property
+    def hasher(self) -> Hasher:
+        """The hash function keys and vnode labels are hashed with."""
+        ...
+
+    @property
+    def space(self) -> int:
+        """The size of the point space (2**64 unless built from explicit tokens)."""
+        ...
+
+    @property
+    def vnodes(self) -> int:
+        """The vnode count of a node of weight 1."""
+        ...
+
+    @property
+    def tokens(self) -> npt.NDArray[np.uint64]:
+        """The sorted tokens."""
+        ...
+
+    @property
+    def token_owners(self) -> IndexArray:
+        """For each token, the index of its node in ``nodes``."""
+        ...
+
+    def iter_nodes(self, key: Key) -> Iterator[str]:
+        """Yield the distinct nodes for `key` in preference order."""
+        ...
+
+    def point_for(self, key: Key) -> int:
+        """Return the point of `key` on this ring."""
+        ...
+
+    def node_for_point(self, point: int) -> str:
+        """Return the node owning `point`."""
+        ...
+
+    def owner_indices(self, points: npt.ArrayLike) -> IndexArray:
+        """Return the owner index of each point."""
+        ...
+
+    def owned_points(self) -> dict[str, int]:
+        """Return the exact number of points each node owns."""
+        ...
+
+
+class PlacementBase:
+    """The membership surface and protocol defaults every placement inherits.
+
+    A subclass keeps its nodes in ``_nodes`` (``Node`` values) and their names in ``_names``
+    (same order), and provides ``_rebuilt(nodes)`` (the same placement, options kept, over other
+    nodes) and ``_identity()`` (what makes two placements of its kind equal). It may override
+    ``_added`` / ``_removed`` / ``_reweighted`` where it changes membership incrementally, and
+    ``_weights_refused`` when it cannot honour weights.
+
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight``.
+    Looking up: ``assign_many``, ``owner_indices_for_hashes``.
+    Measuring: ``nodes``, ``hasher``, ``ring``, ``routes_by_hash``, ``segmentation``, ``len``,
+    ``in``, ``iter``, ``==``, ``hash``, ``repr``.
     """
 
     __slots__ = ()
     _nodes: tuple[Node, ...]
     _names: tuple[str, ...]
+    _hasher: Hasher | None = None
+    _container = "placement"  # what messages call it: "node 'x' is not in the placement"
+    # Whether each key's owner is a pure function of its native hash under ``hasher``, so that
+    # ``owner_indices_for_hashes`` answers; a placement that routes so sets it True.
+    routes_by_hash: bool = False
+
+    # -- membership ------------------------------------------------------------------------------
 
     @property
     def nodes(self) -> tuple[Node, ...]:
         """The nodes, in the placement's own order."""
         return self._nodes
 
+    def add(self, node: str | Node) -> Self:
+        """Return a new placement with `node` added.
+
+        :raises DuplicateNodeError: when a node of that name is already there
+        :raises UnsupportedError: when the node has a weight this placement cannot honour
+        """
+        return self._added(self._check_new(node))
+
     def remove(self, name: str) -> Self:
-        """Return a new placement without node `name` (each placement implements it)."""
-        raise NotImplementedError
+        """Return a new placement without node `name`.
+
+        :raises UnknownNodeError: when `name` is not there
+        """
+        if name not in self:
+            raise unknown_node(name, self._names, self._container)
+        return self._removed(name)
 
     def discard(self, name: str) -> Self:
         """Return a new placement without node `name`, or this one if it is not there."""
         return self.remove(name) if name in self else self
 
-    def _identity(self) -> tuple[object, ...]:
-        """Return the values that make two placements of this kind equal."""
-        raise NotImplementedError
+    def reweight(self, name: str, weight: float) -> Self:
+        """Return a new placement in which node `name` has `weight`.
+
+        :raises UnsupportedError: when this placement cannot weight nodes (the message names
+            a placement that can)
+        :raises UnknownNodeError: when `name` is not there
+        :raises ConfigError: when `weight` is not finite and > 0
+        """
+        error = self._cannot_weight(name, weight)
+        if error is not None:
+            raise error
+        if name not in self:
+            raise unknown_node(name, self._names, self._container)
+        node = self._nodes[self._names.index(name)].with_weight(weight)
+        return self._reweighted(node)
+
+    def _check_new(self, node: str | Node) -> Node:
+        """Return `node` as a ``Node`` after checking this placement can take it.
+
+        :raises DuplicateNodeError: when a node of that name is already there
+        :raises UnsupportedError: when the node has a weight this placement cannot honour
+        """
+        new = coerce_node(node)
+        if new.name in self:
+            raise DuplicateNodeError(f"node {new.name!r} is already in the {self._container}")
+        self._check_weights((new,))
+        return new
+
+    def _check_weights(self, nodes: Iterable[Node]) -> None:
+        """Refuse a weight other than 1 when this placement cannot honour weights.
+
+        :raises UnsupportedError: naming the node, its weight and what to use instead
+        """
+        for node in nodes:
+            error = self._cannot_weight(node.name, node.weight) if node.weight != 1.0 else None
+            if error is not None:
+                raise error
+
+    def _cannot_weight(self, name: str, weight: float) -> UnsupportedError | None:
+        """Return the error for giving node `name` `weight`, if this placement ignores weights."""
+        refused = self._weights_refused()
+        if refused is None:
+            return None
+        subject, fix = refused
+        return UnsupportedError(
+            f"{subject} cannot weight nodes, got weight {weight!r} for node {name!r}; {fix}"
+        )
+
+    def _weights_refused(self) -> tuple[str, str] | None:
+        """Return (subject, what to use instead) when weights are ignored; None if honoured."""
+        return None
+
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Self:
+        """Return a placement of this kind, with these options, over `nodes`."""
+        raise NotImplementedError(f"{type(self).__name__} does not rebuild from nodes")
+
+    def _added(self, node: Node) -> Self:
+        return self._rebuilt((*self._nodes, node))
+
+    def _removed(self, name: str) -> Self:
+        return self._rebuilt(tuple(node for node in self._nodes if node.name != name))
+
+    def _reweighted(self, node: Node) -> Self:
+        return self._rebuilt(tuple(node if n.name == node.name else n for n in self._nodes))
 
     def __len__(self) -> int:
         return len(self._names)
@@ -117,26 +341,95 @@ class NodeTupleMixin:
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)
 
+    # -- protocol defaults -----------------------------------------------------------------------
+
+    @property
+    def hasher(self) -> Hasher | None:
+        """The hash function keys go through (``diff`` compares ``hash % N`` with it)."""
+        return self._hasher
+
+    @property
+    def ring(self) -> TokenRing | None:
+        """The hash ring whose tokens this placement routes by (None: it routes otherwise)."""
+        return None
+
+    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owner of each key, in order.
+
+        A placement that routes by the key hash alone hashes the keys in one pass and answers
+        through ``owner_indices_for_hashes`` (vectorised); any other calls ``node_for`` per key.
+
+        :raises EmptyRingError: when there are no nodes
+        :raises TypeError: when a key is not str, bytes or int
+        """
+        hasher = self.hasher
+        if not self.routes_by_hash or hasher is None:
+            node_for = self.node_for
+            return [node_for(key) for key in keys]
+        check_not_empty(len(self._names), "node_for_many")
+        indices = self.owner_indices_for_hashes(hash_many(keys, hasher))
+        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
+        return result
+
+    def node_for(self, key: Key) -> str:
+        """Return the name of the node that owns `key` (each placement implements it)."""
+        raise NotImplementedError
+
+    def assign_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return the owners when `keys` arrive as load, in order.
+
+        A stateless placement answers ``node_for_many(keys)``; a stateful one (``BoundedLoad``)
+        assigns the keys in turn on a fresh load table.
+        """
+        return self.node_for_many(keys)
+
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return, for each native key hash under ``hasher``, its owner's index in ``nodes``.
+
+        Callers that keep hashes (the simulator's hash cache) skip hashing again. Available
+        when ``routes_by_hash`` is True.
+
+        :raises UnsupportedError: when owners are not a function of the key hash alone
+        """
+        raise UnsupportedError(
+            f"{type(self).__name__} does not route by the key hash alone, got "
+            f"{len(hashes)} hashes; use node_for_many(keys)"
+        )
+
+    def segmentation(self, replicas: int) -> Segmentation | None:
+        """Return the exact units `replicas` copies are routed by, or None (diff samples keys)."""
+        return None
+
+    # -- identity ---------------------------------------------------------------------------------
+
+    def _identity(self) -> tuple[object, ...]:
+        """Return the values that make two placements of this kind equal (arrays allowed)."""
+        raise NotImplementedError
+
+    def _repr_options(self) -> str:
+        """Return the options ``repr`` shows after the node names, e.g. ``", hasher='md5'"``."""
+        return ""
+
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        assert isinstance(other, NodeTupleMixin)
-        return self._identity() == other._identity()
+        assert isinstance(other, PlacementBase)  # for mypy: the type test is above
+        return all(
+            _same(mine, theirs)
+            for mine, theirs in zip(self._identity(), other._identity(), strict=True)
+        )
 
     def __hash__(self) -> int:
-        return hash((type(self).__name__, self._identity()))
+        return hash((type(self).__name__, self._nodes))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}([{format_names(self._names)}]{self._repr_options()})"
 
 
-class HashedMixin:
-    """The ``hasher`` property of a placement that hashes keys with ``self._hasher``."""
-
-    __slots__ = ()
-    _hasher: Hasher
-
-    @property
-    def hasher(self) -> Hasher:
-        """The hash function keys are hashed with (``diff`` compares ``hash % N`` with it)."""
-        return self._hasher
+def _same(mine: object, theirs: object) -> bool:
+    if isinstance(mine, np.ndarray):
+        return isinstance(theirs, np.ndarray) and np.array_equal(mine, theirs)
+    return mine == theirs
 
 
 def check_n(n: int) -> int:

@@ -19,7 +19,7 @@ from ringkit import (
     Node,
     UnknownNodeError,
 )
-from ringkit.strategies.controller import compute_quotas, zone_key, zone_limit
+from ringkit.strategies.fixed.controller import compute_quotas, zone_key, zone_limit
 
 
 def replica_counts(table: FixedPartitions) -> Counter[str]:

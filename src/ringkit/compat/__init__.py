@@ -1,4 +1,4 @@
-"""Exact layouts of other systems: ketama, Envoy ring hash, Cassandra, Redis Cluster, Guava.
+"""Exact layouts of other systems: ketama, Envoy ring hash and maglev, Cassandra, Redis, Guava.
 
 Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
 source; docs/compatibility.md says what was checked against what.
@@ -17,8 +17,8 @@ from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
 from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
+from ringkit.compat.maglev import envoy_maglev
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
-from ringkit.strategies.maglev import envoy_maglev  # Envoy's maglev lives with Maglev
 
 __all__ = [
     "KETAMA_VARIANTS",

@@ -9,7 +9,7 @@ ketama, 64 for Envoy; DESIGN.md decision 1) and points that collide keep the sys
 (server index), because exactness rules here.
 
 >>> circle = Continuum.from_points(
-...     (Node("a"),), [10, 20, 30], [0, 0, 0], bits=32, key_hash=lambda data: len(data) * 10,
+...     (Node("a"),), [10, 20, 30], [0, 0, 0], hasher=Hasher("len", lambda d: len(d) * 10, 32),
 ...     rebuild=lambda servers: None, kind="demo")
 >>> circle.node_for_point(25), circle.node_for("abcd")
 ('a', 'a')
@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import Key, encode_key
+from ringkit.errors import ConfigError
+from ringkit.hashing import Hasher, Key, encode_key
 from ringkit.nodes import Node
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
 
 __all__ = ["Continuum"]
 
@@ -36,22 +35,24 @@ _LIST_LIMIT = 1 << 16
 Rebuild = Callable[[tuple[Node, ...]], "Continuum"]
 
 
-class Continuum(NodeTupleMixin):
+class Continuum(PlacementBase):
     """Sorted points (uint64 holding `bits`-wide values), each owned by one node.
 
     Invariants: ``points`` is sorted; ``owners[i]`` indexes ``nodes``; points that are equal are
-    ordered as the source system orders them (by server index). Immutable.
+    ordered as the source system orders them (by server index). Immutable. `hasher` is the
+    system's key hash, `bits` wide; an unweighted layout (``weighted=False``) refuses weights.
 
     Looking up: ``node_for``, ``node_for_point``, ``nodes_for``, ``node_for_many``,
-    ``point_for``. Changing membership (new objects, rebuilt by the system's own rule): ``add``,
-    ``remove``, ``discard``. Measuring: ``shares``, ``points``, ``owners``, ``nodes``, ``len``,
-    ``in``, ``iter``.
+    ``owner_indices_for_hashes``, ``point_for``. Changing membership (new objects, rebuilt by
+    the system's own rule): ``add``, ``remove``, ``discard``, ``reweight``. Measuring:
+    ``shares``, ``points``, ``owners``, ``nodes``, ``hasher``, ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = (
         "_bits",
+        "_container",
+        "_hasher",
         "_key_hash",
-        "_kind",
         "_names",
         "_nodes",
         "_owners",
@@ -59,7 +60,10 @@ class Continuum(NodeTupleMixin):
         "_point_names",
         "_points",
         "_rebuild",
+        "_weighted",
     )
+    routes_by_hash = True  # a key goes to the first point >= its hash
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -67,19 +71,21 @@ class Continuum(NodeTupleMixin):
         points: UInt64Array,
         owners: npt.NDArray[np.intp],
         *,
-        bits: int,
-        key_hash: Callable[[bytes], int],
+        hasher: Hasher,
         rebuild: Rebuild,
         kind: str,
+        weighted: bool = True,
     ) -> None:
         self._nodes = nodes
         self._names = tuple(node.name for node in nodes)
         self._points = points
         self._owners = owners
-        self._bits = bits
-        self._key_hash = key_hash
+        self._hasher = hasher
+        self._bits = hasher.bits
+        self._key_hash = hasher.function
         self._rebuild = rebuild
-        self._kind = kind
+        self._container = kind
+        self._weighted = weighted
         self._points.flags.writeable = False
         self._owners.flags.writeable = False
         # Scalar lookups bisect a Python list: numpy's searchsorted costs microseconds per call
@@ -98,10 +104,10 @@ class Continuum(NodeTupleMixin):
         points: Iterable[int],
         owners: Iterable[int],
         *,
-        bits: int,
-        key_hash: Callable[[bytes], int],
+        hasher: Hasher,
         rebuild: Rebuild,
         kind: str,
+        weighted: bool = True,
     ) -> Continuum:
         """Return a continuum from unsorted points and their owners' indices into `nodes`.
 
@@ -118,10 +124,10 @@ class Continuum(NodeTupleMixin):
             nodes,
             point_array[order],
             owner_array[order],
-            bits=bits,
-            key_hash=key_hash,
+            hasher=hasher,
             rebuild=rebuild,
             kind=kind,
+            weighted=weighted,
         )
 
     # -- looking up ------------------------------------------------------------------------
@@ -199,46 +205,28 @@ class Continuum(NodeTupleMixin):
                     break
         return found
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (one vectorised search).
-
-        Runtime: O(K log P) for K keys.
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the owner index of each key hash: the first point >= it, wrapping.
 
         :raises EmptyRingError: when there are no nodes
         """
-        check_not_empty(len(self._points), "node_for_many")
-        key_hash = self._key_hash
-        hashes = np.fromiter(
-            (key_hash(key.encode() if type(key) is str else encode_key(key)) for key in keys),
-            dtype=np.uint64,
-        )
+        check_not_empty(len(self._points), "owner_indices_for_hashes")
         indices = np.searchsorted(self._points, hashes, side="left")
         indices[indices == len(self._points)] = 0
-        names: list[str] = np.array(self._names, dtype=object)[self._owners[indices]].tolist()
-        return names
+        result: IndexArray = self._owners[indices]
+        return result
 
     # -- changing membership ---------------------------------------------------------------
 
-    def add(self, node: str | Node) -> Continuum:
-        """Return the layout rebuilt with `node` appended (weight 1 for a bare name).
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Continuum:
+        # Every point is recomputed as the system does (weights are relative to the total);
+        # removing a server is what twemproxy's auto-eject does.
+        return self._rebuild(nodes)
 
-        Every point is recomputed as the system does (weights are relative to the total).
-
-        :raises DuplicateNodeError: when the node is already there
-        """
-        new = node if isinstance(node, Node) else Node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the {self._kind}")
-        return self._rebuild((*self._nodes, new))
-
-    def remove(self, name: str) -> Continuum:
-        """Return the layout rebuilt without `name` (twemproxy's auto-eject does exactly this).
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, self._kind)
-        return self._rebuild(tuple(node for node in self._nodes if node.name != name))
+    def _weights_refused(self) -> tuple[str, str] | None:
+        if self._weighted:
+            return None
+        return f"the unweighted {self._container}", "use weighted=True for weighted nodes"
 
     # -- measuring -------------------------------------------------------------------------
 
@@ -273,19 +261,8 @@ class Continuum(NodeTupleMixin):
         """The width of points and key hashes: 32 (ketama) or 64 (Envoy)."""
         return self._bits
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Continuum):
-            return NotImplemented
-        return (
-            self._kind == other._kind
-            and self._nodes == other._nodes
-            and np.array_equal(self._points, other._points)
-            and np.array_equal(self._owners, other._owners)
-        )
+    def _identity(self) -> tuple[object, ...]:
+        return (self._container, self._nodes, self._points, self._owners)
 
-    def __hash__(self) -> int:
-        return hash((self._kind, self._nodes, len(self._points)))
-
-    def __repr__(self) -> str:
-        shown: Any = [node.name for node in self._nodes]
-        return f"<{self._kind} with {len(self._names)} nodes, {len(self._points)} points: {shown}>"
+    def _repr_options(self) -> str:
+        return f", kind={self._container!r}, points={len(self._points)}"

@@ -26,18 +26,25 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from ringkit.errors import ConfigError, EmptyRingError
+from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
 from ringkit.hashing import (
     CASSANDRA_MAX_TOKEN,
     CASSANDRA_MIN_TOKEN,
+    Hasher,
     cassandra_partition_key,
     cassandra_token,
 )
-from ringkit.placement import check_n
+from ringkit.nodes import Node
+from ringkit.placement import PlacementBase, check_n, check_not_empty
 
-__all__ = ["CassandraRing", "TokenRange", "cassandra_ring"]
+__all__ = ["CASSANDRA_HASHER", "CassandraRing", "TokenRange", "cassandra_ring"]
 
-CassandraKey = bytes | str | Sequence[bytes | str]
+_SPACE = 1 << 64
+# The Murmur3Partitioner token of a key's bytes, as an unsigned 64-bit value (two's complement).
+CASSANDRA_HASHER = Hasher("cassandra_murmur3", lambda data: cassandra_token(data) % _SPACE, 64)
+
+# An int is refused with the fix (serialize numbers first): Cassandra keys are serialized bytes.
+CassandraKey = bytes | str | Sequence[bytes | str] | int
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,14 +103,21 @@ def _check_token(node: str, token: object) -> int:
     return token
 
 
-class CassandraRing:
+class CassandraRing(PlacementBase):
     """Tokens of nodes, a replication strategy, and the topology (datacenter, rack) of each node.
 
+    Nodes carry no weight: what a node owns follows from its tokens, so ``reweight`` and a
+    weighted node are refused (give the node more tokens instead).
+
     Looking up: ``token_for``, ``replicas``, ``replicas_for_token``, ``node_for``, ``nodes_for``,
-    ``node_for_many``. Measuring: ``ranges``, ``ranges_for``, ``nodes``, ``len``, ``in``, ``iter``.
+    ``node_for_many``. Changing membership: ``remove`` (decommission: its ranges pass to the
+    next tokens), ``discard``; ``add`` needs tokens, so it is refused (build a new ring).
+    Measuring: ``ranges``, ``ranges_for``, ``shares``, ``tokens``, ``nodes``, ``hasher``,
+    ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_datacenter", "_names", "_owners", "_rack", "_rf", "_tokens")
+    __slots__ = ("_datacenter", "_hasher", "_names", "_nodes", "_owners", "_rack", "_rf", "_tokens")
+    _container = "cassandra ring"
 
     def __init__(
         self,
@@ -116,6 +130,8 @@ class CassandraRing:
         self._tokens = [token for token, _ in tokens]
         self._owners = [name for _, name in tokens]
         self._names = tuple(dict.fromkeys(datacenter))
+        self._nodes = tuple(Node(name) for name in self._names)
+        self._hasher = CASSANDRA_HASHER
         self._rf = rf
         self._datacenter = datacenter
         self._rack = rack
@@ -177,12 +193,21 @@ class CassandraRing:
         return self.replicas_for_token(self.token_for(key))
 
     def node_for(self, key: CassandraKey) -> str:
-        """Return the first replica of `key` (the owner of its token's range)."""
+        """Return the first replica of `key` (the owner of its token's range).
+
+        :raises EmptyRingError: when every node was removed
+        """
+        check_not_empty(len(self._tokens), "node_for")
         return self.replicas(key)[0]
 
     def nodes_for(self, key: CassandraKey, n: int) -> list[str]:
-        """Return the first `n` replicas of `key` (all of them when n exceeds the factor)."""
-        return self.replicas(key)[: check_n(n)]
+        """Return the first `n` replicas of `key` (all of them when n exceeds the factor).
+
+        :raises EmptyRingError: when every node was removed
+        """
+        check_n(n)
+        check_not_empty(len(self._tokens), "nodes_for")
+        return self.replicas(key)[:n]
 
     def node_for_many(self, keys: Iterable[CassandraKey]) -> list[str]:
         """Return the first replica of each key, in order."""
@@ -202,24 +227,58 @@ class CassandraRing:
         """Return the ranges `name` holds a replica of (primary or not)."""
         return [item for item in self.ranges() if name in item.endpoints]
 
+    def shares(self) -> dict[str, float]:
+        """Return each node's exact fraction of the token space as primary (range lengths).
+
+        >>> cassandra_ring({"a": [0], "b": [2**62]}).shares()
+        {'a': 0.75, 'b': 0.25}
+        """
+        owned = dict.fromkeys(self._names, 0)
+        for i, token in enumerate(self._tokens):
+            # (previous, token]; a lone token owns the whole ring
+            owned[self._owners[i]] += (token - self._tokens[i - 1]) % _SPACE or _SPACE
+        return {name: points / _SPACE for name, points in owned.items()}
+
     @property
     def tokens(self) -> list[tuple[int, str]]:
         """The ring as ``nodetool ring`` lists it: (token, node) by token."""
         return list(zip(self._tokens, self._owners, strict=True))
 
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """The node names, in the order given."""
-        return self._names
+    # -- changing membership ---------------------------------------------------------------
 
-    def __len__(self) -> int:
-        return len(self._names)
+    def add(self, node: str | Node) -> CassandraRing:
+        """Refuse: a Cassandra node joins at tokens (``cassandra_ring`` with its tokens).
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
+        :raises UnsupportedError: always, naming the node
+        """
+        name = node.name if isinstance(node, Node) else node
+        raise UnsupportedError(
+            f"a cassandra ring cannot place a node without tokens, got {name!r}; build "
+            "cassandra_ring(...) with the node's tokens"
+        )
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+    def _removed(self, name: str) -> CassandraRing:
+        # Decommission: the node's ranges pass to the next tokens clockwise.
+        names = [n for n in self._names if n != name]
+        return CassandraRing(
+            [
+                (t, owner)
+                for t, owner in zip(self._tokens, self._owners, strict=True)
+                if owner != name
+            ],
+            self._rf,
+            {n: self._datacenter[n] for n in names},
+            {n: self._rack[n] for n in names},
+        )
+
+    def _weights_refused(self) -> tuple[str, str]:
+        return "a cassandra ring", "use cassandra_ring(...) to give the node more tokens"
+
+    def _identity(self) -> tuple[object, ...]:
+        return (self._tokens, self._owners, self._rf, self._datacenter, self._rack)
+
+    def _repr_options(self) -> str:
+        return f", tokens={len(self._tokens)}, replication_factor={self._rf!r}"
 
 
 def _topology(

@@ -26,9 +26,17 @@ import xxhash
 
 from ringkit.compat._continuum import Continuum
 from ringkit.errors import ConfigError
+from ringkit.hashing import Hasher
 from ringkit.nodes import Node
 
-__all__ = ["ENVOY_HASHES", "MAX_RING_SIZE", "envoy_ring", "murmur_hash_2", "xx_hash"]
+__all__ = [
+    "ENVOY_HASHES",
+    "ENVOY_KEY_HASHER",
+    "MAX_RING_SIZE",
+    "envoy_ring",
+    "murmur_hash_2",
+    "xx_hash",
+]
 
 MAX_RING_SIZE = 8_388_608  # the proto's upper bound for both ring sizes (8M)
 _M64 = 0xFFFFFFFFFFFFFFFF
@@ -39,6 +47,10 @@ _MUL = 0xC6A4A7935BD1E995
 def xx_hash(data: bytes) -> int:
     """Return xxHash64 of `data` with seed 0 (Envoy's ``HashUtil::xxHash64``)."""
     return int(xxhash.xxh64_intdigest(data))
+
+
+# Envoy's hash policies hash a header or cookie value with XXH64 (seed 0), not XXH3.
+ENVOY_KEY_HASHER = Hasher("xxh64", xx_hash, 64)
 
 
 def _shift_mix(v: int) -> int:
@@ -133,7 +145,7 @@ def _build(
         )
 
     return Continuum.from_points(
-        nodes, points, owners, bits=64, key_hash=xx_hash, rebuild=rebuild, kind="envoy ring"
+        nodes, points, owners, hasher=ENVOY_KEY_HASHER, rebuild=rebuild, kind="envoy ring"
     )
 
 

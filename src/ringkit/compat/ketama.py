@@ -42,6 +42,7 @@ import numpy as np
 from ringkit.compat._continuum import Continuum
 from ringkit.compat.hashkit import get_key_hash, ketama_md5
 from ringkit.errors import ConfigError
+from ringkit.hashing import Hasher
 from ringkit.nodes import Node
 
 __all__ = ["KETAMA_VARIANTS", "MEMCACHED_DEFAULT_PORT", "Server", "ketama", "parse_servers"]
@@ -208,16 +209,16 @@ def _server_points(
             yield ketama_md5(label, alignment)
 
 
-def _build(
-    servers: tuple[Server, ...], variant: str, weighted: bool, key_hash: Callable[[bytes], int]
-) -> Continuum:
+def _build(servers: tuple[Server, ...], variant: str, weighted: bool, hasher: Hasher) -> Continuum:
     total = sum(server.weight for server in servers)
     points: list[int] = []
     owners: list[int] = []
     for index, server in enumerate(servers):
         before = len(points)
         points.extend(
-            _server_points(server, total, len(servers), variant, None if weighted else key_hash)
+            _server_points(
+                server, total, len(servers), variant, None if weighted else hasher.function
+            )
         )
         owners.extend([index] * (len(points) - before))
     known = {server.name: server for server in servers}
@@ -229,7 +230,7 @@ def _build(
             else _from_node(node, verbatim=variant == "libketama", aliases=variant == "twemproxy")
             for node in nodes
         )
-        return _build(again, variant, weighted, key_hash)
+        return _build(again, variant, weighted, hasher)
 
     nodes = tuple(
         Node(server.name, weight=server.weight, address=f"{server.host}:{server.port}")
@@ -239,10 +240,10 @@ def _build(
         nodes,
         points,
         owners,
-        bits=32,
-        key_hash=key_hash,
+        hasher=hasher,
         rebuild=rebuild,
         kind=f"{variant} ketama continuum",
+        weighted=weighted,
     )
 
 
@@ -282,7 +283,8 @@ def ketama(
         raise ConfigError(
             f"unknown ketama variant {variant!r}; known: {', '.join(KETAMA_VARIANTS)}"
         )
-    key_hash = get_key_hash(_default_hash(variant, weighted) if hash is None else hash)
+    hash_name = _default_hash(variant, weighted) if hash is None else hash
+    key_hash = Hasher(f"hashkit:{hash_name}", get_key_hash(hash_name), 32)
     if variant == "libketama" and hash not in (None, "md5"):
         raise ConfigError(f"libketama hashes keys with md5 only, got hash={hash!r}")
     parsed = parse_servers(servers, variant=variant)

@@ -19,10 +19,12 @@ Reference: Redis Cluster specification, "Keys distribution model" and "Hash tags
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 
-from ringkit.errors import ConfigError, EmptyRingError
+from ringkit.errors import ConfigError, EmptyRingError, UnsupportedError
 from ringkit.hashing import Key, encode_key
+from ringkit.nodes import Node
+from ringkit.placement import PlacementBase, Segmentation, check_n
 
 __all__ = ["REDIS_SLOTS", "RedisCluster", "crc16_xmodem", "redis_cluster", "redis_slot"]
 
@@ -109,17 +111,24 @@ def _parse_range(node: str, item: SlotRange) -> range:
     return range(first, last + 1)
 
 
-class RedisCluster:
+class RedisCluster(PlacementBase):
     """A slot table: each of the 16384 slots is served by exactly one node.
 
-    Looking up: ``node_for``, ``node_for_many``, ``node_for_slot``, ``slot_for``.
-    Measuring: ``slot_ranges``, ``shares``, ``nodes``, ``len``, ``in``, ``iter``.
+    Slots move between nodes only by resharding, so ``add``, ``remove`` (of a node that is
+    there) and ``reweight`` are refused with the way to do it: build the new table with
+    :func:`redis_cluster`. ``hasher`` is None: slots come from CRC16 of the hash tag.
+
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``node_for_slot``,
+    ``slot_for``. Measuring: ``slot_ranges``, ``shares``, ``segmentation`` (the slots),
+    ``nodes``, ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_names", "_owner")
+    __slots__ = ("_names", "_nodes", "_owner")
+    _container = "redis cluster"
 
     def __init__(self, names: tuple[str, ...], owner: tuple[int, ...]) -> None:
         self._names = names
+        self._nodes = tuple(Node(name) for name in names)
         self._owner = owner
 
     def slot_for(self, key: Key) -> int:
@@ -139,9 +148,27 @@ class RedisCluster:
         """Return the node serving `key`'s slot. Runtime: O(len(key))."""
         return self._names[self._owner[redis_slot(key)]]
 
+    def nodes_for(self, key: Key, n: int) -> list[str]:
+        """Return the node serving `key`'s slot: a slot has one node (replicas are its own).
+
+        :raises ConfigError: when `n` < 1
+        """
+        check_n(n)
+        return [self.node_for(key)]
+
     def node_for_many(self, keys: Iterable[Key]) -> list[str]:
         """Return the node of each key, in order."""
         return [self._names[self._owner[redis_slot(key)]] for key in keys]
+
+    def segmentation(self, replicas: int) -> Segmentation:
+        """Return the 16384 slots as exact units, each with the node serving it."""
+        return Segmentation(
+            "slots",
+            REDIS_SLOTS,
+            None,
+            rows=lambda: [(self._names[index],) for index in self._owner],
+            unit_for=redis_slot,
+        )
 
     def slot_ranges(self) -> dict[str, list[tuple[int, int]]]:
         """Return each node's slots as sorted inclusive ranges ``(first, last)``."""
@@ -160,19 +187,29 @@ class RedisCluster:
             counts[index] += 1
         return {name: counts[i] / REDIS_SLOTS for i, name in enumerate(self._names)}
 
-    @property
-    def nodes(self) -> tuple[str, ...]:
-        """The node names, in the order given."""
-        return self._names
+    # -- changing membership ---------------------------------------------------------------
 
-    def __len__(self) -> int:
-        return len(self._names)
+    def _resharding(self, name: str) -> UnsupportedError:
+        return UnsupportedError(
+            f"a redis cluster moves slots only by resharding, got a change of node {name!r}; "
+            "build redis_cluster(...) with the new slot ranges"
+        )
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._names
+    def add(self, node: str | Node) -> RedisCluster:
+        """Refuse: a new node serves no slot until slots are resharded to it.
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+        :raises UnsupportedError: always, naming the node and the way to reshard
+        """
+        raise self._resharding(node.name if isinstance(node, Node) else node)
+
+    def _removed(self, name: str) -> RedisCluster:
+        raise self._resharding(name)
+
+    def _weights_refused(self) -> tuple[str, str]:
+        return "a redis cluster", "use redis_cluster(...) to move slots between nodes"
+
+    def _identity(self) -> tuple[object, ...]:
+        return (self._names, self._owner)
 
     def __repr__(self) -> str:
         return f"redis_cluster({self.slot_ranges()!r})"

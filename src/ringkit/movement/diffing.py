@@ -2,14 +2,15 @@
 
 ``diff(old, new)`` compares two placements over one key space. For two rings it merges their
 sorted tokens: wherever the owner of a stretch of points differs, that stretch moved, so the moved
-arcs, their lengths and ``moved_fraction`` are exact, not sampled (seed 003: "trace exactly which
-keys move and to which node"). With ``replicas=R`` it compares preference lists instead: each
+arcs, their lengths and ``moved_fraction`` are exact, not sampled: exactly which keys move, and
+to which node. With ``replicas=R`` it compares preference lists instead: each
 node's gained and lost replica ranges, and the streams that rebuild R copies of every key.
 Partition tables and maglev tables are compared entry by entry, exactly; any other placement over
-a key sample. Beside every result stands what ``hash % N`` would have moved (seed 004).
+a key sample. Beside every result stands what ``hash % N`` would have moved (Karger et al. 1997's
+motivation for consistent hashing).
 
-Seed 003's example, with its arc corrected (the seed's text says (50, 60] and k5; its own rule,
-first token >= point, gives (35, 50] and k4):
+A node E added at token 50 takes the arc (35, 50] from the node owning token 60 (the first token
+>= a point owns it, as libketama and Envoy rule):
 
 >>> from ringkit.ring import HashRing
 >>> old = HashRing.from_tokens({"A": [10], "B": [35], "C": [60], "D": [85]}, space=100)
@@ -368,14 +369,28 @@ def diff(
     copies = int(np.count_nonzero(units.new_rows >= 0))
     capacity = units.new_rows.shape[1] * units.space if units.basis == "points" else copies
     movement = Movement(
-        units.basis, replicas, units.space, before, after, moved, moved / capacity,
-        optimum_fraction(old, new), modulo_fraction(before, after, replicas), None, None, None,
-        _names=names, _ends=units.ends, _changes=found, _locate=units.locate,
-        _placements=(old, new), _keys=key_list,
-    )  # fmt: skip
+        units.basis,
+        replicas,
+        units.space,
+        before,
+        after,
+        moved,
+        moved / capacity,
+        optimum_fraction(old, new),
+        modulo_fraction(before, after, replicas),
+        None,
+        None,
+        None,
+        _names=names,
+        _ends=units.ends,
+        _changes=found,
+        _locate=units.locate,
+        _placements=(old, new),
+        _keys=key_list,
+    )
     if key_list is None:
         return movement
-    hasher = getattr(new, "hasher", None) or DEFAULT_HASH
+    hasher = new.hasher or DEFAULT_HASH
     return replace(
         movement,
         keys_total=len(key_list),
@@ -385,7 +400,11 @@ def diff(
 
 
 def _units(
-    old: Any, new: Any, replicas: int, keys: Sequence[Key] | None, names: tuple[str, ...]
+    old: Placement,
+    new: Placement,
+    replicas: int,
+    keys: Sequence[Key] | None,
+    names: tuple[str, ...],
 ) -> Units:
     for side, placement in (("old", old), ("new", new)):
         if len(placement) == 0:
@@ -395,6 +414,6 @@ def _units(
     if units is None:
         raise ConfigError(
             f"diff of {type(old).__name__} and {type(new).__name__} needs keys=: they share no "
-            "exact structure (same-space rings, partition or maglev tables); pass a key sample"
+            "exact segmentation (same-space rings, partition or slot tables); pass a key sample"
         )
     return units

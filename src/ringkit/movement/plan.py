@@ -1,7 +1,7 @@
 """A migration plan: range reads grouped into waves, with a cost model for how long they take.
 
 A :class:`Transfer` is one range read, "arc (a, b] from S to D" (or "n keys from S to D" when the
-diff is over a key sample). Seed 000: every transfer has a fixed setup cost (connection, snapshot,
+diff is over a key sample). Every transfer has a fixed setup cost (connection, snapshot,
 handshake) and sources are many machines, so 256 small streams from 256 sources and one large
 stream from one source are different migrations even when they move the same bytes. The cost
 model says by how much: a transfer takes ``setup_s + size_bytes / bandwidth_bytes_per_s``, the

@@ -1,11 +1,14 @@
-"""How each kind of placement becomes segments with preference rows, for :func:`ringkit.diff`.
+"""How a pair of placements becomes segments with preference rows, for :func:`ringkit.diff`.
 
-- Two rings over one space and hasher: the union of their tokens (exact, ``basis="points"``).
-- Two partition tables of one size (``partition_count``, ``partition_for``,
-  ``partition_owners``): one segment per partition (exact, ``basis="partitions"``).
-- Two maglev tables of one size (``table``, ``slot_for``), one replica: one segment per slot
-  (exact, ``basis="slots"``).
-- Anything else: one segment per key of a given sample (``basis="keys"``).
+Each placement says which exact units it routes by (``placement.segmentation(replicas)``); when
+both offer the same kind of units (same basis, size and hasher), the diff is exact:
+
+- ``"points"``: two rings (``placement.ring``) over one space and hasher: the union of their
+  tokens;
+- ``"partitions"`` (fixed partition tables) and ``"slots"`` (maglev tables for one replica,
+  Redis Cluster slot tables): one segment per unit, with each unit's replica row.
+
+Anything else: one segment per key of a given sample (``basis="keys"``).
 
 Rows hold ids into one name table shared by both placements (-1 pads short rows). Beside them,
 what ``hash % N`` (:class:`ringkit.Modulo` over the same nodes, in the order its ``add`` and
@@ -36,8 +39,9 @@ from ringkit.movement.segments import (
     merged_boundaries,
     preference_rows,
 )
-from ringkit.preference import walk_distinct
-from ringkit.ring import SPACE_64, HashRing
+from ringkit.placement import Placement, Segmentation, TokenRing
+from ringkit.ring import SPACE_64
+from ringkit.ring.preference import walk_distinct
 
 __all__ = [
     "Units",
@@ -76,7 +80,7 @@ def _ids(names: Sequence[str], table: dict[str, int]) -> IntArray:
     return np.array([table[name] for name in names], dtype=np.int64)
 
 
-def _ring_token_rows(ring: HashRing, replicas: int, table: dict[str, int]) -> IntArray:
+def _ring_token_rows(ring: TokenRing, replicas: int, table: dict[str, int]) -> IntArray:
     owners = ring.token_owners.astype(np.int64)
     zone_keys = [(node.zone is not None, node.zone or node.name) for node in ring.nodes]
     zone_index: dict[tuple[bool, str], int] = {}
@@ -90,7 +94,7 @@ def _ring_token_rows(ring: HashRing, replicas: int, table: dict[str, int]) -> In
     return mapped
 
 
-def _walk_rows(ring: HashRing, replicas: int, owners: list[int], zone_of: list[int]) -> IntArray:
+def _walk_rows(ring: TokenRing, replicas: int, owners: list[int], zone_of: list[int]) -> IntArray:
     """Per-token preference rows by the ring's own walk (zones with more replicas than zones).
 
     Runtime: O(n·w) in Python for n tokens and walks of w steps; such rings are small.
@@ -123,7 +127,7 @@ def native_hashes(keys: Sequence[Key], hasher: Hasher) -> UInt64Array:
         return hash_many(keys, hasher)
 
 
-def _ring_locate(ring: HashRing) -> Locate:
+def _ring_locate(ring: TokenRing) -> Locate:
     def locate(keys: Sequence[Key]) -> UInt64Array:
         hashes = native_hashes(keys, ring.hasher)
         if ring.space != SPACE_64:
@@ -135,13 +139,13 @@ def _ring_locate(ring: HashRing) -> Locate:
     return locate
 
 
-def _ring_units(old: HashRing, new: HashRing, replicas: int, table: dict[str, int]) -> Units:
+def _ring_units(old: TokenRing, new: TokenRing, replicas: int, table: dict[str, int]) -> Units:
     ends_and_rows = _merge(old, new, replicas, table)
     return Units("points", old.space, *ends_and_rows, _ring_locate(new))
 
 
 def _merge(
-    old: HashRing, new: HashRing, replicas: int, table: dict[str, int]
+    old: TokenRing, new: TokenRing, replicas: int, table: dict[str, int]
 ) -> tuple[UInt64Array, IntArray, IntArray]:
     ends, old_index, new_index = merged_boundaries(old.tokens, new.tokens)
     old_rows = _ring_token_rows(old, replicas, table)[old_index]
@@ -158,31 +162,25 @@ def _padded(rows: Sequence[Sequence[str]], replicas: int, table: dict[str, int])
     return result
 
 
-def _table_units(old: Any, new: Any, replicas: int, table: dict[str, int]) -> Units:
-    count = int(old.partition_count)
-    ends = np.arange(count, dtype=np.uint64)
-    old_rows = _padded(old.partition_owners(), replicas, table)
-    new_rows = _padded(new.partition_owners(), replicas, table)
+def _table_units(
+    old: Segmentation, new: Segmentation, replicas: int, table: dict[str, int]
+) -> Units:
+    """One segment per unit of two tables of one size: partitions or slots."""
+    assert old.rows is not None and new.rows is not None and new.unit_for is not None
+    unit_for = new.unit_for
+    ends = np.arange(new.size, dtype=np.uint64)
+    old_rows = _padded(old.rows(), replicas, table)
+    new_rows = _padded(new.rows(), replicas, table)
 
     def locate(keys: Sequence[Key]) -> UInt64Array:
-        return np.fromiter((new.partition_for(key) for key in keys), dtype=np.uint64)
+        return np.fromiter((unit_for(key) for key in keys), dtype=np.uint64, count=len(keys))
 
-    return Units("partitions", count, ends, old_rows, new_rows, locate)
-
-
-def _slot_units(old: Any, new: Any, table: dict[str, int]) -> Units:
-    count = len(old.table)
-    ends = np.arange(count, dtype=np.uint64)
-    old_rows = _ids(old.table, table)[:, None]
-    new_rows = _ids(new.table, table)[:, None]
-
-    def locate(keys: Sequence[Key]) -> UInt64Array:
-        return np.fromiter((new.slot_for(key) for key in keys), dtype=np.uint64)
-
-    return Units("slots", count, ends, old_rows, new_rows, locate)
+    return Units(new.basis, new.size, ends, old_rows, new_rows, locate)
 
 
-def key_rows(placement: Any, keys: Sequence[Key], replicas: int, table: dict[str, int]) -> IntArray:
+def key_rows(
+    placement: Placement, keys: Sequence[Key], replicas: int, table: dict[str, int]
+) -> IntArray:
     """Return each key's preference row (its first `replicas` nodes) as ids into `table`.
 
     Runtime: one batch lookup for one replica, a ``nodes_for`` per key otherwise.
@@ -192,25 +190,20 @@ def key_rows(placement: Any, keys: Sequence[Key], replicas: int, table: dict[str
     return _padded([placement.nodes_for(key, replicas) for key in keys], replicas, table)
 
 
-def _is_table(placement: object) -> bool:
-    return all(hasattr(placement, name) for name in ("partition_count", "partition_owners"))
-
-
-def _is_maglev(placement: object) -> bool:
-    return hasattr(placement, "table") and hasattr(placement, "slot_for")
-
-
 def units_for(
-    old: Any, new: Any, replicas: int, keys: Sequence[Key] | None, table: dict[str, int]
+    old: Placement,
+    new: Placement,
+    replicas: int,
+    keys: Sequence[Key] | None,
+    table: dict[str, int],
 ) -> Units | None:
     """Return the exact segments of `old` -> `new`, or over `keys`; None if neither applies."""
-    if isinstance(old, HashRing) and isinstance(new, HashRing):
-        if old.space == new.space and old.hasher == new.hasher:
-            return _ring_units(old, new, replicas, table)
-    elif _is_table(old) and _is_table(new) and old.partition_count == new.partition_count:
-        return _table_units(old, new, replicas, table)
-    elif _is_maglev(old) and _is_maglev(new) and replicas == 1 and len(old.table) == len(new.table):
-        return _slot_units(old, new, table)
+    old_units, new_units = old.segmentation(replicas), new.segmentation(replicas)
+    if old_units is not None and old_units == new_units:
+        if old_units.basis == "points" and old.ring is not None and new.ring is not None:
+            return _ring_units(old.ring, new.ring, replicas, table)
+        if old_units.basis != "points":
+            return _table_units(old_units, new_units, replicas, table)
     if keys is None:
         return None
     ends = np.arange(len(keys), dtype=np.uint64)
@@ -278,7 +271,11 @@ def modulo_fraction(old: Sequence[str], new: Sequence[str], replicas: int) -> fl
 
 
 def modulo_streams(
-    old: Sequence[str], new: Sequence[str], hasher: Any, keys: Sequence[Key], replicas: int
+    old: Sequence[str],
+    new: Sequence[str],
+    hasher: Hasher | str,
+    keys: Sequence[Key],
+    replicas: int,
 ) -> int:
     """Return how many (key, source, destination) streams ``hash % N`` needs over `keys`."""
     return _modulo_count(native_hashes(keys, get_hasher(hasher)), old, new, replicas)
@@ -335,7 +332,7 @@ def check_replicas(replicas: object) -> int:
     return replicas
 
 
-def optimum_fraction(old: Any, new: Any) -> float:
+def optimum_fraction(old: Placement, new: Placement) -> float:
     """Return the least fraction any placement must move: the sum of fair-share gains."""
     before = {node.name: node.weight for node in old.nodes}
     after = {node.name: node.weight for node in new.nodes}

@@ -28,7 +28,12 @@ from ringkit.sim.measure import PassContext, measure_pass
 from ringkit.sim.population import Population
 from ringkit.sim.scenario import Event, Scenario
 from ringkit.stats import balance
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.strategies.registry import (
+    STRATEGY_NAMES,
+    StrategyOptions,
+    build_placement,
+    options_for,
+)
 
 __all__ = ["CHANGES", "Comparison", "compare"]
 
@@ -80,14 +85,15 @@ def _measured_build(build: Callable[[], Placement]) -> tuple[Placement, int]:
 
 def _one(name: str, scenario: Scenario, event: Event, repeats: int, optimum: float) -> Comparison:
     def build() -> Placement:
-        return build_placement(name, scenario.nodes, scenario.options)
+        # One set of options for all: each strategy takes the ones it uses.
+        return build_placement(name, scenario.nodes, options_for(name, scenario.options))
 
     try:
         placement, memory = _measured_build(build)
         after = placement.add(event.node) if event.kind == "add" else placement.remove(event.node)
         universe = {n: i for i, n in enumerate(dict.fromkeys([*placement, *after]))}
-        result = measure_pass(PassContext(scenario, universe, None, {}), [placement, after],
-                              [(0, 1)])  # fmt: skip
+        context = PassContext(scenario, universe, None, {})
+        result = measure_pass(context, [placement, after], [(0, 1)])
         keys = scenario.population.key_bytes()
         scalar, node_for = keys[:_SCALAR_KEYS], placement.node_for
         lookup = _timed(lambda: [node_for(k) for k in scalar], repeats) / len(scalar)
@@ -100,10 +106,16 @@ def _one(name: str, scenario: Scenario, event: Event, repeats: int, optimum: flo
         for p, loads in zip((placement, after), result.loads, strict=True)
     ]
     return Comparison(
-        strategy=name, busiest_ratio=balances[0], busiest_after=balances[1],
-        moved=result.moved[0]["keys"], optimum=optimum, lookup_ns=lookup * 1e9,
-        batch_ns=batch * 1e9, memory_bytes=memory, build_ms=build_s * 1e3,
-    )  # fmt: skip
+        strategy=name,
+        busiest_ratio=balances[0],
+        busiest_after=balances[1],
+        moved=result.moved[0]["keys"],
+        optimum=optimum,
+        lookup_ns=lookup * 1e9,
+        batch_ns=batch * 1e9,
+        memory_bytes=memory,
+        build_ms=build_s * 1e3,
+    )
 
 
 def _busiest(placement: Placement, loads: dict[str, FloatArray], universe: dict[str, int]) -> float:

@@ -1,7 +1,8 @@
 """One streaming pass of the simulator: the owner of every key under several placements.
 
-A pass reads the population chunk by chunk, asks each placement for the owner of every key (one
-vectorised search for rings and ``hash % N``; ``node_for_many`` for any other placement) and sums
+A pass reads the population chunk by chunk, asks each placement for the owner of every key (from
+the chunk's cached hashes when the placement routes by its hash alone,
+``owner_indices_for_hashes``; ``node_for_many`` for any other placement) and sums
 keys, bytes and requests per node, and the keys, bytes and requests whose owner differs between
 pairs of placements. Memory is one chunk, plus the hash cache a run may keep.
 """
@@ -16,10 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.placement import Placement
-from ringkit.ring import SPACE_64, HashRing
 from ringkit.sim.population import CHUNK_KEYS, Chunk, HashCache
 from ringkit.stats import METRICS
-from ringkit.strategies.modulo import Modulo
 
 if TYPE_CHECKING:
     from ringkit.sim.scenario import Scenario
@@ -37,20 +36,13 @@ Progress = Callable[[int, int], None]
 def owner_indices(placement: Placement, chunk: Chunk, universe: dict[str, int]) -> IndexArray:
     """Return the owner of each key in `chunk` as an index into `universe` (name -> index).
 
-    Rings and modulo are vectorised (one hash per key per hasher, cached in the chunk); any
-    other placement answers through its ``node_for_many``.
+    A placement that routes by the key hash alone answers from the chunk's hashes (one hash
+    per key per hasher, cached in the chunk); any other answers through its ``node_for_many``.
     """
-    lut = np.array([universe[node.name] for node in placement.nodes], dtype=np.int64)
-    if isinstance(placement, HashRing):
-        hashes = chunk.hashes(placement.hasher)
-        if placement.space == SPACE_64:
-            points = hashes << np.uint64(64 - placement.hasher.bits)
-        else:
-            points = hashes % np.uint64(placement.space)
-        return lut[placement.owner_indices(points)]
-    if isinstance(placement, Modulo):
-        hashes = chunk.hashes(placement._hasher)
-        return lut[(hashes % np.uint64(len(lut))).astype(np.int64)]
+    hasher = placement.hasher
+    if placement.routes_by_hash and hasher is not None:
+        lut = np.array([universe[node.name] for node in placement.nodes], dtype=np.int64)
+        return lut[placement.owner_indices_for_hashes(chunk.hashes(hasher))]
     names = placement.node_for_many(chunk.key_bytes)
     return np.fromiter((universe[name] for name in names), dtype=np.int64, count=len(names))
 

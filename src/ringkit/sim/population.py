@@ -1,10 +1,11 @@
 """Key populations for the simulator: named keys, value sizes and Zipf request popularity.
 
 A :class:`Population` is ``count`` keys named ``f"{prefix}{i:0{width}d}"`` for ``i`` from
-``start`` (seed 004's ``booking-0001`` … ``booking-0300`` is the default), each with a value size
-drawn from a :class:`Sizes` distribution and a request rate from Zipf's law: the key of rank r
-(the r-th key) receives a share ``r**-s / H(count, s)`` of the requests (s = 0: all equal).
-Seed 000: equal key counts do not mean equal bytes or equal traffic, and this is what shows it.
+``start`` (the Gatepass example's ``booking-0001`` … ``booking-0300`` is the default), each with a
+value size drawn from a :class:`Sizes` distribution and a request rate from Zipf's law: the key of
+rank r (the r-th key) receives a share ``r**-s / H(count, s)`` of the requests (s = 0: all equal).
+Equal key counts do not mean equal bytes or equal traffic (Zipf popularity: Breslau et al. 1999,
+for web caches), and this is what shows it.
 
 Keys are produced in chunks of numpy arrays (:meth:`Population.chunks`), so a hundred million
 keys never sit in memory at once. Sizes are seeded per chunk, so the same seed gives the same

@@ -3,13 +3,14 @@
 A :class:`Scenario` places a :class:`~ringkit.sim.population.Population` on a placement built by
 name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
 ``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
-cascade seed 004 says virtual nodes prevent) and ``stale`` (a client k membership changes behind
-sends keys to the wrong node; seed 000's cost of disagreeing views). After each step it measures
+cascade virtual nodes prevent, since a failed node's keys spread over many survivors) and
+``stale`` (a client k membership changes behind sends keys to the wrong node: the cost of
+disagreeing views). After each step it measures
 balance by keys, bytes and requests, the fraction of keys that moved, the same change under a
 baseline placement (``hash % N`` by default) and the hot keys. Every pass streams the keys in
 chunks, so the population can be far larger than memory.
 
-:func:`gatepass` is seed 004's lesson: 300 booking keys on A, B, C, then add D, then remove B.
+:func:`gatepass` is the Gatepass lesson: 300 booking keys on A, B, C, then add D, then remove B.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
@@ -32,8 +33,7 @@ from ringkit.placement import Placement, unknown_node
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
 from ringkit.stats import METRICS, Balance, balance
-from ringkit.strategies.modulo import Modulo
-from ringkit.strategies.registry import StrategyOptions, build_placement
+from ringkit.strategies.registry import StrategyOptions, build_placement, options_for
 
 __all__ = [
     "EVENT_TYPES",
@@ -145,7 +145,7 @@ class Run:
 def gatepass(
     *, vnodes: Sequence[int] = (1, 8, 32, 128), keys: int = 300, hasher: str = "fnv1a_32_mix"
 ) -> list[Scenario]:
-    """Return seed 004's lesson, one scenario per vnode count: A, B, C; add D; remove B."""
+    """Return the Gatepass lesson, one scenario per vnode count: A, B, C; add D; remove B."""
     population = Population(count=keys, prefix="booking-", start=1, width=4)
     events = (Event("add", "D"), Event("remove", "B"))
     return [
@@ -170,25 +170,29 @@ def _universe(scenario: Scenario) -> dict[str, int]:
 
 
 def _apply(placement: Placement, event: Event) -> Placement:
+    """Return `placement` after `event` (a weight-blind placement refuses weights)."""
     if event.kind == "add":
         return placement.add(Node(event.node, weight=event.weight))
     if event.kind == "reweight":
         if event.node not in placement:
             raise unknown_node(event.node, tuple(placement), "placement")
-        if isinstance(placement, Modulo):
-            # hash % N ignores weights: reweighting changes nothing it routes.
-            nodes = [
-                n.with_weight(event.weight) if n.name == event.node else n for n in placement.nodes
-            ]
-            return Modulo(nodes, hasher=placement._hasher)
-        reweight = getattr(placement, "reweight", None)
-        if reweight is not None:
-            result: Placement = reweight(event.node, event.weight)
-            return result
-        return placement.remove(event.node).add(Node(event.node, weight=event.weight))
+        return placement.reweight(event.node, event.weight)
     if event.kind in ("remove", "fail"):
         return placement.remove(event.node)
     return placement
+
+
+def _apply_to_baseline(baseline: Placement, event: Event) -> Placement:
+    """Return the baseline after `event`: membership only, since it is built from names.
+
+    The baseline (``hash % N`` by default) shows what the same membership change costs a naive
+    placement; weights are the strategy's concern, so a reweight leaves the baseline as it is.
+    """
+    if event.kind == "add":
+        return baseline.add(event.node)
+    if event.kind == "reweight":
+        return baseline
+    return _apply(baseline, event)
 
 
 def _balances(
@@ -291,7 +295,7 @@ def _step(ctx: PassContext, state: _State, event: Event) -> Step:
         new = survivors
     else:
         new = _apply(old, event)
-    new_base = _apply(old_base, event) if old_base is not None else None
+    new_base = _apply_to_baseline(old_base, event) if old_base is not None else None
     placements = [old, new] + ([old_base, new_base] if old_base and new_base else [])
     pairs = [(0, 1)] + ([(2, 3)] if len(placements) == 4 else [])
     result = measure_pass(ctx, placements, pairs)
@@ -337,6 +341,15 @@ def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
     )
 
 
+def _baseline(scenario: Scenario) -> Placement | None:
+    """Return the baseline over the scenario's node names, with the options that apply to it."""
+    if scenario.baseline is None:
+        return None
+    names = [node.name for node in scenario.nodes]
+    options = options_for(scenario.baseline, scenario.options)
+    return build_placement(scenario.baseline, names, options)
+
+
 def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run:
     """Replay `scenario` and measure every step; `progress(done, total)` follows each pass.
 
@@ -351,11 +364,7 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
     cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
     ctx = PassContext(scenario, universe, progress, cache)
     start = build_placement(scenario.strategy, scenario.nodes, scenario.options)
-    base = (
-        build_placement(scenario.baseline, scenario.nodes, scenario.options)
-        if scenario.baseline is not None
-        else None
-    )
+    base = _baseline(scenario)
     state = _State(start, base, [start], [base] if base is not None else [])
     first = measure_pass(ctx, [start])
     steps = [

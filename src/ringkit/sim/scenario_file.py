@@ -27,13 +27,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ringkit.errors import ConfigError
+from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.strategies.options import OPTION_NAMES, StrategyOptions
+from ringkit.strategies.registry import STRATEGY_NAMES, build_placement, resolve_options
 
 __all__ = ["load_scenario", "parse_scenario"]
 
@@ -41,6 +42,17 @@ _TOP = ("name", "seed", "hot_keys", "baseline", "keys", "nodes", "strategy", "ev
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
 _EVENT = ("type", "node", "weight", "capacity", "load", "behind")
+# The TOML type of each strategy option but vnodes (an integer or a list of them).
+_OPTION_KINDS: dict[str, type] = {
+    "hasher": str,
+    "table_size": int,
+    "probes": int,
+    "balance_factor": float,
+    "rendezvous_variant": str,
+    "partitions": int,
+    "replicas": int,
+    "tokens": int,
+}
 
 
 class _Fields:
@@ -142,23 +154,20 @@ def _nodes(source: str, value: object) -> tuple[Node, ...]:
     )
 
 
-def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int]]:
-    option_names = tuple(f.name for f in dataclasses.fields(StrategyOptions))
-    fields = _Fields(source, "strategy", data, ("name", *option_names))
+def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int | None]]:
+    fields = _Fields(source, "strategy", data, ("name", *OPTION_NAMES))
     name = fields.choice("name", STRATEGY_NAMES, "ring")
-    defaults = StrategyOptions()
-    vnodes = fields.table.get("vnodes", defaults.vnodes)
+    vnodes = fields.table.get("vnodes")
     counts = vnodes if isinstance(vnodes, list) else [vnodes]
-    if not counts or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts
+    if vnodes is not None and (
+        not counts
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in counts)
     ):
         raise fields.error("vnodes", "must be an integer >= 1 or a list of them", vnodes)
     options: dict[str, Any] = {}
-    for option in option_names:
+    for option in OPTION_NAMES:
         if option != "vnodes" and option in fields.table:
-            default = getattr(defaults, option)
-            kind = type(default) if default is not None else object
-            options[option] = fields.get(option, kind, default)
+            options[option] = fields.get(option, _OPTION_KINDS[option], None)
     if "hasher" in options:
         try:
             get_hasher(options["hasher"])
@@ -221,6 +230,11 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
     events = data.get("events", [])
     if not isinstance(events, list):
         raise top.error("events", "must be an array of tables ([[events]])", events)
+    try:  # options a strategy refuses (e.g. a table size) are found now, not mid-run
+        build_placement(strategy, nodes, options)
+        options = resolve_options(strategy, options)  # the scenario states what it runs with
+    except (ConfigError, UnsupportedError) as error:
+        raise ConfigError(f"{source}: strategy: {error}") from None
     scenario = Scenario(
         population=population,
         nodes=nodes,
@@ -231,13 +245,9 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         hot_keys=_hot_keys(top),
         name=top.get("name", str, Path(source).stem),
     )
-    try:  # options a strategy refuses (e.g. a table size) are found now, not mid-run
-        build_placement(strategy, nodes, options)
-    except ConfigError as error:
-        raise ConfigError(f"{source}: strategy: {error}") from None
     if len(vnodes) == 1:
         return [scenario]
-    return with_vnodes(scenario, vnodes)
+    return with_vnodes(scenario, [v for v in vnodes if v is not None])
 
 
 def load_scenario(path: str | Path) -> list[Scenario]:

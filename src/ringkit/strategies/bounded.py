@@ -17,7 +17,7 @@ Reference: Vahab Mirrokni, Mikkel Thorup, Morteza Zadimoghaddam, "Consistent Has
 Bounded Loads", SODA 2018 (arXiv:1608.01350); as HAProxy's ``hash-balance-factor`` and Envoy's
 ``hash_balance_factor`` (the ``(m + 1)`` in the cap is theirs: the load including this one).
 
->>> from ringkit.ring import HashRing
+>>> from ringkit.ring import DEFAULT_VNODES, HashRing
 >>> bounded = BoundedLoad(HashRing(["A", "B", "C"]), balance_factor=1.25)
 >>> nodes = [bounded.acquire("hot-key") for _ in range(6)]
 >>> sorted(bounded.loads().values()), bounded.capacity(nodes[0])
@@ -35,11 +35,12 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from ringkit.errors import CapacityError, ConfigError, UnknownNodeError
-from ringkit.hashing import Key
-from ringkit.nodes import Node
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
+from ringkit.nodes import Node, NodesLike
 from ringkit.placement import check_n, check_not_empty
-from ringkit.ring import HashRing
-from ringkit.strategies.wrapped import RingWrapperMixin
+from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.strategies.options import Strategy
+from ringkit.strategies.wrapped import RingBacked
 
 __all__ = ["DEFAULT_BALANCE_FACTOR", "BoundedLoad"]
 
@@ -73,7 +74,7 @@ def _check_capacity(name: str, capacity: object) -> int:
     return capacity
 
 
-class BoundedLoad(RingWrapperMixin):
+class BoundedLoad(RingBacked):
     """A hash ring whose assignments respect per-node caps; membership is immutable.
 
     The cap of node ``i`` for the next assignment is ``ceil(balance_factor × (m + 1) ×
@@ -82,14 +83,14 @@ class BoundedLoad(RingWrapperMixin):
     Caps are computed in exact rational arithmetic, so a cap never rounds up by accident.
 
     Looking up (pure): ``node_for``, ``nodes_for``, ``node_for_many``.
-    Assigning load: ``acquire``, ``release``, ``loads``, ``capacity``.
+    Assigning load: ``acquire``, ``release``, ``assign_many``, ``loads``, ``capacity``.
     Changing membership (new placements sharing the load table): ``add``, ``remove``,
-    ``discard``.
+    ``discard``, ``reweight``.
     Measuring: ``ring``, ``nodes``, ``shares`` (the ring's exact home shares), ``len``, ``in``,
-    ``iter``.
+    ``iter``, ``==``.
     """
 
-    __slots__ = ("_balance_factor", "_capacities", "_fair", "_loads", "_ring")
+    __slots__ = ("_balance_factor", "_capacities", "_fair", "_loads")
 
     def __init__(
         self,
@@ -100,7 +101,7 @@ class BoundedLoad(RingWrapperMixin):
     ) -> None:
         if not isinstance(ring, HashRing):
             raise TypeError(f"ring must be a HashRing, got {type(ring).__name__}")
-        self._ring = ring
+        self._set_ring(ring)
         self._balance_factor = _check_balance_factor(balance_factor)
         self._capacities = self._check_capacities(capacities)
         # cap = ceil(factor · (m + 1) · w / W) = ceil((m + 1) · p / q): exact integers p, q per node
@@ -195,6 +196,25 @@ class BoundedLoad(RingWrapperMixin):
 
     # -- assigning load ------------------------------------------------------------------------
 
+    def assign_many(self, keys: Iterable[Key]) -> list[str]:
+        """Return where `keys` go when they arrive as load, in turn, on a fresh load table.
+
+        Each key is acquired in order on a copy of this placement with no load, so the answer
+        shows the caps at work (a hot key spills to the next nodes) and this placement's own
+        load table is untouched.
+
+        >>> bounded = BoundedLoad(HashRing(["A", "B", "C"]), balance_factor=1.25)
+        >>> len(set(bounded.assign_many(["hot"] * 6))), bounded.loads()["A"]
+        (2, 0)
+
+        :raises EmptyRingError: when the ring has no nodes
+        :raises CapacityError: when every node is at its cap (absolute capacities only)
+        """
+        fresh = BoundedLoad(
+            self._ring, balance_factor=self._balance_factor, capacities=self._capacities
+        )
+        return [fresh.acquire(key) for key in keys]
+
     def acquire(self, key: Key) -> str:
         """Assign one unit of load for `key` to the first node clockwise below its cap.
 
@@ -254,6 +274,12 @@ class BoundedLoad(RingWrapperMixin):
         derived._loads = self._loads  # the load is on real servers: it carries over
         return derived
 
+    def _with_ring(self, ring: HashRing) -> BoundedLoad:
+        capacities = None
+        if self._capacities is not None:
+            capacities = {name: cap for name, cap in self._capacities.items() if name in ring}
+        return self._with(ring, capacities)
+
     def add(self, node: str | Node, *, capacity: int | None = None) -> BoundedLoad:
         """Return a placement with `node` added to the ring, sharing this load table.
 
@@ -261,32 +287,16 @@ class BoundedLoad(RingWrapperMixin):
         :raises ConfigError: when absolute capacities are in use and `capacity` is missing, or
             `capacity` is given without them
         """
-        ring = self._ring.add(node)
-        name = node.name if isinstance(node, Node) else node
+        new = self._check_new(node)
         if (self._capacities is None) != (capacity is None):
             raise ConfigError(
-                f"capacity of node {name!r} must be given exactly when the placement has "
+                f"capacity of node {new.name!r} must be given exactly when the placement has "
                 f"capacities, got capacity={capacity!r}"
             )
         capacities = None
         if self._capacities is not None and capacity is not None:
-            capacities = {**self._capacities, name: capacity}
-        return self._with(ring, capacities)
-
-    def remove(self, name: str) -> BoundedLoad:
-        """Return a placement without `name`; load it still holds stays counted until released.
-
-        :raises UnknownNodeError: when `name` is not in the ring
-        """
-        ring = self._ring.remove(name)
-        capacities = None
-        if self._capacities is not None:
-            capacities = {key: cap for key, cap in self._capacities.items() if key != name}
-        return self._with(ring, capacities)
-
-    def discard(self, name: str) -> BoundedLoad:
-        """Return a placement without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._ring else self
+            capacities = {**self._capacities, new.name: capacity}
+        return self._with(self._ring.add(new), capacities)
 
     # -- measuring -----------------------------------------------------------------------------
 
@@ -295,18 +305,22 @@ class BoundedLoad(RingWrapperMixin):
         """The factor over the average load that caps a node."""
         return self._balance_factor
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, BoundedLoad):
-            return NotImplemented
-        return (self._ring, self._balance_factor, self._capacities) == (
-            other._ring,
-            other._balance_factor,
-            other._capacities,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._ring, self._balance_factor))
+    def _identity(self) -> tuple[object, ...]:
+        return (self._ring, self._balance_factor, self._capacities)
 
     def __repr__(self) -> str:
+        # As it is built: from a ring, not from nodes (the base's form).
         capacities = "" if self._capacities is None else f", capacities={self._capacities!r}"
         return f"BoundedLoad({self._ring!r}, balance_factor={self._balance_factor}{capacities})"
+
+
+def _build(nodes: NodesLike, vnodes: int, hasher: HasherLike, balance_factor: float) -> BoundedLoad:
+    return BoundedLoad(HashRing(nodes, vnodes=vnodes, hasher=hasher), balance_factor=balance_factor)
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy(
+    "bounded",
+    _build,
+    {"vnodes": DEFAULT_VNODES, "hasher": DEFAULT_HASH, "balance_factor": DEFAULT_BALANCE_FACTOR},
+)

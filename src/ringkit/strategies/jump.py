@@ -18,15 +18,14 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError, UnsupportedError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.errors import ConfigError, UnsupportedError
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
 __all__ = ["JumpHash", "jump_hash", "jump_hash_many"]
 
@@ -94,24 +93,27 @@ def jump_hash_many(keys: npt.ArrayLike, buckets: int) -> npt.NDArray[np.int64]:
     return b
 
 
-class JumpHash(HashedMixin, NodeTupleMixin):
+class JumpHash(PlacementBase):
     """Named nodes on jump-hash buckets: node ``i`` (in the order given) is bucket ``i``.
 
     A key's owner is ``nodes[jump_hash(hash(key), N)]``. Adding a node appends bucket N and moves
     only keys to it; removing is possible only for the *last* node (others would renumber every
     bucket after them, which is no longer consistent hashing: use ``Rendezvous`` for that).
-    Weights are ignored: every node gets 1/N of the keys in expectation.
+    Every node gets 1/N of the keys in expectation; a node of weight other than 1 is refused
+    (``UnsupportedError``), since jump hash has no place for weights.
 
     Replica order: replica ``r`` is ``jump_hash(mix(hash(key), r), N)``, skipping buckets
     already chosen (``r = 0`` is the owner); each replica rank is itself a jump hash, so adding a
     node changes a preference list only where the new node enters it.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``.
     Changing membership: ``add``, ``remove`` (last node only), ``discard``.
-    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
+    Measuring: ``nodes``, ``hasher``, ``shares``, ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = ("_hasher", "_index", "_names", "_nodes")
+    routes_by_hash = True  # the owner is ``jump_hash(hash(key), N)``
+    _hasher: Hasher
 
     def __init__(self, nodes: NodesLike = (), *, hasher: HasherLike = DEFAULT_HASH) -> None:
         self._hasher = get_hasher(hasher)
@@ -120,6 +122,13 @@ class JumpHash(HashedMixin, NodeTupleMixin):
         self._index = {name: i for i, name in enumerate(self._names)}
         if len(self._names) > _MAX_BUCKETS:
             raise ConfigError(f"jump hash takes at most 2**31 - 1 nodes, got {len(self._names)}")
+        self._check_weights(self._nodes)
+
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> JumpHash:
+        return JumpHash(nodes, hasher=self._hasher)
+
+    def _weights_refused(self) -> tuple[str, str]:
+        return "jump hash", "use Rendezvous or HashRing for weighted nodes"
 
     def _key_hash(self, key: Key) -> int:
         return self._hasher.function(key.encode() if type(key) is str else encode_key(key))
@@ -157,34 +166,15 @@ class JumpHash(HashedMixin, NodeTupleMixin):
         rest = (i for i in range(count) if i not in chosen)
         return [self._names[i] for i in [*chosen, *rest][:want]]
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (vectorised jump).
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return ``jump_hash(h, N)`` for each native key hash `h` (vectorised).
 
         :raises EmptyRingError: when there are no nodes
         """
-        check_not_empty(len(self._names), "node_for_many")
-        buckets = jump_hash_many(hash_many(keys, self._hasher), len(self._names))
-        result: list[str] = np.array(self._names, dtype=object)[buckets].tolist()
-        return result
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
+        return jump_hash_many(hashes, len(self._names))
 
-    def add(self, node: str | Node) -> JumpHash:
-        """Return a new placement with `node` as the new last bucket.
-
-        :raises DuplicateNodeError: when a node of that name is already there
-        """
-        new = coerce_node(node)
-        if new.name in self._index:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return JumpHash((*self._nodes, new), hasher=self._hasher)
-
-    def remove(self, name: str) -> JumpHash:
-        """Return a new placement without `name`, which must be the last node.
-
-        :raises UnknownNodeError: when `name` is not there
-        :raises UnsupportedError: when `name` is not the last node
-        """
-        if name not in self._index:
-            raise unknown_node(name, self._names, "placement")
+    def _removed(self, name: str) -> JumpHash:
         if self._index[name] != len(self._names) - 1:
             raise UnsupportedError(
                 f"jump hash can only remove the last bucket ({self._names[-1]!r}), "
@@ -192,25 +182,19 @@ class JumpHash(HashedMixin, NodeTupleMixin):
             )
         return JumpHash(self._nodes[:-1], hasher=self._hasher)
 
-    def discard(self, name: str) -> JumpHash:
-        """Return a new placement without `name`, or this one if it is not there.
-
-        :raises UnsupportedError: when `name` is there but is not the last node
-        """
-        return self.remove(name) if name in self._index else self
-
     def shares(self) -> dict[str, float]:
         """Return 1/N for every node: jump hash's expected share (estimated, not a table count)."""
         return {name: 1 / len(self._names) for name in self._names}
 
     def __contains__(self, name: object) -> bool:
+        # NOTE: the bucket index answers in O(1) where the base scans the names.
         return isinstance(name, str) and name in self._index
 
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._hasher)
 
-    def __repr__(self) -> str:
-        return f"JumpHash({list(self._names)!r}, hasher={self._hasher.name!r})"
+    def _repr_options(self) -> str:
+        return f", hasher={self._hasher.name!r}"
 
 
 def _mix(h: int, rank: int) -> int:
@@ -221,3 +205,7 @@ def _mix(h: int, rank: int) -> int:
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
     return z ^ (z >> 31)
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy("jump", JumpHash, {"hasher": DEFAULT_HASH})

@@ -10,14 +10,14 @@ stayed (``docs/strategies.md`` gives the measured figure).
 ringkit populates the table exactly as Envoy does (``maglev_lb.cc``): nodes sorted by name,
 ``offset = xxHash64(name) mod M``, ``skip = xxHash64(name, seed=1) mod (M - 1) + 1``, and
 weighted turns against the largest normalised weight. So ``Maglev`` and
-:func:`envoy_maglev` build the same table, and Envoy's ``maglev_lb_test`` tables come out
-slot for slot.
+:func:`ringkit.compat.envoy_maglev` (Envoy's layout, with its key hash and host weights) build
+the same table, and Envoy's ``maglev_lb_test`` tables come out slot for slot.
 
 Reference: Daniel E. Eisenbud et al., "Maglev: A Fast and Reliable Software Network Load
 Balancer", NSDI 2016, section 3.4 and pseudocode listing 1 (the names ``offset``, ``skip``,
 ``permutation``, ``next`` are the paper's); Envoy ``source/common/upstream/maglev_lb.cc``.
 
->>> maglev = envoy_maglev([f"127.0.0.1:{port}" for port in range(90, 96)], table_size=7)
+>>> maglev = Maglev([f"127.0.0.1:{port}" for port in range(90, 96)], table_size=7)
 >>> [name[-2:] for name in maglev.table]
 ['92', '94', '90', '91', '95', '90', '93']
 """
@@ -25,8 +25,9 @@ Balancer", NSDI 2016, section 3.4 and pseudocode listing 1 (the names ``offset``
 from __future__ import annotations
 
 import heapq
+import importlib
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 from itertools import islice
 from typing import Any
 
@@ -34,30 +35,34 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher, hash_many
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.errors import ConfigError
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, Segmentation, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
-__all__ = [
-    "ENVOY_KEY_HASHER",
-    "MAGLEV_TABLE_SIZE",
-    "Maglev",
-    "envoy_maglev",
-    "is_prime",
-    "nearest_primes",
-]
+__all__ = ["MAGLEV_TABLE_SIZE", "Maglev", "is_prime", "nearest_primes"]
 
 MAGLEV_TABLE_SIZE = 65537  # the paper's recommended size (section 5.3), Envoy's default
-_UINT32_MAX = 2**32 - 1
+# Envoy's layout of Maglev (its key hash, host weights) lives with the other external layouts.
+_MOVED_TO_COMPAT = ("ENVOY_KEY_HASHER", "envoy_maglev")
+
+
+def __getattr__(name: str) -> Any:
+    """Return ``envoy_maglev`` and ``ENVOY_KEY_HASHER`` from :mod:`ringkit.compat.maglev`.
+
+    The old import path keeps working, resolved on first use: strategies must not import compat
+    at import time (compat builds on strategies). NOTE: this is the one reference from
+    strategies up to compat (docs/architecture.md); it exists only for that old path, so new
+    code imports ``ringkit.compat.envoy_maglev``.
+    """
+    if name in _MOVED_TO_COMPAT:
+        return getattr(importlib.import_module("ringkit.compat.maglev"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _xxh64(data: bytes) -> int:
     return xxhash.xxh64_intdigest(data)
-
-
-# Envoy's hash policies hash a header or cookie value with XXH64 (seed 0), not XXH3.
-ENVOY_KEY_HASHER = Hasher("xxh64", _xxh64, 64)
 
 
 def is_prime(n: int) -> bool:
@@ -171,7 +176,7 @@ def _turns(weights: list[float], m: int) -> Iterator[int]:
         heapq.heappush(turns, (_next_turn(t, weights[i], target[i]), i))
 
 
-class Maglev(HashedMixin, NodeTupleMixin):
+class Maglev(PlacementBase):
     """A Maglev lookup table over named nodes; an immutable value.
 
     ``table`` has ``table_size`` slots (a prime), each naming a node; ``slot_for(key)`` is
@@ -181,12 +186,16 @@ class Maglev(HashedMixin, NodeTupleMixin):
 
     Replica order: the distinct nodes met walking the table forward from the key's slot.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``slot_for``, ``table``.
-    Changing membership: ``add``, ``remove``, ``discard`` (each rebuilds the table).
-    Measuring: ``nodes``, ``shares`` (exact: slots / table_size), ``len``, ``in``, ``iter``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``,
+    ``slot_for``, ``table``.
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight`` (each rebuilds the table).
+    Measuring: ``nodes``, ``hasher``, ``shares`` (exact: slots / table_size), ``segmentation``
+    (slots), ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = ("_hasher", "_holders", "_names", "_nodes", "_table", "_table_size")
+    routes_by_hash = True  # the owner is ``table[hash mod table_size]``
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -253,15 +262,29 @@ class Maglev(HashedMixin, NodeTupleMixin):
                 break
         return [self._names[i] for i in seen]
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (one vectorised table gather).
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return ``table[h mod table_size]`` for each native key hash `h`.
 
         :raises EmptyRingError: when there are no nodes
         """
-        check_not_empty(len(self._names), "node_for_many")
-        slots = hash_many(keys, self._hasher) % np.uint64(self._table_size)
-        result: list[str] = np.array(self._names, dtype=object)[self._table[slots]].tolist()
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
+        result: IndexArray = self._table[hashes % np.uint64(self._table_size)]
         return result
+
+    def segmentation(self, replicas: int) -> Segmentation | None:
+        """Return the table's slots as exact units for one replica (None for more).
+
+        A replica list walks the table forward, so beyond the owner a slot does not fix it.
+        """
+        if replicas != 1:
+            return None
+        return Segmentation(
+            "slots",
+            self._table_size,
+            self._hasher,
+            rows=lambda: [(name,) for name in self.table],
+            unit_for=self.slot_for,
+        )
 
     @property
     def table(self) -> tuple[str, ...]:
@@ -274,31 +297,9 @@ class Maglev(HashedMixin, NodeTupleMixin):
         """The number of slots (a prime)."""
         return self._table_size
 
-    # -- changing membership -----------------------------------------------------------------
-
-    def _with(self, nodes: Iterable[Node]) -> Maglev:
-        return Maglev(tuple(nodes), table_size=self._table_size, hasher=self._hasher)
-
-    def add(self, node: str | Node) -> Maglev:
-        """Return a new placement with `node` (the table is rebuilt).
-
-        Runtime: O(M log M) for a table of M slots.
-
-        :raises DuplicateNodeError: when a node of that name is already there
-        """
-        new = coerce_node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._with((*self._nodes, new))
-
-    def remove(self, name: str) -> Maglev:
-        """Return a new placement without `name` (its slots, and a few others, change owner).
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
-        return self._with(node for node in self._nodes if node.name != name)
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Maglev:
+        # Rebuilding the table: O(M log M) for M slots; its slots and a few others move.
+        return Maglev(nodes, table_size=self._table_size, hasher=self._hasher)
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -312,11 +313,8 @@ class Maglev(HashedMixin, NodeTupleMixin):
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._table_size, self._hasher)
 
-    def __repr__(self) -> str:
-        names = ", ".join(repr(name) for name in self._names[:5])
-        if len(self._names) > 5:
-            names += f", … and {len(self._names) - 5} more"
-        return f"Maglev([{names}], table_size={self._table_size}, hasher={self._hasher.name!r})"
+    def _repr_options(self) -> str:
+        return f", table_size={self._table_size}, hasher={self._hasher.name!r}"
 
     def _check(self) -> None:
         """Assert the table's invariants (for tests)."""
@@ -326,32 +324,5 @@ class Maglev(HashedMixin, NodeTupleMixin):
             assert int(self._table.max()) < len(self._names)
 
 
-def envoy_maglev(
-    hosts: Iterable[str] | Mapping[str, int], *, table_size: int = MAGLEV_TABLE_SIZE
-) -> Maglev:
-    """Return Envoy's Maglev table for `hosts` (addresses, or ``{address: weight}``).
-
-    Nodes are named by address (Envoy hashes ``address()->asString()``, e.g.
-    ``"127.0.0.1:90"``; pass host names to model ``use_hostname_for_hashing``). Keys hash with
-    XXH64, as Envoy's header and cookie hash policies do. Runtime: O(M log M) to build.
-
-    :raises ConfigError: for a non-prime `table_size`, a weight that is not an int in
-        [1, 2**32 - 1], or weights summing past 2**32 - 1 (Envoy refuses those too)
-    """
-    if isinstance(hosts, (str, bytes)):
-        raise TypeError(f"hosts must be a list of addresses or a mapping, got {hosts!r}")
-    items = list(hosts.items()) if isinstance(hosts, Mapping) else [(h, 1) for h in hosts]
-    for address, weight in items:
-        if isinstance(weight, bool) or not isinstance(weight, int):
-            raise ConfigError(
-                f"envoy host weight of {address!r} must be int, got {type(weight).__name__}"
-            )
-        if not 1 <= weight <= _UINT32_MAX:
-            raise ConfigError(
-                f"envoy host weight of {address!r} must be in [1, 2**32 - 1], got {weight!r}"
-            )
-    total = sum(weight for _, weight in items)
-    if total > _UINT32_MAX:
-        raise ConfigError(f"the sum of envoy host weights must be <= 2**32 - 1, got {total}")
-    nodes = [Node(address, weight=float(w), address=address) for address, w in items]
-    return Maglev(coerce_nodes(nodes), table_size=table_size, hasher=ENVOY_KEY_HASHER)
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy("maglev", Maglev, {"table_size": MAGLEV_TABLE_SIZE, "hasher": DEFAULT_HASH})

@@ -1,8 +1,10 @@
 """Modulo: ``hash(key) % N``, the baseline every movement report compares against.
 
 Perfectly balanced in expectation and needing no table, but the owner depends on N: going from
-N to N+1 nodes moves about N/(N+1) of the keys (seed 003, seed 004's Gatepass story). Nodes are
-indexed in the order given, so removing a node from the middle shifts every index after it.
+N to N+1 nodes moves about N/(N+1) of the keys, the problem consistent hashing was invented to
+solve (Karger et al. 1997). Nodes are indexed in the order given, so removing a node from the
+middle shifts every index after it. The arithmetic has no place for weights, so a weighted node
+is refused rather than silently treated as weight 1.
 
 >>> placement = Modulo(["A", "B", "C"], hasher="fnv1a_32")
 >>> placement.node_for("booking-0001")
@@ -13,34 +15,43 @@ indexed in the order given, so removing a node from the middle shifts every inde
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import numpy as np
+import numpy.typing as npt
 
-from ringkit.errors import DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, hash_many
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
 __all__ = ["Modulo"]
 
 
-class Modulo(HashedMixin, NodeTupleMixin):
+class Modulo(PlacementBase):
     """Nodes in a list; a key's owner is ``nodes[hash(key) % N]`` (native hash width).
 
     Replica order: the next indices, ``(h + 1) % N``, ``(h + 2) % N``, …
-    Weights are ignored by the arithmetic (every node gets 1/N); ``shares()`` says so exactly.
+    Every node gets 1/N; a node of weight other than 1 is refused (``UnsupportedError``).
+
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``.
+    Changing membership: ``add`` (appended), ``remove``, ``discard``.
+    Measuring: ``nodes``, ``hasher``, ``shares``, ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = ("_hasher", "_names", "_nodes")
+    routes_by_hash = True  # the owner is ``hash % N``
+    _hasher: Hasher
 
     def __init__(self, nodes: NodesLike = (), *, hasher: HasherLike = DEFAULT_HASH) -> None:
         self._hasher = get_hasher(hasher)
         self._nodes = coerce_nodes(nodes)
         self._names = tuple(node.name for node in self._nodes)
+        self._check_weights(self._nodes)
 
-    def _with(self, nodes: tuple[Node, ...]) -> Modulo:
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Modulo:
         return Modulo(nodes, hasher=self._hasher)
+
+    def _weights_refused(self) -> tuple[str, str]:
+        return "modulo", "use Rendezvous or HashRing for weighted nodes"
 
     def node_for(self, key: Key) -> str:
         """Return ``nodes[hash(key) % N]``.
@@ -58,28 +69,16 @@ class Modulo(HashedMixin, NodeTupleMixin):
         count = min(n, len(self._names))
         return [self._names[(first + i) % len(self._names)] for i in range(count)]
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order."""
-        check_not_empty(len(self._names), "node_for_many")
-        indices = hash_many(keys, self._hasher) % np.uint64(len(self._names))
-        result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
-        return result
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return ``hash % N`` for each native key hash.
 
-    def add(self, node: str | Node) -> Modulo:
-        """Return a new placement with `node` appended (index N)."""
-        new = coerce_node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._with((*self._nodes, new))
+        >>> Modulo(["a", "b", "c"]).owner_indices_for_hashes(np.array([7, 9], np.uint64)).tolist()
+        [1, 0]
 
-    def remove(self, name: str) -> Modulo:
-        """Return a new placement without `name`; later nodes shift down one index.
-
-        :raises UnknownNodeError: when `name` is not there
+        :raises EmptyRingError: when there are no nodes
         """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
-        return self._with(tuple(node for node in self._nodes if node.name != name))
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
+        return (hashes % np.uint64(len(self._names))).astype(np.intp)
 
     def shares(self) -> dict[str, float]:
         """Return 1/N for every node (exact up to the hash's width modulo N)."""
@@ -88,5 +87,9 @@ class Modulo(HashedMixin, NodeTupleMixin):
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._hasher)
 
-    def __repr__(self) -> str:
-        return f"Modulo({list(self._names)!r}, hasher={self._hasher.name!r})"
+    def _repr_options(self) -> str:
+        return f", hasher={self._hasher.name!r}"
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy("modulo", Modulo, {"hasher": DEFAULT_HASH})

@@ -25,15 +25,23 @@ True
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, points_many
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.errors import ConfigError
+from ringkit.hashing import (
+    DEFAULT_HASH,
+    Hasher,
+    HasherLike,
+    Key,
+    encode_key,
+    get_hasher,
+    hash_many,
+)
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
 __all__ = ["DEFAULT_PROBES", "MultiProbe"]
 
@@ -53,21 +61,24 @@ def _check_probes(probes: object) -> int:
     return probes
 
 
-class MultiProbe(HashedMixin, NodeTupleMixin):
+class MultiProbe(PlacementBase):
     """Multi-probe consistent hashing over named nodes; an immutable value.
 
     Invariants: one token per node, the hash of its name; tokens sorted, equal tokens ordered by
     name. Weights are not part of the algorithm: every node aims at 1/N (``shares`` says what
-    each really gets).
+    each really gets), and a node of weight other than 1 is refused (``UnsupportedError``).
 
     Replica order: ascending distance from the nearest probe to each node's token.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``.
     Changing membership: ``add``, ``remove``, ``discard``.
-    Measuring: ``nodes``, ``shares`` (model-exact), ``probes``, ``len``, ``in``, ``iter``.
+    Measuring: ``nodes``, ``hasher``, ``shares`` (model-exact), ``probes``, ``len``, ``in``,
+    ``iter``, ``==``.
     """
 
     __slots__ = ("_hasher", "_names", "_nodes", "_order", "_probes", "_token_list", "_tokens")
+    routes_by_hash = True  # the probes, and so the owner, are a function of the key's hash
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -80,12 +91,23 @@ class MultiProbe(HashedMixin, NodeTupleMixin):
         self._hasher = get_hasher(hasher)
         self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
         self._names = tuple(node.name for node in self._nodes)
-        points = points_many(self._names, self._hasher) if self._names else np.empty(0, np.uint64)
+        self._check_weights(self._nodes)
+        points = self._points(hash_many(self._names, self._hasher))
         # Stable sort over name-ordered nodes: equal tokens stay ordered by name.
         order = np.argsort(points, kind="stable")
         self._tokens: npt.NDArray[np.uint64] = points[order]
         self._order: npt.NDArray[np.intp] = order  # token position -> node index
         self._token_list = self._tokens.tolist()
+
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> MultiProbe:
+        return MultiProbe(nodes, probes=self._probes, hasher=self._hasher)
+
+    def _weights_refused(self) -> tuple[str, str]:
+        return "multi-probe", "use Rendezvous or HashRing for weighted nodes"
+
+    def _points(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+        """Return the 64-bit points of native hashes (widened as ``Hasher.point`` does)."""
+        return hashes << np.uint64(64 - self._hasher.bits)
 
     def _h1(self, key: Key) -> int:
         return self._hasher.point(key.encode() if type(key) is str else encode_key(key))
@@ -141,48 +163,23 @@ class MultiProbe(HashedMixin, NodeTupleMixin):
         steps = np.arange(self._probes, dtype=np.uint64) * np.uint64(_GOLDEN)
         return _splitmix_many(h1[:, None] + steps[None, :])
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (vectorised over keys and probes).
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the owner index of each native key hash (vectorised over keys and probes).
 
         :raises EmptyRingError: when there are no nodes
         """
-        check_not_empty(len(self._names), "node_for_many")
-        points = points_many(keys, self._hasher)
-        names = np.array(self._names, dtype=object)[self._order]  # by token position
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
+        points = self._points(hashes)
         block = max(1, _BLOCK_CELLS // self._probes)
-        result: list[str] = []
+        result = np.empty(len(points), dtype=np.intp)
         for start in range(0, len(points), block):
             probes = self._probe_block(points[start : start + block])
             index = np.searchsorted(self._tokens, probes, side="left")
             index[index == len(self._tokens)] = 0
             distance = self._tokens[index] - probes
             best = index[np.arange(len(probes)), np.argmin(distance, axis=1)]
-            result.extend(names[best].tolist())
+            result[start : start + len(probes)] = self._order[best]
         return result
-
-    # -- changing membership -----------------------------------------------------------------
-
-    def _with(self, nodes: Iterable[Node]) -> MultiProbe:
-        return MultiProbe(tuple(nodes), probes=self._probes, hasher=self._hasher)
-
-    def add(self, node: str | Node) -> MultiProbe:
-        """Return a new placement with `node`; keys move only to it.
-
-        :raises DuplicateNodeError: when a node of that name is already there
-        """
-        new = coerce_node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._with((*self._nodes, new))
-
-    def remove(self, name: str) -> MultiProbe:
-        """Return a new placement without `name`; only its keys move.
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
-        return self._with(node for node in self._nodes if node.name != name)
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -225,11 +222,8 @@ class MultiProbe(HashedMixin, NodeTupleMixin):
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._probes, self._hasher)
 
-    def __repr__(self) -> str:
-        names = ", ".join(repr(name) for name in self._names[:5])
-        if len(self._names) > 5:
-            names += f", … and {len(self._names) - 5} more"
-        return f"MultiProbe([{names}], probes={self._probes}, hasher={self._hasher.name!r})"
+    def _repr_options(self) -> str:
+        return f", probes={self._probes}, hasher={self._hasher.name!r}"
 
 
 def _splitmix_many(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
@@ -237,3 +231,7 @@ def _splitmix_many(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
     result: npt.NDArray[np.uint64] = z ^ (z >> np.uint64(31))
     return result
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy("multiprobe", MultiProbe, {"probes": DEFAULT_PROBES, "hasher": DEFAULT_HASH})

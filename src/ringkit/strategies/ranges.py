@@ -3,8 +3,10 @@
 HBase regions and Cassandra's ByteOrderedPartitioner keep keys sorted: split points
 ``s1 < s2 < … < sk`` cut the key order into ranges ``[-inf, s1), [s1, s2), …, [sk, +inf)``, each
 owned by one node. A range scan then touches one or two nodes where every hash placement touches
-all of them (seed 000, "Hash Partitioning and the Range Query It Destroys"); the price is that
-skewed keys make hot ranges, which ``split`` / ``split_hot`` must fix by hand or by measurement.
+all of them (hash partitioning destroys the range query; Bigtable and HBase keep it); the price
+is that skewed keys make hot ranges, which ``split`` / ``split_hot`` must fix by hand or by
+measurement. Ranges are not weighted: a node of weight other than 1 is refused, and load moves
+by splitting ranges instead.
 
 Keys compare as their encoded bytes (:func:`ringkit.hashing.encode_key`), like HBase row keys:
 str by UTF-8 (code point order), int by its decimal text (so ``10 < 9``; zero-pad numbers).
@@ -23,10 +25,11 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
-from ringkit.errors import ConfigError, DuplicateNodeError
+from ringkit.errors import ConfigError
 from ringkit.hashing import Key, encode_key
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import PlacementBase, check_n, check_not_empty, unknown_node
+from ringkit.strategies.options import Strategy
 
 __all__ = ["RangePartitions"]
 
@@ -35,7 +38,7 @@ def _bound(value: Key) -> bytes:
     return encode_key(value)
 
 
-class RangePartitions(NodeTupleMixin):
+class RangePartitions(PlacementBase):
     """Sorted split points and an owner per range; an immutable value.
 
     Invariants (``_check``): splits strictly increasing; ``len(owners) == len(splits) + 1``;
@@ -51,6 +54,7 @@ class RangePartitions(NodeTupleMixin):
 
     def __init__(self, nodes: NodesLike = (), *, splits: Iterable[Key] | None = None) -> None:
         members = coerce_nodes(nodes)
+        self._check_weights(members)
         names = tuple(node.name for node in members)
         if splits is None:
             # One range per node, cut evenly on the first byte.
@@ -75,6 +79,10 @@ class RangePartitions(NodeTupleMixin):
         self._names = tuple(node.name for node in self._nodes)
         self._splits = splits
         self._owners = owners
+
+    def _weights_refused(self) -> tuple[str, str]:
+        fix = "use split_hot to move load, or Rendezvous or HashRing for weighted nodes"
+        return "range partitions", fix
 
     def _with(
         self, nodes: Sequence[Node], splits: tuple[bytes, ...], owners: tuple[str, ...]
@@ -194,15 +202,9 @@ class RangePartitions(NodeTupleMixin):
             table = table.split(median, node=coolest)
         return table
 
-    def add(self, node: str | Node) -> RangePartitions:
-        """Return a table where `node` takes over one range from the node owning the most
-        (splitting that node's first range in two when it owns only one).
-
-        :raises DuplicateNodeError: when the node is already there
-        """
-        new = coerce_node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
+    def _added(self, new: Node) -> RangePartitions:
+        """Return a table where `new` takes over one range from the node owning the most
+        (splitting that node's first range in two when it owns only one)."""
         if not self._names:
             return RangePartitions([new])
         counts = Counter(self._owners)
@@ -216,14 +218,9 @@ class RangePartitions(NodeTupleMixin):
         widened = self._with((*self._nodes, new), self._splits, self._owners)
         return widened.split(_midpoint(low, high), node=new.name)
 
-    def remove(self, name: str) -> RangePartitions:
+    def _removed(self, name: str) -> RangePartitions:
         """Return a table without `name`; each of its ranges goes to a neighbouring range's
-        owner (the previous one, or the next for the first range).
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
+        owner (the previous one, or the next for the first range)."""
         nodes = tuple(node for node in self._nodes if node.name != name)
         if not nodes:
             return self._with((), (), ())
@@ -267,20 +264,11 @@ class RangePartitions(NodeTupleMixin):
             result[owner] += edges[i + 1] - edges[i]
         return result
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, RangePartitions):
-            return NotImplemented
-        return (self._nodes, self._splits, self._owners) == (
-            other._nodes,
-            other._splits,
-            other._owners,
-        )
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._splits, self._owners)
 
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._splits, self._owners))
-
-    def __repr__(self) -> str:
-        return f"RangePartitions({list(self._names)!r}, ranges={len(self._owners)})"
+    def _repr_options(self) -> str:
+        return f", ranges={len(self._owners)}"
 
     def _check(self) -> None:
         """Assert the table's invariants (for tests)."""
@@ -301,3 +289,7 @@ def _midpoint(low: bytes, high: bytes) -> bytes:
     b = int.from_bytes(high.ljust(width, b"\0"), "big")
     middle = ((a + b) // 2).to_bytes(width, "big").rstrip(b"\0") or b"\0"
     return middle if low < middle < high else low + b"\0"
+
+
+# The registry's entry (ringkit.strategies.registry): ranges take no option (keys are not hashed).
+STRATEGY = Strategy("ranges", RangePartitions, {})

@@ -23,16 +23,24 @@ pymemcache ``pymemcache/client/rendezvous.py`` (the ``variant="pymemcache"`` rul
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key, get_hasher, murmur3_32
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
+from ringkit.errors import ConfigError
+from ringkit.hashing import (
+    DEFAULT_HASH,
+    Hasher,
+    HasherLike,
+    Key,
+    encode_key,
+    get_hasher,
+    murmur3_32,
+)
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.strategies.options import Strategy
 
 __all__ = ["RENDEZVOUS_VARIANTS", "Rendezvous", "fmix64_many"]
 
@@ -67,7 +75,7 @@ def _pymemcache_bytes(text: str) -> bytes:
     return text.encode("utf-32-le", "surrogatepass")[::4]
 
 
-class Rendezvous(HashedMixin, NodeTupleMixin):
+class Rendezvous(PlacementBase):
     """Rendezvous hashing over named nodes; an immutable value.
 
     ``variant="weighted"`` (default): the pair score is ``fmix64(hash(key) ^ hash(name))``,
@@ -79,9 +87,10 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
 
     Replica order: descending score, equal scores by descending name.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``scores``.
-    Changing membership: ``add``, ``remove``, ``discard``.
-    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``
+    (weighted variant), ``scores``.
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight`` (weighted variant).
+    Measuring: ``nodes``, ``hasher``, ``shares``, ``variant``, ``len``, ``in``, ``iter``, ``==``.
     """
 
     __slots__ = (
@@ -93,7 +102,9 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
         "_uniform",
         "_variant",
         "_weights",
+        "routes_by_hash",
     )
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -107,6 +118,8 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
                 f"unknown rendezvous variant {variant!r}; known: {', '.join(RENDEZVOUS_VARIANTS)}"
             )
         self._variant = variant
+        # The weighted variant scores a mix of the key's hash; pymemcache's formats the key.
+        self.routes_by_hash = variant == "weighted"
         self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
         self._names = tuple(node.name for node in self._nodes)
         if variant == "pymemcache":
@@ -212,50 +225,34 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
         order = np.argsort(self._score_row(key), kind="stable")[::-1][:n]
         return [self._names[i] for i in order.tolist()]
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order (blocks of keys scored at once).
-
-        Runtime: O(K·N) numpy work.
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the winner of each native key hash (weighted variant), scored in blocks.
 
         :raises EmptyRingError: when there are no nodes
+        :raises UnsupportedError: for the pymemcache variant, which scores formatted keys
         """
-        check_not_empty(len(self._names), "node_for_many")
-        if self._variant == "pymemcache":
-            return [self.node_for(key) for key in keys]
-        hashes = np.fromiter((self._key_hash(key) for key in keys), dtype=np.uint64)
-        names = np.array(self._names, dtype=object)
+        if self._variant != "weighted":
+            return super().owner_indices_for_hashes(hashes)
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
         block = max(1, _BLOCK_CELLS // len(self._names))
-        result: list[str] = []
+        result = np.empty(len(hashes), dtype=np.intp)
         for start in range(0, len(hashes), block):
             scores = self._score_block(hashes[start : start + block])
+            # The last maximum in name order is the larger name: the tie rule.
             last_max = len(self._names) - 1 - np.argmax(scores[:, ::-1], axis=1)
-            result.extend(names[last_max].tolist())
+            result[start : start + len(scores)] = last_max
         return result
 
     # -- changing membership -----------------------------------------------------------------
 
-    def _with(self, nodes: Iterable[Node]) -> Rendezvous:
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> Rendezvous:
         hasher = None if self._variant == "pymemcache" else self._hasher
-        return Rendezvous(tuple(nodes), hasher=hasher, variant=self._variant)
+        return Rendezvous(nodes, hasher=hasher, variant=self._variant)
 
-    def add(self, node: str | Node) -> Rendezvous:
-        """Return a new placement with `node`; only keys it now wins move, all to it.
-
-        :raises DuplicateNodeError: when a node of that name is already there
-        """
-        new = coerce_node(node)
-        if new.name in self:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._with((*self._nodes, new))
-
-    def remove(self, name: str) -> Rendezvous:
-        """Return a new placement without `name`; only its keys move.
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self:
-            raise unknown_node(name, self._names, "placement")
-        return self._with(node for node in self._nodes if node.name != name)
+    def _weights_refused(self) -> tuple[str, str] | None:
+        if self._variant == "pymemcache":
+            return "the pymemcache variant", "use variant='weighted'"
+        return None
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -272,11 +269,8 @@ class Rendezvous(HashedMixin, NodeTupleMixin):
     def _identity(self) -> tuple[object, ...]:
         return (self._nodes, self._variant, self._hasher)
 
-    def __repr__(self) -> str:
-        return (
-            f"Rendezvous({list(self._names)!r}, hasher={self._hasher.name!r}, "
-            f"variant={self._variant!r})"
-        )
+    def _repr_options(self) -> str:
+        return f", hasher={self._hasher.name!r}, variant={self._variant!r}"
 
 
 def _pymemcache_key(key: Key) -> str:
@@ -285,3 +279,12 @@ def _pymemcache_key(key: Key) -> str:
     if isinstance(key, (bytearray, memoryview)):
         key = bytes(key)
     return f"{key!s}" if not isinstance(key, bytes) else repr(key)
+
+
+def _build(nodes: NodesLike, hasher: HasherLike | None, rendezvous_variant: str) -> Rendezvous:
+    return Rendezvous(nodes, hasher=hasher, variant=rendezvous_variant)
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes. No
+# default hasher: the weighted variant then takes DEFAULT_HASH, pymemcache its murmur3_32.
+STRATEGY = Strategy("rendezvous", _build, {"hasher": None, "rendezvous_variant": "weighted"})

@@ -1,7 +1,8 @@
 """ScheduledRemap: a ring whose hash depends on a version, moved to the next version in slices.
 
-Seed 000's "middle position", common in caches: keep the ring pure, but make the hash of a key
-depend on a version, so that a controlled rehash moves a planned fraction of keys. A *cursor*
+A middle position between a pure ring and a full rehash, common in caches: keep the ring pure,
+but make the hash of a key depend on a version, so that a controlled rehash moves a planned
+fraction of keys. A *cursor*
 sweeps a version-independent selector hash of each key: keys whose selector is below the cursor
 are hashed with version v + 1, the rest with version v. ``advance(fraction)`` moves the cursor,
 and with it exactly the keys in that slice of the selector space.
@@ -28,9 +29,10 @@ from dataclasses import dataclass
 
 from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key
-from ringkit.nodes import Node, NodesLike
+from ringkit.nodes import NodesLike
 from ringkit.ring import DEFAULT_VNODES, SPACE_64, HashRing
-from ringkit.strategies.wrapped import RingWrapperMixin
+from ringkit.strategies.options import Strategy
+from ringkit.strategies.wrapped import RingBacked
 
 __all__ = ["RemapReport", "ScheduledRemap"]
 
@@ -52,16 +54,17 @@ class RemapReport:
         return self.moved_touched / self.touched if self.touched else 0.0
 
 
-class ScheduledRemap(RingWrapperMixin):
+class ScheduledRemap(RingBacked):
     """A hash ring plus (version, cursor); an immutable value.
 
     Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``version_for``.
     Remapping: ``advance``, ``report``, ``version``, ``progress``.
-    Changing membership: ``add``, ``remove``, ``discard`` (the cursor is kept).
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight`` (the cursor is kept;
+    keys move as on the ring: only to or from the node changed).
     Measuring: ``ring``, ``nodes``, ``shares``, ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_cursor", "_ring", "_version")
+    __slots__ = ("_cursor", "_version")
 
     def __init__(
         self,
@@ -73,14 +76,18 @@ class ScheduledRemap(RingWrapperMixin):
     ) -> None:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise ConfigError(f"version must be an int >= 0, got {version!r}")
-        self._ring = HashRing(nodes, vnodes=vnodes, hasher=hasher)
+        self._set_ring(HashRing(nodes, vnodes=vnodes, hasher=hasher))
         self._version = version
         self._cursor = 0
 
     def _with(self, ring: HashRing, version: int, cursor: int) -> ScheduledRemap:
         result = ScheduledRemap.__new__(ScheduledRemap)
-        result._ring, result._version, result._cursor = ring, version, cursor
+        result._set_ring(ring)
+        result._version, result._cursor = version, cursor
         return result
+
+    def _with_ring(self, ring: HashRing) -> ScheduledRemap:
+        return self._with(ring, self._version, self._cursor)
 
     # -- looking up --------------------------------------------------------------------------
 
@@ -163,45 +170,19 @@ class ScheduledRemap(RingWrapperMixin):
                 moved_untouched += old != new
         return RemapReport(len(items), touched, moved_touched, moved_untouched)
 
-    # -- membership and measuring ------------------------------------------------------------
-
-    def add(self, node: str | Node) -> ScheduledRemap:
-        """Return the remap with `node` added to the ring (consistent: keys move only to it).
-
-        :raises DuplicateNodeError: when the node is already there
-        """
-        return self._with(self._ring.add(node), self._version, self._cursor)
-
-    def remove(self, name: str) -> ScheduledRemap:
-        """Return the remap without node `name`.
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        return self._with(self._ring.remove(name), self._version, self._cursor)
-
-    def discard(self, name: str) -> ScheduledRemap:
-        """Return the remap without node `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._ring else self
+    # -- measuring ----------------------------------------------------------------------------
 
     def shares(self) -> dict[str, float]:
         """Return each node's exact share of the ring's points; keys reach points through a
         versioned hash, so for real keys these are estimates of the same quantity."""
         return self._ring.shares()
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, ScheduledRemap):
-            return NotImplemented
-        return (self._ring, self._version, self._cursor) == (
-            other._ring,
-            other._version,
-            other._cursor,
-        )
+    def _identity(self) -> tuple[object, ...]:
+        return (self._ring, self._version, self._cursor)
 
-    def __hash__(self) -> int:
-        return hash((self._ring, self._version, self._cursor))
+    def _repr_options(self) -> str:
+        return f", version={self._version}, progress={self.progress:.3f}"
 
-    def __repr__(self) -> str:
-        return (
-            f"ScheduledRemap({list(self._ring)!r}, version={self._version}, "
-            f"progress={self.progress:.3f})"
-        )
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy("scheduled", ScheduledRemap, {"vnodes": DEFAULT_VNODES, "hasher": DEFAULT_HASH})

@@ -3,8 +3,8 @@
 Neither changes where data lives. The *primary* (first in a partition's replica list) is the node
 ``node_for`` answers, so primaries are balanced by weight on their own, keeping a partition's
 primary through membership changes when they can (fewer routing changes). The *source* of a move
-is a node that holds the partition before it and streams it to the destination; seed 000 asks
-the controller to "minimise the number of sources", or else to share the transfer out.
+is a node that holds the partition before it and streams it to the destination; the controller
+either uses as few sources as it can (a join talks to few machines) or shares the transfer out.
 
 >>> choose_sources([("a", "b"), ("a", "c")], [(0, "b", "x"), (1, "c", "x")], "fewest_sources")
 ['a', 'a']
@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ringkit.nodes import Node
-from ringkit.strategies.controller import compute_quotas
+from ringkit.strategies.fixed.controller import compute_quotas
 
 __all__ = ["balance_primaries", "choose_sources"]
 

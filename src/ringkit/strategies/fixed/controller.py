@@ -1,8 +1,8 @@
 """The controller behind :class:`~ringkit.FixedPartitions`: quotas and minimal rebalancing plans.
 
 With a token space fixed at creation (Dynamo's strategy 3: Q equal partitions; Riak's ring;
-Redis Cluster's 16384 slots), membership change is an assignment problem, not a hashing one
-(seed 000, "Virtual nodes as the unit of assignment"). The controller
+Redis Cluster's 16384 slots), membership change is an assignment problem, not a hashing one:
+the partitions are the unit of assignment, as virtual nodes are in Dynamo. The controller
 
 1. gives each node a *quota* of partition replicas by weight: ``Q · R' · w / W`` rounded to its
    floor or ceiling, capped so that the *zone rule* can hold (no two replicas of a partition in
@@ -10,9 +10,9 @@ Redis Cluster's 16384 slots), membership change is an assignment problem, not a 
    limit the zones allow), and rounded toward the current counts so that fewer replicas move;
 2. moves replicas from nodes above quota (and from departed nodes) to nodes below it: exactly
    ``Σ max(0, quota − count)`` moves, the minimum, unless the zone rule forces a detour (then the
-   plan says so: ``moved > minimum``) (:mod:`ringkit.strategies.planner` and
-   :mod:`ringkit.strategies.assignment`);
-3. picks (:mod:`ringkit.strategies.roles`), for each move, the node that streams the data (any
+   plan says so: ``moved > minimum``) (:mod:`ringkit.strategies.fixed.planner` and
+   :mod:`ringkit.strategies.fixed.assignment`);
+3. picks (:mod:`ringkit.strategies.fixed.roles`), for each move, the node that streams the data (any
    current holder of the partition):
    ``"fewest_sources"`` covers all moves with as few machines as it can (greedy set cover: a join
    talks to few machines), ``"spread"`` shares the transfer among the holders (least loaded first).

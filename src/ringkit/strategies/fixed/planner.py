@@ -1,6 +1,6 @@
 """The rebalancing planner of :class:`~ringkit.FixedPartitions`: which replicas move where.
 
-Given the replica rows, the members and their quotas (:func:`~ringkit.strategies.controller.
+Given the replica rows, the members and their quotas (:func:`~ringkit.strategies.fixed.controller.
 compute_quotas`), ``plan_rebalance`` moves replicas from departed nodes and from nodes above
 quota to nodes below it, never breaking the zone rule. Each move fills one missing replica, so a
 plan has ``Σ max(0, quota − count)`` moves when the rules let every replica go straight to a
@@ -20,15 +20,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 
 from ringkit.nodes import Node
-from ringkit.strategies.assignment import WorkingTable, augment, chain, place_orphan
-from ringkit.strategies.controller import (
+from ringkit.strategies.fixed.assignment import WorkingTable, augment, chain, place_orphan
+from ringkit.strategies.fixed.controller import (
     PartitionMove,
     RebalancePlan,
     compute_quotas,
     zone_key,
     zone_limit,
 )
-from ringkit.strategies.roles import balance_primaries, choose_sources
+from ringkit.strategies.fixed.roles import balance_primaries, choose_sources
 
 __all__ = ["Move", "plan_rebalance", "reassign"]
 

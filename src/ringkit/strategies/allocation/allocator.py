@@ -1,6 +1,6 @@
 """Allocated tokens: a planner that chooses a new node's tokens instead of hashing them.
 
-Random tokens balance only on average (a node's share has CV ~ 1/sqrt(V), seed 000), so a ring
+Random tokens balance only on average (a node's share has CV ~ 1/sqrt(V)), so a ring
 needs hundreds of vnodes per node. Cassandra's ``ReplicationAwareTokenAllocator`` (CASSANDRA-7032,
 ``allocate_tokens_for_keyspace``) instead places each new token inside an existing range, where it
 most improves the spread of ownership. ringkit's planner follows that idea with its own, simpler
@@ -9,8 +9,8 @@ arc of the node furthest above its fair share (weight / total weight). The cut i
 not at a midpoint, so the new node gets its fair share and the most loaded nodes shed load.
 
 The quantity balanced is keyspace by default; give ``load`` (observed points with their bytes or
-requests) and the planner balances that instead (seed 000: "The operator cares about bytes,
-requests, and cost"). Removing a node does not re-plan: its arcs pass to their successors.
+requests) and the planner balances that instead: what an operator pays for is bytes, requests
+and cost, not keyspace. Removing a node does not re-plan: its arcs pass to their successors.
 
 With ``replicas=R`` the planner balances *replicated* ownership instead (each key counts for the
 R distinct nodes of its preference list), Cassandra's goal; primary ownership then balances less
@@ -24,18 +24,20 @@ well (figures in ``benchmarks/bench_controller.py`` and docs/strategies.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
+from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import unknown_node
+from ringkit.placement import IndexArray, Segmentation
 from ringkit.ring import SPACE_64, HashRing, vnode_count
-from ringkit.strategies.measure import LoadSample, Measure
-from ringkit.strategies.replicated import replicated_cut
-from ringkit.strategies.wrapped import RingWrapperMixin
+from ringkit.strategies.allocation.measure import LoadSample, Measure
+from ringkit.strategies.allocation.replicated import replicated_cut
+from ringkit.strategies.options import Strategy
+from ringkit.strategies.wrapped import RingBacked
 
 __all__ = ["DEFAULT_TOKENS", "AllocatedRing", "allocate_tokens"]
 
@@ -134,19 +136,23 @@ def _best_cut(
     return None
 
 
-class AllocatedRing(RingWrapperMixin):
+class AllocatedRing(RingBacked):
     """A :class:`HashRing` whose tokens are allocated by the planner, node by node.
 
     Nodes are added in name order at construction, so the ring does not depend on the order
     given. ``add`` allocates the newcomer's tokens against the current ring; ``remove`` hands
-    the node's arcs to their successors (as a hashed ring does) without re-planning.
+    the node's arcs to their successors (as a hashed ring does) without re-planning;
+    ``reweight`` removes the node and allocates it again at its new weight.
 
-    Looking up (delegated to ``ring``): ``node_for``, ``nodes_for``, ``node_for_many``.
-    Changing membership: ``add``, ``remove``, ``discard``. Measuring: ``ring``, ``nodes``,
-    ``shares`` (exact, from arcs), ``len``, ``in``, ``iter``, ``==``.
+    Looking up (the ring's): ``node_for``, ``nodes_for``, ``node_for_many``,
+    ``owner_indices_for_hashes``.
+    Changing membership: ``add``, ``remove``, ``discard``, ``reweight``. Measuring: ``ring``,
+    ``nodes``, ``shares`` (exact, from arcs), ``segmentation`` (the ring's arcs), ``len``,
+    ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_load", "_replicas", "_ring", "_tokens")
+    __slots__ = ("_load", "_replicas", "_tokens")
+    routes_by_hash = True  # keys go to the ring's tokens (``HashRing.owner_indices_for_hashes``)
 
     def __init__(
         self,
@@ -164,12 +170,13 @@ class AllocatedRing(RingWrapperMixin):
         for node in sorted(coerce_nodes(nodes), key=lambda n: n.name):
             chosen = allocate_tokens(ring, node, tokens=tokens, replicas=replicas, load=load)
             ring = ring.add(node, tokens=chosen)
-        self._ring = ring
+        self._set_ring(ring)
 
-    def _with(self, ring: HashRing) -> AllocatedRing:
+    def _with_ring(self, ring: HashRing) -> AllocatedRing:
         result = AllocatedRing.__new__(AllocatedRing)
-        result._tokens, result._load, result._ring = self._tokens, self._load, ring
+        result._tokens, result._load = self._tokens, self._load
         result._replicas = self._replicas
+        result._set_ring(ring)
         return result
 
     @property
@@ -182,61 +189,37 @@ class AllocatedRing(RingWrapperMixin):
         """How many tokens each node gets."""
         return self._tokens
 
-    def node_for(self, key: Key) -> str:
-        """Return the owner of `key` (see ``HashRing.node_for``).
+    def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:
+        """Return the owner index of each native key hash on the ring.
 
         :raises EmptyRingError: when there are no nodes
         """
-        return self._ring.node_for(key)
+        return self._ring.owner_indices_for_hashes(hashes)
 
-    def nodes_for(self, key: Key, n: int) -> list[str]:
-        """Return the preference list of `key` (see ``HashRing.nodes_for``).
+    def segmentation(self, replicas: int) -> Segmentation:
+        """Return the ring's exact units: the arcs between its allocated tokens."""
+        return self._ring.segmentation(replicas)
 
-        :raises ConfigError: when `n` < 1
-        :raises EmptyRingError: when there are no nodes
-        """
-        return self._ring.nodes_for(key, n)
-
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the owner of each key, in order.
-
-        :raises EmptyRingError: when there are no nodes
-        """
-        return self._ring.node_for_many(keys)
-
-    def add(self, node: str | Node) -> AllocatedRing:
-        """Return a ring with `node` added at allocated tokens.
-
-        :raises DuplicateNodeError: when the node is already there
-        """
-        new = coerce_node(node)
-        tokens = allocate_tokens(
-            self._ring, new, tokens=self._tokens, replicas=self._replicas, load=self._load
+    def _allocated(self, ring: HashRing, node: Node) -> AllocatedRing:
+        chosen = allocate_tokens(
+            ring, node, tokens=self._tokens, replicas=self._replicas, load=self._load
         )
-        return self._with(self._ring.add(new, tokens=tokens))
+        return self._with_ring(ring.add(node, tokens=chosen))
 
-    def remove(self, name: str) -> AllocatedRing:
-        """Return a ring without `name` (its arcs pass to their successors).
+    def _added(self, node: Node) -> AllocatedRing:
+        return self._allocated(self._ring, node)
 
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._ring:
-            raise unknown_node(name, list(self._ring), "ring")
-        return self._with(self._ring.remove(name))
+    def _reweighted(self, node: Node) -> AllocatedRing:
+        return self._allocated(self._ring.remove(node.name), node)
 
-    def discard(self, name: str) -> AllocatedRing:
-        """Return a ring without `name`, or this one if it is not there."""
-        return self.remove(name) if name in self._ring else self
+    def _identity(self) -> tuple[object, ...]:
+        return (self._ring,)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, AllocatedRing):
-            return NotImplemented
-        return self._ring == other._ring
+    def _repr_options(self) -> str:
+        return f", tokens={self._tokens}, replicas={self._replicas}"
 
-    def __hash__(self) -> int:
-        return hash(self._ring)
 
-    def __repr__(self) -> str:
-        return (
-            f"AllocatedRing({list(self._ring)!r}, tokens={self._tokens}, replicas={self._replicas})"
-        )
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy(
+    "allocated", AllocatedRing, {"tokens": DEFAULT_TOKENS, "replicas": 1, "hasher": DEFAULT_HASH}
+)

@@ -1,6 +1,6 @@
 """What the token allocator balances: keyspace, or load observed at points of the ring.
 
-Seed 000: "The ring balances positions. The operator cares about bytes, requests, and cost."
+A ring balances positions; an operator cares about bytes, requests and cost.
 A :class:`Measure` gives each arc of a ring an amount (its length, or the sum of the observed
 ``(point, amount)`` samples that fall in it) and finds where to cut an arc so that a given amount
 lies before the cut.

@@ -19,7 +19,7 @@ import numpy as np
 
 from ringkit.errors import ConfigError
 from ringkit.ring import SPACE_64, HashRing
-from ringkit.strategies.measure import Measure
+from ringkit.strategies.allocation.measure import Measure
 
 __all__ = ["replicated_cut", "replicated_shares"]
 

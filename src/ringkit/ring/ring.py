@@ -2,12 +2,12 @@
 
 Keys and nodes are hashed onto one circle of 64-bit points (Karger et al. 1997). Each node has
 *vnodes*, each at a *token*; a token owns the *arc* (previous token, token], so a key belongs to
-the first token >= its point, and a point past the last token wraps to the first (seed 003's
-rule, as libketama, libmemcached and Envoy do). Seed 000's sketch uses ``bisect.bisect`` (first
-token > point); the two differ only for a point exactly on a token, and ringkit follows >=.
+the first token >= its point, and a point past the last token wraps to the first, as libketama,
+libmemcached and Envoy do. (A ``bisect.bisect`` sketch takes the first token > point; the two
+differ only for a point exactly on a token, and ringkit follows >=.)
 
-Vnode *i* of node *name* sits at the hash of the label ``f"{name}#{i}"`` (seeds 000 and 004). The
-label is injective (``i`` is the digits after the last ``#``, so names may contain ``#``), unlike
+Vnode *i* of node *name* sits at the hash of the label ``f"{name}#{i}"``. The label is injective
+(``i`` is the digits after the last ``#``, so names may contain ``#``), unlike
 ``name + str(i)`` where "a1" + "1" meets "a" + "11" (buraksezer/consistent#17). A node of weight
 ``w`` gets ``max(1, floor(vnodes * w + 0.5))`` vnodes: absolute, never normalised by the total,
 so reweighting one node moves keys only to or from that node (memcached/memcached#873).
@@ -33,25 +33,31 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ringkit.errors import ConfigError, DuplicateNodeError, EmptyRingError
-from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
+from ringkit.errors import ConfigError, EmptyRingError
+from ringkit.hashing import (
+    DEFAULT_HASH,
+    Hasher,
+    HasherLike,
+    Key,
+    encode_key,
+    get_hasher,
+    registered_name,
+)
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import check_n, unknown_node
-from ringkit.preference import walk_distinct
-from ringkit.ring_format import ring_from_dict, ring_to_dict
-from ringkit.tokens import (
+from ringkit.placement import PlacementBase, Segmentation, check_n, unknown_node
+from ringkit.ring.format import RingDescription
+from ringkit.ring.preference import walk_distinct
+from ringkit.ring.tokens import (
+    DEFAULT_VNODES,
     SPACE_64,
     IndexArray,
     TokenTable,
     UInt64Array,
     label_suffixes,
     vnode_count,
-    vnode_label,
 )
 
-__all__ = ["DEFAULT_VNODES", "SPACE_64", "Arc", "HashRing", "vnode_count", "vnode_label"]
-
-DEFAULT_VNODES = 160
+__all__ = ["Arc", "HashRing", "check_space", "check_vnodes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,18 +94,23 @@ def check_space(space: object) -> int:
     return space
 
 
-class HashRing:
+class HashRing(PlacementBase):
     """A consistent-hash ring of nodes with virtual nodes; an immutable value.
 
     Invariants (``_check``): nodes sorted by name; tokens sorted, equal tokens ordered by name;
     every node has exactly its vnode count (or its explicit tokens).
 
     Looking up: ``node_for``, ``nodes_for``, ``iter_nodes``, ``node_for_many``,
-    ``node_for_point``, ``owner_indices``, ``point_for``, ``points_for``.
+    ``node_for_point``, ``owner_indices``, ``owner_indices_for_hashes``, ``point_for``,
+    ``points_for``.
     Changing membership (each returns a new ring): ``add``, ``remove``, ``discard``, ``reweight``.
     Measuring: ``nodes``, ``tokens``, ``token_owners``, ``shares``, ``owned_points``, ``arcs``,
     ``len``, ``in``, ``iter``, ``==``. Serialising: ``to_dict``, ``from_dict``, ``from_tokens``.
     """
+
+    _container = "ring"
+    routes_by_hash = True  # a key's owner is a function of its hash (``owner_indices_for_hashes``)
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -125,7 +136,8 @@ class HashRing:
         """Return a ring whose nodes sit at the given tokens, in the space [0, `space`).
 
         Keys map into the space by ``hash(key) % space`` (the widened point when the space is
-        2**64). Nodes may be names or ``Node`` values. Seed 003's virtual-node example:
+        2**64). Nodes may be names or ``Node`` values. Three nodes of three tokens each on a
+        360-point circle:
 
         >>> ring = HashRing.from_tokens(
         ...     {"A": [10, 130, 250], "B": [40, 170, 90], "C": [300, 210, 350]}, space=360
@@ -166,10 +178,18 @@ class HashRing:
             ring._install(tuple(nodes), table)
         return ring
 
-    def _with_table(self, nodes: Iterable[Node], explicit: Mapping[str, Iterable[int]],
-                    table: TokenTable) -> HashRing:  # fmt: skip
-        return self._make(nodes, vnodes=self._vnodes, hasher=self._hasher, space=self._space,
-                          explicit=explicit, table=table)  # fmt: skip
+    def _with_table(
+        self, nodes: Iterable[Node], explicit: Mapping[str, Iterable[int]], table: TokenTable
+    ) -> HashRing:
+        """Return a ring with this ring's options over `nodes`, whose `table` is built."""
+        return self._make(
+            nodes,
+            vnodes=self._vnodes,
+            hasher=self._hasher,
+            space=self._space,
+            explicit=explicit,
+            table=table,
+        )
 
     def _check_tokens(self, name: str, tokens: Iterable[int]) -> tuple[int, ...]:
         values = tuple(tokens)
@@ -305,6 +325,21 @@ class HashRing:
         array = np.asarray(points, dtype=np.uint64)
         return self._table.owners[self._table.search_many(array)]
 
+    def owner_indices_for_hashes(self, hashes: UInt64Array) -> IndexArray:
+        """Return the owner index of each native key hash: widened or reduced, then searched.
+
+        >>> ring = HashRing.from_tokens({"A": [40], "B": [160], "C": [300]}, space=360)
+        >>> ring.owner_indices_for_hashes(np.array([435, 310], dtype=np.uint64)).tolist()
+        [1, 0]
+
+        :raises EmptyRingError: when the ring has no nodes
+        """
+        if self._space == SPACE_64:
+            points = hashes << np.uint64(64 - self._hasher.bits)
+        else:
+            points = hashes % np.uint64(self._space)
+        return self.owner_indices(points)
+
     def node_for_many(self, keys: Iterable[Key]) -> list[str]:
         """Return the owner of each key, in order (hashing in a loop, one vectorised search).
 
@@ -358,51 +393,41 @@ class HashRing:
         Runtime: O(N·V) array copies plus O(V) hashing (~0.1 s at 2.56M tokens).
 
         :raises DuplicateNodeError: when a node of that name is already in the ring
+        :raises ConfigError: for explicit tokens outside the space, or given twice
         """
-        new = coerce_node(node)
-        if new.name in self:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the ring")
-        explicit: Mapping[str, Iterable[int]] = self._explicit
-        if tokens is not None:
-            explicit = {**self._explicit, new.name: self._check_tokens(new.name, tokens)}
-            added = np.array(explicit[new.name], dtype=np.uint64)
-        else:
-            added = self._node_tokens(new)
-        position = bisect_left(self._names, new.name)
+        new = self._check_new(node)
+        if tokens is None:
+            return self._added(new)
+        explicit = {**self._explicit, new.name: self._check_tokens(new.name, tokens)}
+        return self._inserted(new, explicit, np.array(explicit[new.name], dtype=np.uint64))
+
+    def _added(self, node: Node) -> HashRing:
+        return self._inserted(node, self._explicit, self._node_tokens(node))
+
+    def _inserted(
+        self, node: Node, explicit: Mapping[str, Iterable[int]], added: UInt64Array
+    ) -> HashRing:
+        position = bisect_left(self._names, node.name)
         table = self._table.inserted(added, position, len(self._nodes) + 1)
-        nodes = (*self._nodes[:position], new, *self._nodes[position:])
+        nodes = (*self._nodes[:position], node, *self._nodes[position:])
         return self._with_table(nodes, explicit, table)
 
-    def remove(self, name: str) -> HashRing:
-        """Return a new ring without node `name`; its keys go to their clockwise successors.
-
-        :raises UnknownNodeError: when `name` is not in the ring
-        """
-        position = self._position(name)
+    def _removed(self, name: str) -> HashRing:
+        # Keys of the removed node go to their clockwise successors.
+        position = bisect_left(self._names, name)
         table = self._table.without(position, len(self._nodes) - 1)
         explicit = {k: v for k, v in self._explicit.items() if k != name}
         return self._with_table(
             self._nodes[:position] + self._nodes[position + 1 :], explicit, table
         )
 
-    def discard(self, name: str) -> HashRing:
-        """Return a new ring without node `name`, or this ring if it is not there."""
-        return self.remove(name) if name in self else self
-
-    def reweight(self, name: str, weight: float) -> HashRing:
-        """Return a new ring in which node `name` has `weight` (and vnodes to match).
-
-        Keys move only to or from that node: its vnodes ``#0 … #k`` are kept or extended.
-
-        :raises UnknownNodeError: when `name` is not in the ring
-        :raises ConfigError: when `weight` is not finite and > 0, or the node has explicit tokens
-        """
-        node = self._nodes[self._position(name)].with_weight(weight)
-        if name in self._explicit:
+    def _reweighted(self, node: Node) -> HashRing:
+        # Keys move only to or from that node: its vnodes #0 … #k are kept or extended.
+        if node.name in self._explicit:
             raise ConfigError(
-                f"node {name!r} has explicit tokens; remove it and add it with new tokens"
+                f"node {node.name!r} has explicit tokens; remove it and add it with new tokens"
             )
-        return self.remove(name).add(node)
+        return self._removed(node.name)._added(node)
 
     def _position(self, name: str) -> int:
         if name not in self:
@@ -410,11 +435,6 @@ class HashRing:
         return bisect_left(self._names, name)
 
     # -- measuring -------------------------------------------------------------------------------
-
-    @property
-    def nodes(self) -> tuple[Node, ...]:
-        """The nodes, sorted by name."""
-        return self._nodes
 
     @property
     def vnodes(self) -> int:
@@ -425,6 +445,15 @@ class HashRing:
     def hasher(self) -> Hasher:
         """The hash function keys and vnode labels are hashed with."""
         return self._hasher
+
+    @property
+    def ring(self) -> HashRing:
+        """This ring (the protocol's ``ring``: the ring whose tokens a placement routes by)."""
+        return self
+
+    def segmentation(self, replicas: int) -> Segmentation:
+        """Return the ring's exact units: the arcs between tokens (``basis="points"``)."""
+        return Segmentation("points", self._space, self._hasher)
 
     @property
     def space(self) -> int:
@@ -487,40 +516,18 @@ class HashRing:
             for i in np.flatnonzero(self._table.owners == position).tolist()
         ]
 
-    def __len__(self) -> int:
-        return len(self._names)
-
     def __contains__(self, name: object) -> bool:
+        # NOTE: a bisect over the sorted names, where the base scans them: rings hold 10,000s.
         if not isinstance(name, str):
             return False
         position = bisect_left(self._names, name)
         return position < len(self._names) and self._names[position] == name
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._space, self._hasher, self.tokens, self.token_owners)
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, HashRing):
-            return NotImplemented
-        return (
-            self._nodes == other._nodes
-            and self._space == other._space
-            and self._hasher == other._hasher
-            and np.array_equal(self.tokens, other.tokens)
-            and np.array_equal(self.token_owners, other.token_owners)
-        )
-
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._space, self._hasher.name, len(self.tokens)))
-
-    def __repr__(self) -> str:
-        names = ", ".join(repr(name) for name in self._names[:5])
-        if len(self._names) > 5:
-            names += f", … and {len(self._names) - 5} more"
-        return (
-            f"HashRing([{names}], vnodes={self._vnodes}, hasher={self._hasher.name!r}, "
-            f"tokens={len(self.tokens)})"
-        )
+    def _repr_options(self) -> str:
+        return f", vnodes={self._vnodes}, hasher={self._hasher.name!r}, tokens={len(self.tokens)}"
 
     # -- serialising -----------------------------------------------------------------------------
 
@@ -529,7 +536,13 @@ class HashRing:
 
         :raises ConfigError: when the ring uses an unregistered hasher
         """
-        return ring_to_dict(self)
+        return RingDescription(
+            self._nodes,
+            vnodes=self._vnodes,
+            hasher=registered_name(self._hasher, "a ring"),
+            space=self._space,
+            explicit=self._explicit,
+        ).to_dict()
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HashRing:
@@ -537,13 +550,13 @@ class HashRing:
 
         :raises ConfigError: when `data` is not a ring description ringkit understands
         """
-        nodes, options = ring_from_dict(data)
+        description = RingDescription.from_dict(data)
         return cls._make(
-            nodes,
-            vnodes=check_vnodes(options["vnodes"]),
-            hasher=get_hasher(options["hasher"]),
-            space=check_space(options["space"]),
-            explicit=options["explicit"],
+            description.nodes,
+            vnodes=check_vnodes(description.vnodes),
+            hasher=get_hasher(description.hasher),
+            space=check_space(description.space),
+            explicit=description.explicit or {},
         )
 
     def __getstate__(self) -> dict[str, Any]:

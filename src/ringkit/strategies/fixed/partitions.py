@@ -3,11 +3,11 @@
 The keyspace is cut once into Q equal partitions (Dynamo's strategy 3, DeCandia et al. 2007,
 section 6.2; Riak's ring of 2^n partitions; Redis Cluster's 16384 slots). A key's partition never
 changes: ``partition = floor(point · Q / 2^64)`` of its 64-bit point. What changes is the
-*assignment table*, partition → replica list (primary first), which a controller computes
-(:mod:`ringkit.strategies.controller`): by weight, zone-aware, moving the fewest partitions on a
-membership change, and which every client must learn, so it carries an *epoch* and serialises
-(``to_dict`` / ``from_dict``). Seed 000: "Membership change becomes an assignment problem rather
-than a hashing problem."
+*assignment table*, partition → replica list (primary first), which a controller computes (in
+:mod:`ringkit.strategies.fixed.controller`: by weight, zone-aware, moving the fewest partitions on
+a membership change, and which every client must learn, so it carries an *epoch* and serialises
+(``to_dict`` / ``from_dict``): membership change becomes an assignment problem rather than a
+hashing problem.
 
 >>> table = FixedPartitions(["a", "b", "c"], partitions=12)
 >>> table.partition_owners()[:4]
@@ -24,13 +24,21 @@ from typing import Any
 
 import numpy as np
 
-from ringkit.errors import ConfigError, DuplicateNodeError
-from ringkit.hashing import DEFAULT_HASH, HASHERS, HasherLike, Key, encode_key, get_hasher
-from ringkit.hashing import points_many as _points_many
-from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import HashedMixin, NodeTupleMixin, check_n, check_not_empty, unknown_node
-from ringkit.strategies.controller import RebalancePlan, check_objective, zone_key, zone_limit
-from ringkit.strategies.planner import reassign
+from ringkit.errors import ConfigError
+from ringkit.hashing import (
+    DEFAULT_HASH,
+    Hasher,
+    HasherLike,
+    Key,
+    encode_key,
+    get_hasher,
+    registered_name,
+)
+from ringkit.nodes import Node, NodesLike, coerce_nodes
+from ringkit.placement import IndexArray, PlacementBase, Segmentation, check_n, check_not_empty
+from ringkit.strategies.fixed.controller import RebalancePlan, check_objective, zone_key, zone_limit
+from ringkit.strategies.fixed.planner import reassign
+from ringkit.strategies.options import Strategy
 
 __all__ = ["DEFAULT_PARTITIONS", "FixedPartitions"]
 
@@ -62,18 +70,19 @@ def partition_of_points(points: np.ndarray[Any, Any], partitions: int) -> np.nda
     return (high * q + ((low * q) >> np.uint64(32))) >> np.uint64(32)
 
 
-class FixedPartitions(HashedMixin, NodeTupleMixin):
+class FixedPartitions(PlacementBase):
     """Q fixed partitions, each with a replica list of distinct nodes; an immutable value.
 
     Invariants (``_check``): every row has ``min(replicas, N)`` distinct member nodes, no zone
     holds more than the zone rule's limit of one row, each node holds exactly its quota.
 
-    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``partition_for``.
+    Looking up: ``node_for``, ``nodes_for``, ``node_for_many``, ``owner_indices_for_hashes``,
+    ``partition_for``.
     The table: ``partition_count``, ``replicas``, ``partition_owners``, ``quotas``, ``epoch``,
     ``plan`` (how this table was reached from the previous one).
     Changing membership (new tables, epoch + 1): ``add``, ``remove``, ``discard``, ``reweight``.
-    Measuring: ``nodes``, ``shares``, ``len``, ``in``, ``iter``, ``==``.
-    Serialising: ``to_dict``, ``from_dict``.
+    Measuring: ``nodes``, ``hasher``, ``shares``, ``segmentation`` (the partitions), ``len``,
+    ``in``, ``iter``, ``==``. Serialising: ``to_dict``, ``from_dict``.
     """
 
     __slots__ = (
@@ -88,6 +97,8 @@ class FixedPartitions(HashedMixin, NodeTupleMixin):
         "_primary",
         "_replicas",
     )
+    routes_by_hash = True  # a key's partition, and so its primary, is a function of its hash
+    _hasher: Hasher
 
     def __init__(
         self,
@@ -189,49 +200,35 @@ class FixedPartitions(HashedMixin, NodeTupleMixin):
                 break
         return result[:n]
 
-    def node_for_many(self, keys: Iterable[Key]) -> list[str]:
-        """Return the primary for each key, in order (one vectorised partition computation).
+    def owner_indices_for_hashes(self, hashes: np.ndarray[Any, Any]) -> IndexArray:
+        """Return the primary of each native key hash's partition, as an index into ``nodes``.
 
         :raises EmptyRingError: when there are no nodes
         """
-        check_not_empty(len(self._names), "node_for_many")
-        partitions = partition_of_points(_points_many(keys, self._hasher), self._partitions)
-        result: list[str] = np.array(self._names, dtype=object)[self._primary[partitions]].tolist()
+        check_not_empty(len(self._names), "owner_indices_for_hashes")
+        points = hashes << np.uint64(64 - self._hasher.bits)
+        result: IndexArray = self._primary[partition_of_points(points, self._partitions)]
         return result
+
+    def segmentation(self, replicas: int) -> Segmentation:
+        """Return the partitions as exact units, each with its replica list."""
+        return Segmentation(
+            "partitions",
+            self._partitions,
+            self._hasher,
+            rows=self.partition_owners,
+            unit_for=self.partition_for,
+        )
 
     # -- changing membership -----------------------------------------------------------------
 
-    def add(self, node: str | Node) -> FixedPartitions:
-        """Return the next table with `node` added: it takes exactly its quota from the nodes
-        above theirs. Runtime: O(M · N log N) for M moved replicas.
+    def _rebuilt(self, nodes: tuple[Node, ...]) -> FixedPartitions:
+        """Return the next table over `nodes`: the controller moves the fewest replicas.
 
-        :raises DuplicateNodeError: when a node of that name is already there
+        A newcomer takes exactly its quota from the nodes above theirs; a departed node's
+        replicas go to nodes below quota. Runtime: O(M · N log N) for M moved replicas.
         """
-        new = coerce_node(node)
-        if new.name in self._names:
-            raise DuplicateNodeError(f"node {new.name!r} is already in the placement")
-        return self._changed((*self._nodes, new))
-
-    def remove(self, name: str) -> FixedPartitions:
-        """Return the next table without `name`; its replicas go to nodes below quota.
-
-        :raises UnknownNodeError: when `name` is not there
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
-        return self._changed(tuple(node for node in self._nodes if node.name != name))
-
-    def reweight(self, name: str, weight: float) -> FixedPartitions:
-        """Return the next table with node `name` at `weight`; replicas move to or from it.
-
-        :raises UnknownNodeError: when `name` is not there
-        :raises ConfigError: when `weight` is not finite and > 0
-        """
-        if name not in self._names:
-            raise unknown_node(name, self._names, "placement")
-        return self._changed(
-            tuple(node.with_weight(weight) if node.name == name else node for node in self._nodes)
-        )
+        return self._changed(nodes)
 
     # -- measuring ---------------------------------------------------------------------------
 
@@ -267,25 +264,11 @@ class FixedPartitions(HashedMixin, NodeTupleMixin):
             owned[row[0]] += -((-(p + 1) * _SPACE) // q) + ((-p * _SPACE) // q)
         return {name: points / _SPACE for name, points in owned.items()}
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FixedPartitions):
-            return NotImplemented
-        return (self._nodes, self._owners, self._epoch, self._hasher, self._replicas) == (
-            other._nodes,
-            other._owners,
-            other._epoch,
-            other._hasher,
-            other._replicas,
-        )
+    def _identity(self) -> tuple[object, ...]:
+        return (self._nodes, self._owners, self._epoch, self._hasher, self._replicas)
 
-    def __hash__(self) -> int:
-        return hash((self._nodes, self._epoch, self._partitions))
-
-    def __repr__(self) -> str:
-        return (
-            f"FixedPartitions({list(self._names)!r}, partitions={self._partitions}, "
-            f"replicas={self._replicas}, epoch={self._epoch})"
-        )
+    def _repr_options(self) -> str:
+        return f", partitions={self._partitions}, replicas={self._replicas}, epoch={self._epoch}"
 
     # -- serialising -------------------------------------------------------------------------
 
@@ -294,14 +277,13 @@ class FixedPartitions(HashedMixin, NodeTupleMixin):
 
         :raises ConfigError: when the placement uses an unregistered hasher
         """
-        if HASHERS.get(self._hasher.name) != self._hasher:
-            raise ConfigError(f"cannot serialise the unregistered hasher {self._hasher.name!r}")
+        hasher = registered_name(self._hasher, "a FixedPartitions table")
         index = {name: i for i, name in enumerate(self._names)}
         return {
             "kind": "FixedPartitions",
             "version": _FORMAT_VERSION,
             "epoch": self._epoch,
-            "hasher": self._hasher.name,
+            "hasher": hasher,
             "partitions": self._partitions,
             "replicas": self._replicas,
             "objective": self._objective,
@@ -368,3 +350,11 @@ def _counts(rows: Iterable[Iterable[str]]) -> dict[str, int]:
 
 def _zone_sizes(nodes: Iterable[Node]) -> dict[str, int]:
     return _counts([[zone_key(node) for node in nodes]])
+
+
+# The registry's entry (ringkit.strategies.registry): the options build_placement passes.
+STRATEGY = Strategy(
+    "fixed",
+    FixedPartitions,
+    {"partitions": DEFAULT_PARTITIONS, "replicas": 1, "hasher": DEFAULT_HASH},
+)

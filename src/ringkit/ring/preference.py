@@ -1,7 +1,8 @@
 """Preference lists: the distinct nodes clockwise from a key, zone-diverse first.
 
-Replication sits on top of the ring (seed 000): walk the circle clockwise from the key's token
-and take the first R *distinct* nodes, skipping repeats where one node holds adjacent tokens.
+Replication sits on top of the ring (DeCandia et al. 2007, Dynamo's preference list): walk the
+circle clockwise from the key's token and take the first R *distinct* nodes, skipping repeats
+where one node holds adjacent tokens.
 When nodes have zones (failure domains), a node whose zone already holds a replica is held back
 until every zone has one, so R replicas land in min(R, zones) zones; then the held-back nodes
 follow in ring order. This is the rule of Cassandra's NetworkTopologyStrategy for racks.

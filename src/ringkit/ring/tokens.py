@@ -4,10 +4,10 @@ A :class:`TokenTable` is two parallel numpy arrays, sorted tokens (uint64) and o
 (uint16, or uint32 beyond 65,536 owners), plus a *prefix table*: for each value of a point's top
 bits, the index of the first token with those bits. The prefix table narrows every search to a
 bucket of a few tokens, for at most 2 bytes per token (so a ring costs at most 12 bytes per
-vnode, against the ~40 seed 000 prices a routing entry at).
+vnode, against the ~40 bytes per routing entry the literature quotes).
 
 Search rule: the owner of point p is the first token >= p; past the last token it wraps to the
-first (the wrap-around bug of seed 003 cannot happen: it is one line, tested).
+first (libketama's rule; the wrap-around is one line, tested).
 
 >>> table = TokenTable.build([np.array([40], np.uint64), np.array([160, 300], np.uint64)], 360)
 >>> table.tokens.tolist(), table.owners.tolist()
@@ -31,6 +31,7 @@ import numpy.typing as npt
 from ringkit.hashing import encode_key
 
 __all__ = [
+    "DEFAULT_VNODES",
     "SPACE_64",
     "TokenTable",
     "label_suffixes",
@@ -40,6 +41,7 @@ __all__ = [
 ]
 
 SPACE_64 = 1 << 64
+DEFAULT_VNODES = 160  # vnodes of a node of weight 1 (libketama and Envoy use 100-160)
 # Points per chunk of a batch search: small enough that the temporaries stay in cache.
 _CHUNK = 1 << 14
 # Scalar lookups search Python lists up to this many tokens (see TokenTable.make_lookup).
@@ -81,13 +83,17 @@ def _array_lookup(
     """Return the scalar lookup of a large table: memoryviews over the arrays themselves."""
 
     def lookup(
-        key: Any, point_of: Callable[[bytes], int] = point_of,
-        tokens: memoryview = table.tokens.data, owners: memoryview = table.owners.data,
+        key: Any,
+        point_of: Callable[[bytes], int] = point_of,
+        tokens: memoryview = table.tokens.data,
+        owners: memoryview = table.owners.data,
         names: tuple[str, ...] = names,
-        prefix: memoryview = table.prefix.data, shift: int = table.prefix_shift,
-        count: int = len(table.tokens), bisect: Callable[..., int] = bisect_left,
+        prefix: memoryview = table.prefix.data,
+        shift: int = table.prefix_shift,
+        count: int = len(table.tokens),
+        bisect: Callable[..., int] = bisect_left,
         encode_key: Callable[[Any], bytes] = encode_key,
-    ) -> str:  # fmt: skip
+    ) -> str:
         try:
             data = key.encode()
         except AttributeError:
@@ -211,11 +217,16 @@ class TokenTable:
         owner_names = [names[owner] for owner in self.owners.tolist()]
 
         def lookup(
-            key: Any, point_of: Callable[[bytes], int] = point_of, tokens: list[int] = tokens,
-            owner_names: list[str] = owner_names, prefix: list[int] = prefix, shift: int = shift,
-            count: int = count, bisect: Callable[..., int] = bisect_left,
+            key: Any,
+            point_of: Callable[[bytes], int] = point_of,
+            tokens: list[int] = tokens,
+            owner_names: list[str] = owner_names,
+            prefix: list[int] = prefix,
+            shift: int = shift,
+            count: int = count,
+            bisect: Callable[..., int] = bisect_left,
             encode_key: Callable[[Any], bytes] = encode_key,
-        ) -> str:  # fmt: skip
+        ) -> str:
             try:
                 data = key.encode()
             except AttributeError:

@@ -1,10 +1,10 @@
 """The working assignment table of a rebalancing plan, and how single replicas find a node.
 
-:mod:`ringkit.strategies.planner` builds a plan move by move on a :class:`WorkingTable` (mutable,
-private to one plan). A replica that must move goes to a node below quota when the zone rule lets
-it (``receiver``); when it does not, the moves made so far are re-routed along augmenting paths
-(Kuhn's algorithm: ``place_orphan``, ``augment``), which costs no extra move, and only then
-through a node at quota (``chain``: one extra move, a detour the plan reports).
+:mod:`ringkit.strategies.fixed.planner` builds a plan move by move on a :class:`WorkingTable`
+(mutable, private to one plan). A replica that must move goes to a node below quota when the zone
+rule lets it (``receiver``); when it does not, the moves made so far are re-routed along
+augmenting paths (Kuhn's algorithm: ``place_orphan``, ``augment``), which costs no extra move,
+and only then through a node at quota (``chain``: one extra move, a detour the plan reports).
 
 >>> table = WorkingTable([["a", None]], {"a": "z1", "b": "z1", "c": "z2"}, 1, {"b": 1, "c": 1})
 >>> table.accepts("b", 0, None), table.accepts("c", 0, None)
