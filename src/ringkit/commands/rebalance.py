@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceRep
 from ringkit.cluster.urls import parse_url
 from ringkit.cluster.view import ClusterView, load_view
 from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.commands.output import TransferBar
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES, HashRing
 
@@ -93,15 +95,27 @@ def _report(report: RebalanceReport, as_json: bool) -> None:
     )
 
 
+def _act(rebalancer: Rebalancer, args: argparse.Namespace) -> RebalanceReport:
+    if args.add is not None:
+        return rebalancer.add(*args.add)
+    if args.remove is not None:
+        return rebalancer.remove(args.remove)
+    if args.resume:
+        return rebalancer.resume()
+    return rebalancer.rollback()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the rebalance the arguments ask for; return the exit status."""
     view = _initial_view(args)
+    show = not args.no_progress and not args.json and sys.stderr.isatty()
+    bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
         batch=args.batch,
         keys_per_s=args.keys_per_s,
         max_streams_per_source=args.max_streams,
         scan=not args.no_scan,
-        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+        progress=bar,
         audit_path=args.audit,
     )
     rebalancer = Rebalancer(view, options=options)
@@ -110,14 +124,8 @@ def run(args: argparse.Namespace) -> int:
             found = read_views({name: rebalancer.backend(name) for name in view.servers})
             print_json((found or view).to_dict(redact_passwords=True))
             return 0
-        if args.add is not None:
-            report = rebalancer.add(*args.add)
-        elif args.remove is not None:
-            report = rebalancer.remove(args.remove)
-        elif args.resume:
-            report = rebalancer.resume()
-        else:
-            report = rebalancer.rollback()
+        with bar or nullcontext():
+            report = _act(rebalancer, args)
     finally:
         rebalancer.close()
     if args.write_view:
