@@ -303,3 +303,33 @@ def test_docs_describe_every_parameter_and_endpoint() -> None:
         assert any(form in text for form in described), name
     for path in ("/api/meta", "/api/ring", "/api/lookup"):
         assert f"GET {path}" in text
+
+
+@pytest.mark.parametrize("replicas", ["1", "3"])
+def test_lookup_renders_the_rings_trace(client: TestClient, replicas: str) -> None:
+    nodes = "A:1:z1,B:1:z1,C:2:z2,D"
+    params = {"key": "booking-0042", "nodes": nodes, "vnodes": "8", "replicas": replicas}
+    found = get(client, "/api/lookup", **params)
+    ring = HashRing(
+        [Node("A", zone="z1"), Node("B", zone="z1"), Node("C", weight=2.0, zone="z2"), "D"],
+        vnodes=8,
+        hasher="fnv1a_32_mix",
+    )
+    trace = ring.trace("booking-0042", int(replicas))
+    assert (found["hash"], found["point"]) == (trace.hash_hex, f"0x{trace.point:016x}")
+    assert (found["owner"], found["preference_list"]) == (trace.owner, list(trace.preference_list))
+    assert found["walk"]["wrapped"] == trace.wrapped
+    assert [
+        (s["token"], s["node"], s["first"], s["rank"], s["held_back"], s["wrapped"])
+        for s in found["walk"]["steps"]
+    ] == [
+        (f"0x{s.token:016x}", s.node, s.first, s.rank, s.held_back, s.wrapped) for s in trace.steps
+    ]
+
+
+def test_lookup_on_bounded_load_walks_its_ring(client: TestClient) -> None:
+    found = get(client, "/api/lookup", key="booking-0007", strategy="bounded", replicas="2")
+    ring = HashRing(["A", "B", "C"], vnodes=1, hasher="fnv1a_32_mix")
+    assert [step["node"] for step in found["walk"]["steps"]] == [
+        step.node for step in ring.trace("booking-0007", 2).steps
+    ]
