@@ -63,32 +63,57 @@ def _bytes(value: int | None) -> str:
 
 def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
     measured = "not drawn" if a.formula_confidence is None else f"in {a.formula_confidence:.1%}"
-    formula = ("seed 000 formula", f"{a.formula_vnodes:,} vnodes",
-               f"≤ {a.target:g} {measured}", "", "", "")  # fmt: skip
+    formula = (
+        "seed 000 formula",
+        f"{a.formula_vnodes:,} vnodes",
+        f"≤ {a.target:g} {measured}",
+        "",
+        "",
+        "",
+    )
     if a.vnodes is None:
         return [("ring", "none ≤ 4,096 vnodes", "–", "–", "–", "–"), formula]
     ring = (
-        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:g} in {a.achieved:.1%}",
+        "ring (hashed tokens)",
+        f"{a.vnodes:,} vnodes",
+        f"≤ {a.target:g} in {a.achieved:.1%}",
         f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
-        f"{a.gossip_entries:,}", f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
-    )  # fmt: skip
+        f"{a.gossip_entries:,}",
+        f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
+    )
     return [ring, formula]
 
 
 def _other_rows(a: Advice) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = [(
-        "fixed partitions", f"{a.partitions:,} partitions", f"{a.partitions_imbalance:.2f}",
-        f"{a.partitions * 2:,} B", f"{a.partitions:,}",
+    fixed = (
+        "fixed partitions",
+        f"{a.partitions:,} partitions",
+        f"{a.partitions_imbalance:.2f}",
+        f"{a.partitions * 2:,} B",
+        f"{a.partitions:,}",
         f"~{a.partition_join_moves:,} partitions, sources chosen",
-    )]  # fmt: skip
+    )
+    rows: list[tuple[str, ...]] = [fixed]
     if a.allocated_vnodes is not None:
-        rows.append((
-            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:g}",
-            _bytes(a.allocated_table_bytes), f"{a.nodes * a.allocated_vnodes:,}",
-            f"{a.allocated_vnodes:,} arcs from ≤ {min(a.allocated_vnodes, a.nodes)} sources",
-        ))  # fmt: skip
-    rows.append(("hash % N", "–", "1.00 (even by hash)", "0 B", f"{a.nodes} names",
-                 f"moves {a.nodes / (a.nodes + 1):.0%} of keys"))  # fmt: skip
+        sources = min(a.allocated_vnodes, a.nodes)
+        allocated = (
+            "allocated tokens",
+            f"{a.allocated_vnodes:,} per node",
+            f"≤ {a.target:g}",
+            _bytes(a.allocated_table_bytes),
+            f"{a.nodes * a.allocated_vnodes:,}",
+            f"{a.allocated_vnodes:,} arcs from ≤ {sources} sources",
+        )
+        rows.append(allocated)
+    modulo = (
+        "hash % N",
+        "–",
+        "1.00 (even by hash)",
+        "0 B",
+        f"{a.nodes} names",
+        f"moves {a.nodes / (a.nodes + 1):.0%} of keys",
+    )
+    rows.append(modulo)
     return rows
 
 
