@@ -1,9 +1,11 @@
 """``ringkit advise``: how many vnodes N nodes need, what they cost, and the alternatives.
 
-Seed 000's trade-off as a decision: the fewest vnodes that keep the busiest node within
+The vnode trade-off (balance against table size, Karger et al. 1997; Dynamo's strategies,
+DeCandia et al. 2007) as a decision: the fewest vnodes that keep the busiest node within
 ``--target`` × its fair share in ``--confidence`` of ``--draws`` seeded rings, beside the
-vnodes seed 000's formula gives; the routing table, gossip and join costs of that choice; and
-what fixed partitions, tokens allocated by a controller, or plain ``hash % N`` give instead.
+vnodes the worst-share estimate ``1 + sqrt(2·ln N / V)`` gives; the routing table, gossip and
+join costs of that choice; and what fixed partitions, tokens allocated by a controller, or plain
+``hash % N`` give instead.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "advise",
         help="the vnode count that reaches a target balance, its costs and the alternatives",
-        description="Advise a vnode count for N nodes (seed 000's trade-off).",
+        description="Advise a vnode count for N nodes (balance against table size).",
     )
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
@@ -64,7 +66,7 @@ def _bytes(value: int | None) -> str:
 def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
     measured = "not drawn" if a.formula_confidence is None else f"in {a.formula_confidence:.1%}"
     formula = (
-        "seed 000 formula",
+        "worst-share formula",
         f"{a.formula_vnodes:,} vnodes",
         f"≤ {a.target:g} {measured}",
         "",
@@ -133,7 +135,7 @@ def _table(a: Advice) -> Table:
 
 def _notes(a: Advice) -> list[str]:
     notes = [
-        "seed 000's formula targets the expected busiest node, not a confidence level.",
+        "the worst-share formula targets the expected busiest node, not a confidence level.",
         f"fixed partitions: {a.partitions:,} equal partitions keep any count up to "
         f"{max(a.nodes, round(a.partitions * (a.target - 1)))} nodes within {a.target:g} × "
         "fair; a controller holds the partition map.",

@@ -1,9 +1,10 @@
-"""``ringkit simulate [SCENARIO.toml]``: replay seed 004's lesson, or a scenario file.
+"""``ringkit simulate [SCENARIO.toml]``: replay the Gatepass lesson, or a scenario file.
 
-With no file it replays Gatepass (seed 004): keys ``booking-0001`` … ``booking-0300`` hashed with
-``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32 and 128 vnodes. After each
-step: keys per node against the fair share, the busiest node × fair, and the keys moved on the
-ring beside the keys moved with ``hash % N`` for the same change. It ends with one key's lookup.
+With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
+``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
+and 128 vnodes. After each step: keys per node against the fair share, the busiest node × fair, and
+the keys moved on the ring beside the keys moved with ``hash % N`` for the same change. It ends with
+one key's lookup.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
     parser = subparsers.add_parser(
         "simulate",
-        help="replay seed 004's lesson (no file) or a TOML scenario, step by step",
+        help="replay the Gatepass lesson (no file) or a TOML scenario, step by step",
         description="Simulate membership changes and measure balance and movement.",
     )
     parser.add_argument("scenario", nargs="?", help="scenario file (TOML); default: Gatepass")
