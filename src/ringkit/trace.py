@@ -24,17 +24,40 @@ tokens A=40, B=160, C=300 on a circle of 360 points.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
+import numpy.typing as npt
 
-from ringkit.hashing import Key, encode_key
-
-if TYPE_CHECKING:
-    from ringkit.ring import HashRing
+from ringkit.hashing import Hasher, Key, encode_key
+from ringkit.nodes import Node
 
 __all__ = ["Trace", "TraceStep", "trace_ring"]
+
+
+class _Ring(Protocol):
+    """What a trace reads of a ring: ``HashRing``, or a placement's ``ring``."""
+
+    @property
+    def nodes(self) -> Sequence[Node]: ...
+
+    @property
+    def hasher(self) -> Hasher: ...
+
+    @property
+    def space(self) -> int: ...
+
+    @property
+    def tokens(self) -> npt.NDArray[Any]: ...
+
+    @property
+    def token_owners(self) -> npt.NDArray[Any]: ...
+
+    def point_for(self, key: Key) -> int: ...
+
+    def nodes_for(self, key: Key, n: int) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +117,11 @@ class Trace:
         return f"0x{self.hash_value:0{self.hash_bits // 4}x}"
 
 
-def trace_ring(ring: HashRing, key: Key, replicas: int = 1) -> Trace:
+def trace_ring(ring: _Ring, key: Key, replicas: int = 1) -> Trace:
     """Return the trace of `key` on `ring` with a preference list of `replicas` nodes.
+
+    `ring` is a ``HashRing`` (``HashRing.trace`` calls this) or any ring a placement routes by
+    (``placement.ring``).
 
     The walk starts at the first token >= the key's point (the first token when the point is
     past the last one) and stops once every node of ``ring.nodes_for(key, replicas)`` was met;
@@ -131,7 +157,7 @@ def trace_ring(ring: HashRing, key: Key, replicas: int = 1) -> Trace:
 
 
 def _walk(
-    ring: HashRing, start: int, point: int, preference: tuple[str, ...]
+    ring: _Ring, start: int, point: int, preference: tuple[str, ...]
 ) -> tuple[TraceStep, ...]:
     """Return the tokens met clockwise from token `start` until `preference` is all met."""
     names = [node.name for node in ring.nodes]

@@ -19,6 +19,7 @@ from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.trace import trace_ring
 
 __all__ = ["lookup_report", "register"]
 
@@ -76,7 +77,7 @@ def lookup_report(placement: Placement, key: str, replicas: int) -> dict[str, An
     hash is the placement's hasher's (None for placements that do not hash keys).
     """
     ring = placement.ring
-    trace = None if ring is None else ring.trace(key, replicas)
+    trace = None if ring is None else trace_ring(ring, key, replicas)
     hasher = placement.hasher
     native = None
     if trace is not None:

@@ -34,11 +34,11 @@ from ringkit.hashing import HASHERS, encode_key, points_many
 from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
-from ringkit.ring import SPACE_64, HashRing
+from ringkit.ring import SPACE_64
 from ringkit.sim import Population
 from ringkit.stats import balance
 from ringkit.strategies import registry
-from ringkit.trace import Trace
+from ringkit.trace import Trace, trace_ring
 from ringkit.web.params import (
     DEFAULTS,
     LIMITS,
@@ -191,7 +191,7 @@ def ring_report(query: RingQuery) -> dict[str, Any]:
         "hasher": _hasher_name(after),
         "vnodes": None if ring is None else ring.vnodes,
         "nodes": _node_rows(after, nodes, owners),
-        "tokens": None if ring is None else _tokens(ring, index),
+        "tokens": None if ring is None else _tokens(ring.tokens, _token_owner_names(after), index),
         "keys": {
             "names": keys,
             "positions": _positions(points_many(keys, _drawing_hasher(after))),
@@ -261,8 +261,7 @@ def _node_rows(
 ) -> list[dict[str, Any]]:
     counts = Counter(owners)
     shares = placement.shares()
-    ring = placement.ring
-    tokens = Counter(_token_owner_names(ring)) if ring is not None else Counter[str]()
+    tokens = Counter(_token_owner_names(placement))
     return [
         {
             "name": node.name,
@@ -278,16 +277,19 @@ def _node_rows(
     ]
 
 
-def _token_owner_names(ring: HashRing) -> list[str]:
+def _token_owner_names(placement: Placement) -> list[str]:
+    """Return the node of each token of the placement's ring (none without a ring)."""
+    ring = placement.ring
+    if ring is None:
+        return []
     names = [node.name for node in ring.nodes]
     return [names[owner] for owner in ring.token_owners.tolist()]
 
 
-def _tokens(ring: HashRing, index: Mapping[str, int]) -> dict[str, list[Any]]:
-    return {
-        "positions": _positions(ring.tokens),
-        "owners": [index[name] for name in _token_owner_names(ring)],
-    }
+def _tokens(
+    tokens: np.ndarray[Any, Any], owners: Sequence[str], index: Mapping[str, int]
+) -> dict[str, list[Any]]:
+    return {"positions": _positions(tokens), "owners": [index[name] for name in owners]}
 
 
 def _busiest(nodes: Sequence[Node], loads: Mapping[str, float], metric: str) -> dict[str, Any]:
@@ -357,8 +359,8 @@ def _movement(
 def lookup_report(query: LookupQuery) -> dict[str, Any]:
     """Return one key's hash, point, owner, preference list and, on a ring, the clockwise walk.
 
-    The walk is the placement's ring's ``trace`` (``HashRing.trace``); placements without a
-    ring have none, and their hash and point come from their hasher.
+    The walk is the trace of the placement's ring (``HashRing.trace``, :mod:`ringkit.trace`);
+    placements without a ring have none, and their hash and point come from their hasher.
 
     :raises ParamError: when the strategy refuses the nodes or an option
     """
@@ -366,7 +368,7 @@ def lookup_report(query: LookupQuery) -> dict[str, Any]:
     replicas = query.replicas or 1
     ring = placement.ring
     try:
-        trace = None if ring is None else ring.trace(query.key, replicas)
+        trace = None if ring is None else trace_ring(ring, query.key, replicas)
         owner = placement.node_for(query.key)
         preference = placement.nodes_for(query.key, replicas)
     except RingkitError as error:
