@@ -6,7 +6,6 @@ import logging
 import re
 import warnings
 from collections.abc import Iterator
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -157,13 +156,16 @@ class _NoPlacement(Modulo):
 
 
 def test_library_refusals_are_400(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    factories = {
-        **registry._FACTORIES,
-        "noremove": lambda nodes, options: _NoRemove(nodes, hasher=options.hasher),
-        "noplace": lambda nodes, options: _NoPlacement(nodes, hasher=options.hasher),
-    }
-    monkeypatch.setattr(registry, "_FACTORIES", MappingProxyType(factories))
-    monkeypatch.setattr(registry, "STRATEGY_NAMES", tuple(sorted(factories)))
+    extra = {"noremove": _NoRemove, "noplace": _NoPlacement}
+    build = registry.build_placement
+
+    def build_with_extra(strategy: str, nodes: Any, options: Any = None) -> Any:
+        if strategy in extra:
+            return extra[strategy](nodes)
+        return build(strategy, nodes, options)
+
+    monkeypatch.setattr(registry, "build_placement", build_with_extra)
+    monkeypatch.setattr(registry, "STRATEGY_NAMES", (*registry.STRATEGY_NAMES, *extra))
     response = client.get("/api/ring", params={"strategy": "noremove", "remove": "B"})
     check_400(response, "remove", r"this placement cannot remove 'B'; use ring")
     response = client.get("/api/ring", params={"strategy": "noplace"})

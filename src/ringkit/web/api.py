@@ -323,17 +323,18 @@ def _movement(
 ) -> dict[str, Any]:
     """Return what the change moves (``ringkit.diff``), beside ``hash % N`` on the same keys.
 
-    ``hash % N`` is ``Modulo`` over the nodes in page order before and after the change; it
-    ignores weights, so a reweight moves nothing there.
+    ``hash % N`` is ``Modulo`` over the node names in page order before and after the change:
+    it has no weights, so a reweight moves nothing there.
     """
     assert query.change is not None
     movement = diff(before, after, keys=keys)
     moved = movement.moved_keys(keys)
     modulo = registry.StrategyOptions(hasher=_drawing_hasher(before))
-    nodes_after = _changed_nodes(query.placement.nodes, query.change)
+    names_before = [node.name for node in query.placement.nodes]
+    names_after = [node.name for node in _changed_nodes(query.placement.nodes, query.change)]
     baseline = diff(
-        registry.build_placement("modulo", query.placement.nodes, modulo),
-        registry.build_placement("modulo", nodes_after, modulo),
+        registry.build_placement("modulo", names_before, modulo),
+        registry.build_placement("modulo", names_after, modulo),
         keys=keys,
     ).moved_keys(keys)
     position = {key: i for i, key in enumerate(keys)}
