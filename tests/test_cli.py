@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ringkit import HashRing
+from ringkit import HashRing, Modulo
 from ringkit.cli import main
 
 
@@ -60,3 +60,65 @@ def test_library_errors_exit_1_without_a_traceback(capsys: pytest.CaptureFixture
 def test_no_command_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "usage: ringkit" in capsys.readouterr().out
+
+
+def test_lookup_json_renders_the_rings_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["lookup", "booking-0042", "--nodes", "A,B,C,D", "--vnodes", "8", "--replicas", "3"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    trace = HashRing(["A", "B", "C", "D"], vnodes=8).trace("booking-0042", 3)
+    assert (report["hash"], report["point"]) == (trace.hash_hex, trace.point)
+    assert (report["token"], report["token_index"]) == (trace.token, trace.token_index)
+    assert (report["owner"], report["wrapped"]) == (trace.owner, trace.wrapped)
+    assert report["preference_list"] == list(trace.preference_list)
+    assert report["walk"] == [
+        {
+            "token": step.token,
+            "node": step.node,
+            "first": step.first,
+            "rank": step.rank,
+            "held_back": step.held_back,
+            "wrapped": step.wrapped,
+        }
+        for step in trace.steps
+    ]
+
+
+def test_lookup_with_another_strategy_asks_that_placement(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["lookup", "booking-0042", "--strategy", "modulo", "--replicas", "2"]) == 0
+    out = capsys.readouterr().out
+    modulo = Modulo(["A", "B", "C"])
+    assert f"owner    {modulo.node_for('booking-0042')}" in out
+    assert f"replicas {', '.join(modulo.nodes_for('booking-0042', 2))}" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["--strategy", "modulo", "--vnodes", "8"], "vnodes"),
+        (["--strategy", "ranges", "--hasher", "sha1"], "hasher"),
+    ],
+)
+def test_an_option_the_strategy_does_not_use_is_refused(
+    args: list[str], option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lookup", "k", *args]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ringkit: error: ") and option in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_placement_options_are_refused_in_a_compatibility_mode(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["lookup", "k", "--mode", "libketama", "--servers", "a:1 1", "--vnodes", "8"]
+    assert main(args) == 1
+    assert "--vnodes is for --mode ring" in capsys.readouterr().err
+
+
+def test_vnodes_help_shows_the_librarys_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["lookup", "--help"])
+    assert "(default: 160)" in " ".join(capsys.readouterr().out.split())

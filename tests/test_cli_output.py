@@ -1,4 +1,4 @@
-"""Terminal helpers of the simulator commands: bars and the delayed progress bar."""
+"""Terminal helpers of the commands: bars, the delayed progress bar, the transfer bar."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from ringkit.commands.output import Ticker, bar, percent
+from ringkit.commands.output import Ticker, TransferBar, bar, percent
 
 
 def test_bar_marks_the_fair_share() -> None:
@@ -36,3 +36,14 @@ def test_ticker_stays_quiet_off_a_terminal(monkeypatch: pytest.MonkeyPatch) -> N
     with Ticker("simulating", delay_s=0.0) as ticker:
         ticker(10, 10)
     assert stream.getvalue() == ""
+
+
+def test_transfer_bar_draws_the_rebalance_callback_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with TransferBar() as draw:
+        draw("epoch 2: 3 transfers", 0, 40, 0)
+        draw("epoch 2: 3 transfers", 40, 40, 4_000_000)
+    captured = capsys.readouterr()
+    assert "epoch 2: 3 transfers" in captured.err and "40/40" in captured.err
+    assert "4.0 MB" in captured.err and captured.out == ""

@@ -7,7 +7,7 @@ import json
 import pytest
 from rich.console import Console
 
-from ringkit import HashRing, diff
+from ringkit import FixedPartitions, HashRing, diff
 from ringkit.cli import main
 from ringkit.commands.plan import _steps
 
@@ -118,3 +118,25 @@ def test_large_samples_show_a_progress_bar_on_a_terminal(
 def test_small_samples_run_without_a_progress_bar(capsys: pytest.CaptureFixture[str]) -> None:
     assert _steps(False, [("only step", lambda: "done")]) == ["done"]
     assert capsys.readouterr().err == ""
+
+
+def test_plan_builds_replica_tables_with_the_replicas_given(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Fixed partitions keep a replica table: --replicas reaches the placement, not only the diff.
+    argv = ["plan", "--strategy", "fixed", "--nodes", "A,B,C,D", "--add", "E", "--replicas", "3"]
+    status, out, err = run(capsys, *argv, "--keys", "500", "--json")
+    assert status == 0, err
+    report = json.loads(out)
+    old = FixedPartitions(["A", "B", "C", "D"], replicas=3)
+    movement = diff(old, old.add("E"), replicas=3)
+    assert report["replicas"] == 3
+    assert report["movement"]["moved_fraction"] == movement.moved_fraction
+
+
+def test_plan_refuses_an_option_the_strategy_does_not_use(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, out, err = run(capsys, "plan", "--strategy", "modulo", "--vnodes", "8", "--add", "D")
+    assert status == 1 and out == ""
+    assert err.startswith("ringkit: error: ") and "vnodes" in err

@@ -47,6 +47,7 @@ from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
 from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
+from ringkit.trace import Trace, TraceStep
 
 __version__ = "0.1.0"
 
@@ -84,6 +85,8 @@ __all__ = [
     "ScheduledRemap",
     "ShardedClient",
     "Sizes",
+    "Trace",
+    "TraceStep",
     "Transfer",
     "UnknownNodeError",
     "UnsupportedError",

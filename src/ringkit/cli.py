@@ -1,35 +1,48 @@
 """The ``ringkit`` command: a thin shell over the library.
 
 Each subcommand lives in its own module under ``ringkit.commands`` (to keep modules small,
-STYLE.md 3.4) and offers ``register(subparsers)``, which adds its parser and sets ``run``: a
-function ``(args) -> exit status``. This module only parses, dispatches and turns a
-``RingkitError`` into ``ringkit: error: <message>`` with exit status 1 (usage errors exit 2, as
-argparse does). ``--debug`` shows the traceback instead.
+STYLE.md 3.4), imported here by name, and offers ``register(subparsers)``, which adds its parser
+and sets ``run``: a function ``(args) -> exit status``. Optional extras (Starlette and uvicorn
+for ``serve``, matplotlib for ``--plot``) are imported only when a command needs them, so a
+missing extra gives a one-line install hint instead of breaking every command. This module only
+parses, dispatches and turns a ``RingkitError`` into ``ringkit: error: <message>`` with exit
+status 1 (usage errors exit 2, as argparse does). ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from ringkit import __version__
+from ringkit.commands import (
+    advise,
+    compare,
+    demo,
+    lookup,
+    plan,
+    rebalance,
+    serve,
+    simulate,
+    sweep,
+)
 from ringkit.errors import RingkitError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
-# One module per subcommand; each has register(subparsers).
-COMMANDS: tuple[str, ...] = (
-    "ringkit.commands.lookup",
-    "ringkit.commands.demo",
-    "ringkit.commands.simulate",
-    "ringkit.commands.sweep",
-    "ringkit.commands.advise",
-    "ringkit.commands.compare",
-    "ringkit.commands.plan",
-    "ringkit.commands.rebalance",
-    "ringkit.commands.serve",
+# One module per subcommand, in the order ``--help`` lists them; each has register(subparsers).
+COMMANDS: tuple[ModuleType, ...] = (
+    lookup,
+    demo,
+    simulate,
+    sweep,
+    advise,
+    compare,
+    plan,
+    rebalance,
+    serve,
 )
 
 
@@ -42,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ringkit {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMANDS:
-        importlib.import_module(module_name).register(subparsers)
+    for command in COMMANDS:
+        command.register(subparsers)
     return parser
 
 

@@ -78,3 +78,9 @@ def test_usage_errors_name_the_bad_value(capsys: pytest.CaptureFixture[str]) -> 
     assert "give --servers or --view, not both" in capsys.readouterr().err
     assert main(["rebalance", "--servers", "a=http://x", "--status"]) == 1
     assert "got 'http://x'" in capsys.readouterr().err
+
+
+def test_placement_options_are_refused_with_a_view(capsys: pytest.CaptureFixture[str]) -> None:
+    # A view carries its own placement: --vnodes there would be silently ignored.
+    assert main(["rebalance", "--view", "v.json", "--vnodes", "8", "--status"]) == 1
+    assert "--vnodes applies with --servers" in capsys.readouterr().err

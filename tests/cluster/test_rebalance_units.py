@@ -86,11 +86,14 @@ def test_a_delete_during_the_move_is_not_undone_by_the_copy(new: New) -> None:
 
 
 def test_progress_counts_keys_and_bytes() -> None:
-    progress = Progress(10, show=True, title="test")
+    told: list[tuple[str, int, int, int]] = []
+    progress = Progress(10, show=lambda *counts: told.append(counts), title="test")
     with progress:
         progress.advance(4, 100)
         progress.advance(6, 50)
     assert (progress.keys, progress.bytes) == (10, 150)
+    # The library draws nothing: it tells the callback (title, keys, planned, bytes).
+    assert told == [("test", 0, 10, 0), ("test", 4, 10, 100), ("test", 10, 10, 150)]
 
 
 def test_down_servers_that_cannot_be_worked_around_stop_the_change(new: New) -> None:

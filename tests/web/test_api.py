@@ -102,22 +102,28 @@ def test_tokens_are_the_rings(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "apply"),
+    ("change", "apply", "apply_modulo"),
     [
-        ({"add": "D"}, lambda p: p.add("D")),
-        ({"remove": "B"}, lambda p: p.remove("B")),
-        ({"add": "E:2:z1"}, lambda p: p.add(Node("E", weight=2.0, zone="z1"))),
+        ({"add": "D"}, lambda p: p.add("D"), lambda p: p.add("D")),
+        ({"remove": "B"}, lambda p: p.remove("B"), lambda p: p.remove("B")),
+        # hash % N has no weights or zones: its baseline adds the name.
+        (
+            {"add": "E:2:z1"},
+            lambda p: p.add(Node("E", weight=2.0, zone="z1")),
+            lambda p: p.add("E"),
+        ),
     ],
 )
 def test_change_moves_what_the_library_moves(
-    client: TestClient, change: dict[str, str], apply: Any
+    client: TestClient, change: dict[str, str], apply: Any, apply_modulo: Any
 ) -> None:
     report = get(client, "/api/ring", vnodes="32", **change)
     ring = HashRing(["A", "B", "C"], vnodes=32, hasher="fnv1a_32_mix")
     modulo = Modulo(["A", "B", "C"], hasher="fnv1a_32_mix")
     before, after = ring.node_for_many(SEED_KEYS), apply(ring).node_for_many(SEED_KEYS)
     moved = [i for i in range(300) if before[i] != after[i]]
-    m_before, m_after = modulo.node_for_many(SEED_KEYS), apply(modulo).node_for_many(SEED_KEYS)
+    m_before = modulo.node_for_many(SEED_KEYS)
+    m_after = apply_modulo(modulo).node_for_many(SEED_KEYS)
     moved_modulo = [i for i in range(300) if m_before[i] != m_after[i]]
     result = report["change"]
     assert (result["moved"], result["moved_keys"]) == (len(moved), moved)
@@ -303,3 +309,33 @@ def test_docs_describe_every_parameter_and_endpoint() -> None:
         assert any(form in text for form in described), name
     for path in ("/api/meta", "/api/ring", "/api/lookup"):
         assert f"GET {path}" in text
+
+
+@pytest.mark.parametrize("replicas", ["1", "3"])
+def test_lookup_renders_the_rings_trace(client: TestClient, replicas: str) -> None:
+    nodes = "A:1:z1,B:1:z1,C:2:z2,D"
+    params = {"key": "booking-0042", "nodes": nodes, "vnodes": "8", "replicas": replicas}
+    found = get(client, "/api/lookup", **params)
+    ring = HashRing(
+        [Node("A", zone="z1"), Node("B", zone="z1"), Node("C", weight=2.0, zone="z2"), "D"],
+        vnodes=8,
+        hasher="fnv1a_32_mix",
+    )
+    trace = ring.trace("booking-0042", int(replicas))
+    assert (found["hash"], found["point"]) == (trace.hash_hex, f"0x{trace.point:016x}")
+    assert (found["owner"], found["preference_list"]) == (trace.owner, list(trace.preference_list))
+    assert found["walk"]["wrapped"] == trace.wrapped
+    assert [
+        (s["token"], s["node"], s["first"], s["rank"], s["held_back"], s["wrapped"])
+        for s in found["walk"]["steps"]
+    ] == [
+        (f"0x{s.token:016x}", s.node, s.first, s.rank, s.held_back, s.wrapped) for s in trace.steps
+    ]
+
+
+def test_lookup_on_bounded_load_walks_its_ring(client: TestClient) -> None:
+    found = get(client, "/api/lookup", key="booking-0007", strategy="bounded", replicas="2")
+    ring = HashRing(["A", "B", "C"], vnodes=1, hasher="fnv1a_32_mix")
+    assert [step["node"] for step in found["walk"]["steps"]] == [
+        step.node for step in ring.trace("booking-0007", 2).steps
+    ]

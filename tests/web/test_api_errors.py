@@ -6,7 +6,6 @@ import logging
 import re
 import warnings
 from collections.abc import Iterator
-from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -157,13 +156,16 @@ class _NoPlacement(Modulo):
 
 
 def test_library_refusals_are_400(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
-    factories = {
-        **registry._FACTORIES,
-        "noremove": lambda nodes, options: _NoRemove(nodes, hasher=options.hasher),
-        "noplace": lambda nodes, options: _NoPlacement(nodes, hasher=options.hasher),
-    }
-    monkeypatch.setattr(registry, "_FACTORIES", MappingProxyType(factories))
-    monkeypatch.setattr(registry, "STRATEGY_NAMES", tuple(sorted(factories)))
+    extra = {"noremove": _NoRemove, "noplace": _NoPlacement}
+    build = registry.build_placement
+
+    def build_with_extra(strategy: str, nodes: Any, options: Any = None) -> Any:
+        if strategy in extra:
+            return extra[strategy](nodes)
+        return build(strategy, nodes, options)
+
+    monkeypatch.setattr(registry, "build_placement", build_with_extra)
+    monkeypatch.setattr(registry, "STRATEGY_NAMES", (*registry.STRATEGY_NAMES, *extra))
     response = client.get("/api/ring", params={"strategy": "noremove", "remove": "B"})
     check_400(response, "remove", r"this placement cannot remove 'B'; use ring")
     response = client.get("/api/ring", params={"strategy": "noplace"})
@@ -353,3 +355,26 @@ def test_fuzzed_raw_query_strings_never_get_a_500(query: str) -> None:
     for path in ("/api/ring", "/api/lookup"):
         response = _FUZZ_CLIENT.get(f"{path}?{query}")
         assert response.status_code in (200, 400), (response.status_code, response.text)
+
+
+# -- the library refuses options a strategy does not use (issue 13) ------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "params"), [("/api/ring", {}), ("/api/lookup", {"key": "booking-0001"})]
+)
+def test_an_option_the_strategy_does_not_use_is_a_400_naming_it(
+    client: TestClient, path: str, params: dict[str, str]
+) -> None:
+    response = client.get(path, params={**params, "strategy": "modulo", "vnodes": "8"})
+    check_400(response, "vnodes", r"vnodes")
+    assert response.json()["error"]["value"] == "8"
+    # Not given, an option is not sent: the page's default vnodes applies to rings only.
+    assert client.get(path, params={**params, "strategy": "modulo"}).status_code == 200
+
+
+@pytest.mark.parametrize("strategy", ["modulo", "jump", "multiprobe"])
+def test_a_reweight_on_a_weight_blind_placement_is_a_400(client: TestClient, strategy: str) -> None:
+    response = client.get("/api/ring", params={"strategy": strategy, "reweight": "B:3"})
+    check_400(response, "reweight", r".")
+    assert response.json()["error"]["value"] == "B"

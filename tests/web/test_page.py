@@ -226,3 +226,24 @@ def test_phone_width_has_no_sideways_scrolling(page: Page, shots: Path) -> None:
     box = page.locator("#ring").bounding_box()
     assert box is not None and box["width"] >= 300
     page.screenshot(path=str(shots / "web-phone.png"), full_page=True)
+
+
+def test_strategies_without_vnodes_get_none_sent(page: Page) -> None:
+    # The API refuses an option the strategy does not use: the page sends only the used ones.
+    page.select_option("#strategy", "modulo")
+    settle(page)
+    assert page.is_disabled("input[name=vnodes][value='8']")
+    modulo = Modulo(["A", "B", "C"], hasher=HASHER)
+    assert bars(page) == {
+        name: str(count) for name, count in Counter(modulo.node_for_many(SEED_KEYS)).items()
+    }
+    page.fill("#lookup-key", "booking-0042")
+    page.press("#lookup-key", "Enter")
+    settle(page)
+    assert text(page, "#lookup-owner") == modulo.node_for("booking-0042")
+    page.select_option("#strategy", "ranges")
+    settle(page)
+    assert page.is_disabled("#hasher")
+    page.select_option("#strategy", "ring")
+    settle(page)
+    assert not page.is_disabled("input[name=vnodes][value='8']")

@@ -2,7 +2,8 @@
 
 :class:`Throttle` is a token bucket shared by every stream: a stream asks for the keys of its
 next page and sleeps until the rate allows them. :class:`Progress` counts keys and bytes and
-draws a bar (keys done / planned, bytes, keys/s, ETA) on stderr when asked to.
+reports them to a callback, ``(title, keys done, keys planned, bytes done)``; the library draws
+nothing (``ringkit rebalance`` draws the callback as a bar on stderr).
 
 >>> throttle = Throttle(None)
 >>> throttle.take(1_000_000)  # no limit: returns at once
@@ -16,14 +17,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ringkit.errors import ConfigError
 
 if TYPE_CHECKING:
     from ringkit.movement import Transfer
 
-__all__ = ["Progress", "RebalanceOptions", "RebalanceReport", "Tally", "Throttle"]
+__all__ = [
+    "Progress",
+    "ProgressCallback",
+    "RebalanceOptions",
+    "RebalanceReport",
+    "Tally",
+    "Throttle",
+]
+
+# Told after every page of keys: (title, keys done, keys planned, bytes done).
+ProgressCallback = Callable[[str, int, int, int], None]
 
 
 class Throttle:
@@ -51,29 +62,34 @@ class Throttle:
 
 
 class Progress:
-    """Counters of a rebalance (keys and bytes moved), drawn as a rich bar when `show`."""
+    """Counters of a rebalance (keys and bytes moved), reported to `show` when it is given.
 
-    def __init__(self, total_keys: int, *, show: bool, title: str) -> None:
+    `show` is called with ``(title, keys done, keys planned, bytes done)`` on entering and after
+    every page, one call at a time, so it needs no lock of its own.
+    """
+
+    def __init__(self, total_keys: int, *, show: ProgressCallback | None, title: str) -> None:
         self.total_keys = total_keys
         self.keys = 0
         self.bytes = 0
         self._lock = threading.Lock()
-        self._bar: Any = None
-        self._task: Any = None
-        if show:
-            self._bar, self._task = _make_bar(total_keys, title)
+        self._show = show
+        self._title = title
 
     def advance(self, keys: int, size_bytes: int) -> None:
         """Count `keys` more keys and `size_bytes` more bytes."""
         with self._lock:
             self.keys += keys
             self.bytes += size_bytes
-            if self._bar is not None:
-                self._bar.update(self._task, advance=keys, moved_bytes=self.bytes)
+            self._report()
+
+    def _report(self) -> None:
+        if self._show is not None:
+            self._show(self._title, self.keys, self.total_keys, self.bytes)
 
     def __enter__(self) -> Progress:
-        if self._bar is not None:
-            self._bar.start()
+        with self._lock:
+            self._report()
         return self
 
     def __exit__(
@@ -82,43 +98,7 @@ class Progress:
         error: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
-def _make_bar(total_keys: int, title: str) -> tuple[Any, Any]:
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-    from rich.progress import (
-        Progress as RichProgress,
-    )
-
-    def size(task: Any) -> str:
-        return f"{task.fields.get('moved_bytes', 0) / 1e6:.1f} MB"
-
-    class Rate(TextColumn):
-        def render(self, task: Any) -> Any:
-            from rich.text import Text
-
-            speed = task.speed or 0.0
-            return Text(f"{speed:,.0f} keys/s  {size(task)}")
-
-    bar = RichProgress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        Rate(""),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    )
-    task = bar.add_task(title, total=max(total_keys, 1), moved_bytes=0)
-    return bar, task
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +107,8 @@ class RebalanceOptions:
 
     The checkpoint is saved at most every `checkpoint_s` seconds (0: after every transfer) and
     at the end of the copy; a resumed rebalance runs again what was not saved (the copy is
-    idempotent). `on_transfer` is called after each finished transfer (and its checkpoint)
+    idempotent). `progress` is told the counts after every page (see :class:`Progress`).
+    `on_transfer` is called after each finished transfer (and its checkpoint)
     with it and the number finished so far; an exception raised there stops the rebalance.
     """
 
@@ -135,7 +116,7 @@ class RebalanceOptions:
     keys_per_s: float | None = None
     max_streams_per_source: int = 2
     scan: bool = True
-    progress: bool = False
+    progress: ProgressCallback | None = field(default=None, compare=False)
     audit_path: str | None = None
     timeout_s: float = 2.0
     checkpoint_s: float = 0.25

@@ -1,9 +1,11 @@
 """``ringkit advise``: how many vnodes N nodes need, what they cost, and the alternatives.
 
-Seed 000's trade-off as a decision: the fewest vnodes that keep the busiest node within
+The vnode trade-off (balance against table size, Karger et al. 1997; Dynamo's strategies,
+DeCandia et al. 2007) as a decision: the fewest vnodes that keep the busiest node within
 ``--target`` × its fair share in ``--confidence`` of ``--draws`` seeded rings, beside the
-vnodes seed 000's formula gives; the routing table, gossip and join costs of that choice; and
-what fixed partitions, tokens allocated by a controller, or plain ``hash % N`` give instead.
+vnodes the worst-share estimate ``1 + sqrt(2·ln N / V)`` gives; the routing table, gossip and
+join costs of that choice; and what fixed partitions, tokens allocated by a controller, or plain
+``hash % N`` give instead.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "advise",
         help="the vnode count that reaches a target balance, its costs and the alternatives",
-        description="Advise a vnode count for N nodes (seed 000's trade-off).",
+        description="Advise a vnode count for N nodes (balance against table size).",
     )
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
@@ -63,32 +65,57 @@ def _bytes(value: int | None) -> str:
 
 def _ring_rows(a: Advice) -> list[tuple[str, ...]]:
     measured = "not drawn" if a.formula_confidence is None else f"in {a.formula_confidence:.1%}"
-    formula = ("seed 000 formula", f"{a.formula_vnodes:,} vnodes",
-               f"≤ {a.target:g} {measured}", "", "", "")  # fmt: skip
+    formula = (
+        "worst-share formula",
+        f"{a.formula_vnodes:,} vnodes",
+        f"≤ {a.target:g} {measured}",
+        "",
+        "",
+        "",
+    )
     if a.vnodes is None:
         return [("ring", "none ≤ 4,096 vnodes", "–", "–", "–", "–"), formula]
     ring = (
-        "ring (hashed tokens)", f"{a.vnodes:,} vnodes", f"≤ {a.target:g} in {a.achieved:.1%}",
+        "ring (hashed tokens)",
+        f"{a.vnodes:,} vnodes",
+        f"≤ {a.target:g} in {a.achieved:.1%}",
         f"{_bytes(a.table_bytes)} (at 40 B/entry: {_bytes(a.seed_table_bytes)})",
-        f"{a.gossip_entries:,}", f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
-    )  # fmt: skip
+        f"{a.gossip_entries:,}",
+        f"{a.join_transfers:,} arcs from ~{a.join_sources:.0f} sources",
+    )
     return [ring, formula]
 
 
 def _other_rows(a: Advice) -> list[tuple[str, ...]]:
-    rows: list[tuple[str, ...]] = [(
-        "fixed partitions", f"{a.partitions:,} partitions", f"{a.partitions_imbalance:.2f}",
-        f"{a.partitions * 2:,} B", f"{a.partitions:,}",
+    fixed = (
+        "fixed partitions",
+        f"{a.partitions:,} partitions",
+        f"{a.partitions_imbalance:.2f}",
+        f"{a.partitions * 2:,} B",
+        f"{a.partitions:,}",
         f"~{a.partition_join_moves:,} partitions, sources chosen",
-    )]  # fmt: skip
+    )
+    rows: list[tuple[str, ...]] = [fixed]
     if a.allocated_vnodes is not None:
-        rows.append((
-            "allocated tokens", f"{a.allocated_vnodes:,} per node", f"≤ {a.target:g}",
-            _bytes(a.allocated_table_bytes), f"{a.nodes * a.allocated_vnodes:,}",
-            f"{a.allocated_vnodes:,} arcs from ≤ {min(a.allocated_vnodes, a.nodes)} sources",
-        ))  # fmt: skip
-    rows.append(("hash % N", "–", "1.00 (even by hash)", "0 B", f"{a.nodes} names",
-                 f"moves {a.nodes / (a.nodes + 1):.0%} of keys"))  # fmt: skip
+        sources = min(a.allocated_vnodes, a.nodes)
+        allocated = (
+            "allocated tokens",
+            f"{a.allocated_vnodes:,} per node",
+            f"≤ {a.target:g}",
+            _bytes(a.allocated_table_bytes),
+            f"{a.nodes * a.allocated_vnodes:,}",
+            f"{a.allocated_vnodes:,} arcs from ≤ {sources} sources",
+        )
+        rows.append(allocated)
+    modulo = (
+        "hash % N",
+        "–",
+        "1.00 (even by hash)",
+        "0 B",
+        f"{a.nodes} names",
+        f"moves {a.nodes / (a.nodes + 1):.0%} of keys",
+    )
+    rows.append(modulo)
     return rows
 
 
@@ -108,7 +135,7 @@ def _table(a: Advice) -> Table:
 
 def _notes(a: Advice) -> list[str]:
     notes = [
-        "seed 000's formula targets the expected busiest node, not a confidence level.",
+        "the worst-share formula targets the expected busiest node, not a confidence level.",
         f"fixed partitions: {a.partitions:,} equal partitions keep any count up to "
         f"{max(a.nodes, round(a.partitions * (a.target - 1)))} nodes within {a.target:g} × "
         "fair; a controller holds the partition map.",

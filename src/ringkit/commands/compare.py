@@ -27,7 +27,12 @@ __all__ = ["register", "run"]
 _OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
     ("--nodes", positive_int, 10, "node count (default 10)"),
     ("--keys", positive_int, 100_000, "number of keys (default 100000)"),
-    ("--vnodes", positive_int, DEFAULT_VNODES, f"vnodes for the ring (default {DEFAULT_VNODES})"),
+    (
+        "--vnodes",
+        positive_int,
+        None,
+        f"vnodes, for strategies that have them; the others refuse it (default {DEFAULT_VNODES})",
+    ),
     ("--strategies", str, ",".join(STRATEGY_NAMES), "comma-separated (default: all registered)"),
     ("--repeats", positive_int, 5, "timing repeats; the median is shown (default 5)"),
     ("--seed", int, 0, "seed for the key names (default 0)"),
@@ -43,10 +48,18 @@ def register(subparsers: Any) -> None:
     )
     for flag, kind, default, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, help=text)
-    parser.add_argument("--change", choices=CHANGES, default="add",
-                        help="add a node or remove the last one (default add)")  # fmt: skip
-    parser.add_argument("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH,
-                        help=f"hash function (default {DEFAULT_HASH})")  # fmt: skip
+    parser.add_argument(
+        "--change",
+        choices=CHANGES,
+        default="add",
+        help="add a node or remove the last one (default add)",
+    )
+    parser.add_argument(
+        "--hasher",
+        choices=sorted(HASHERS),
+        default=None,
+        help=f"hash function (default {DEFAULT_HASH})",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--plot", metavar="FILE", help="draw the comparison (PNG or SVG)")
     parser.set_defaults(run=run)

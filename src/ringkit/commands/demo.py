@@ -1,4 +1,4 @@
-"""``ringkit demo cache``: the Gatepass scenario on real cache servers.
+"""``ringkit demo cache``: the Gatepass scenario (``ringkit simulate``) on real cache servers.
 
 Fills the servers, warms them, adds servers and replays the reads, for a ring and for
 ``hash % N``, then prints the hit rate right after the change, the keys moved, the reads that

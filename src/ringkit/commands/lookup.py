@@ -1,4 +1,11 @@
-"""``ringkit lookup KEY``: where a key lives, and why (its point, the owning token, the owners)."""
+"""``ringkit lookup KEY``: where a key lives, and why (its point, the owning token, the owners).
+
+The placement comes from the strategy registry (``--strategy``, a ring by default) with only the
+options given on the command line; a strategy refuses an option it does not use (``--vnodes``
+with ``--strategy modulo``), so nothing is silently ignored. The owner and preference list are
+the placement's; the point, owning token and clockwise walk are its ring's
+:meth:`~ringkit.ring.HashRing.trace`, for placements built on a ring.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,16 @@ from typing import Any
 from ringkit.commands.common import node_list, positive_int, print_json
 from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, HASHERS
-from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
+from ringkit.placement import Placement
+from ringkit.ring import DEFAULT_VNODES
+from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.trace import trace_ring
 
 __all__ = ["lookup_report", "register"]
+
+# The options of a placement lookup, which the compatibility modes do not take.
+_PLACEMENT_FLAGS = (("--strategy", "strategy"), ("--vnodes", "vnodes"), ("--hasher", "hasher"))
 
 
 def register(subparsers: Any) -> None:
@@ -19,7 +32,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "lookup",
         help="show a key's point, owning token and owner(s)",
-        description="Look up one key on a hash ring.",
+        description="Look up one key on a hash ring (or another placement).",
     )
     parser.add_argument("key", help="the key to look up (hashed as UTF-8 text)")
     parser.add_argument(
@@ -29,44 +42,72 @@ def register(subparsers: Any) -> None:
         help="comma-separated node names (default: A,B,C)",
     )
     parser.add_argument(
+        "--strategy",
+        choices=STRATEGY_NAMES,
+        default=None,
+        help="placement (default: ring)",
+    )
+    parser.add_argument(
         "--vnodes",
         type=positive_int,
-        default=DEFAULT_VNODES,
-        help=f"vnodes per node (default: {DEFAULT_VNODES})",
+        default=None,
+        help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
     )
     parser.add_argument(
         "--hasher",
         choices=sorted(HASHERS),
-        default=DEFAULT_HASH,
+        default=None,
         help=f"hash function (default: {DEFAULT_HASH})",
     )
     parser.add_argument(
         "--replicas",
         type=positive_int,
-        default=1,
-        help="length of the preference list to show (default: 1)",
+        default=None,
+        help="length of the preference list to show, also given to the strategy (default: 1)",
     )
     add_compat_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
 
-def lookup_report(ring: HashRing, key: str, replicas: int) -> dict[str, Any]:
-    """Return what ``lookup`` prints: hash, point, owning token and preference list."""
-    data = key.encode()
-    native = ring.hasher.function(data)
-    point = ring.point_for(key)
-    index = int(ring.tokens.searchsorted(point, side="left")) % len(ring.tokens)
+def lookup_report(placement: Placement, key: str, replicas: int) -> dict[str, Any]:
+    """Return what ``lookup`` prints: hash, point, owning token, walk and preference list.
+
+    Point, token and walk render the placement's ring's trace (None without a ring); the
+    hash is the placement's hasher's (None for placements that do not hash keys).
+    """
+    ring = placement.ring
+    trace = None if ring is None else trace_ring(ring, key, replicas)
+    hasher = placement.hasher
+    native = None
+    if trace is not None:
+        native = trace.hash_hex
+    elif hasher is not None:
+        native = f"0x{hasher.function(encode_key(key)):0{hasher.bits // 4}x}"
     return {
         "key": key,
-        "hasher": ring.hasher.name,
-        "hash": f"0x{native:0{ring.hasher.bits // 4}x}",
-        "point": point,
-        "token": int(ring.tokens[index]),
-        "token_index": index,
-        "wrapped": point > int(ring.tokens[-1]),
-        "owner": ring.node_for(key),
-        "preference_list": ring.nodes_for(key, replicas),
+        "hasher": None if hasher is None else hasher.name,
+        "hash": native,
+        "point": None if trace is None else trace.point,
+        "token": None if trace is None else trace.token,
+        "token_index": None if trace is None else trace.token_index,
+        "tokens": None if ring is None else len(ring.tokens),
+        "wrapped": None if trace is None else trace.wrapped,
+        "owner": placement.node_for(key),
+        "preference_list": placement.nodes_for(key, replicas),
+        "walk": None
+        if trace is None
+        else [
+            {
+                "token": step.token,
+                "node": step.node,
+                "first": step.first,
+                "rank": step.rank,
+                "held_back": step.held_back,
+                "wrapped": step.wrapped,
+            }
+            for step in trace.steps
+        ],
     }
 
 
@@ -74,20 +115,24 @@ def run(args: argparse.Namespace) -> int:
     """Print the lookup report for ``args.key``."""
     if args.mode != "ring" or args.servers is not None:
         return _run_compat(args)
-    ring = HashRing(args.nodes, vnodes=args.vnodes, hasher=args.hasher)
-    report = lookup_report(ring, args.key, args.replicas)
+    options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
+    placement = build_placement(args.strategy or "ring", args.nodes, options)
+    report = lookup_report(placement, args.key, args.replicas or 1)
     if args.json:
         print_json(report)
         return 0
-    walk = " (wrapped past the last token)" if report["wrapped"] else ""
     print(f"key      {report['key']!r}")
-    print(f"hash     {report['hash']} ({report['hasher']})")
-    print(f"point    {report['point']:#018x}")
-    print(
-        f"token    {report['token']:#018x} (#{report['token_index']} of {len(ring.tokens)}){walk}"
-    )
+    if args.strategy is not None:
+        print(f"strategy {args.strategy}")
+    if report["hash"] is not None:
+        print(f"hash     {report['hash']} ({report['hasher']})")
+    if report["point"] is not None:
+        print(f"point    {report['point']:#018x}")
+        walk = " (wrapped past the last token)" if report["wrapped"] else ""
+        where = f"#{report['token_index']} of {report['tokens']}"
+        print(f"token    {report['token']:#018x} ({where}){walk}")
     print(f"owner    {report['owner']}")
-    if args.replicas > 1:
+    if (args.replicas or 1) > 1:
         print(f"replicas {', '.join(report['preference_list'])}")
     return 0
 
@@ -95,12 +140,17 @@ def run(args: argparse.Namespace) -> int:
 def _run_compat(args: argparse.Namespace) -> int:
     if args.mode == "ring":
         raise ConfigError("--servers is for the compatibility modes; use --nodes with --mode ring")
+    for flag, name in _PLACEMENT_FLAGS:
+        if getattr(args, name) is not None:
+            raise ConfigError(f"{flag} is for --mode ring; --mode {args.mode} has its own layout")
     if not args.servers:
         raise ConfigError(
             f"--mode {args.mode} needs --servers, e.g. "
             f'--servers "10.0.1.1:11211 600,10.0.1.2:11211 300"'
         )
-    report = compat_report(args.mode, args.servers, args.key, args.replicas, key_hash=args.key_hash)
+    report = compat_report(
+        args.mode, args.servers, args.key, args.replicas or 1, key_hash=args.key_hash
+    )
     if args.json:
         print_json(report)
     else:

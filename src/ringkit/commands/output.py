@@ -1,8 +1,11 @@
-"""Terminal output shared by simulate, sweep, advise and compare: bars, progress, plots.
+"""Terminal output shared by the commands: bars, progress, plots.
 
-A progress bar appears only on a terminal and only once a job has run for a second, so short
-runs and piped or captured output stay clean. Plots need matplotlib (the ``plot`` extra); without
-it ``--plot`` fails with a one-line install hint.
+The library reports progress through callbacks and draws nothing; the commands draw them here.
+:class:`Ticker` draws a ``(done, total)`` callback (simulate, sweep, advise, compare) only on a
+terminal and only once a job has run for a second, so short runs and piped or captured output
+stay clean. :class:`TransferBar` draws a rebalance's ``(title, keys, planned, bytes)`` callback.
+Plots need matplotlib (the ``plot`` extra); without it ``--plot`` fails with a one-line install
+hint.
 """
 
 from __future__ import annotations
@@ -15,11 +18,29 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    Task,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
 
 from ringkit.errors import ConfigError
 
-__all__ = ["PLOT_HINT", "Ticker", "bar", "console", "percent", "pyplot", "save_figure"]
+__all__ = [
+    "PLOT_HINT",
+    "Ticker",
+    "TransferBar",
+    "bar",
+    "console",
+    "percent",
+    "pyplot",
+    "save_figure",
+]
 
 PLOT_HINT = "--plot needs matplotlib; install it with: pip install 'ringkit[plot]'"
 _PLOT_SUFFIXES = (".png", ".svg")
@@ -99,6 +120,54 @@ class Ticker:
     ) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+class _Rate(TextColumn):
+    """Keys per second and megabytes moved so far."""
+
+    def __init__(self) -> None:
+        super().__init__("")
+
+    def render(self, task: Task) -> Text:
+        moved_mb = task.fields.get("moved_bytes", 0) / 1e6
+        return Text(f"{task.speed or 0.0:,.0f} keys/s  {moved_mb:.1f} MB")
+
+
+class TransferBar:
+    """A rebalance progress callback ``(title, keys, planned, bytes)`` drawn as a bar on stderr.
+
+    Each new title (a rebalance step: the copy of one epoch) starts a new line; the bars stay on
+    screen when done. Use it as a context manager around the rebalance.
+    """
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            _Rate(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __call__(self, title: str, keys: int, planned: int, size_bytes: int) -> None:
+        task = self._tasks.get(title)
+        if task is None:
+            task = self._tasks[title] = self._progress.add_task(title, total=max(planned, 1))
+        self._progress.update(task, completed=keys, total=max(planned, 1), moved_bytes=size_bytes)
+
+    def __enter__(self) -> TransferBar:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.stop()
 
 
 def pyplot(path: str) -> ModuleType:

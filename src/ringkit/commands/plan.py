@@ -26,6 +26,7 @@ from ringkit.movement.plan import (
     DEFAULT_BANDWIDTH_BYTES_PER_S,
     DEFAULT_MAX_STREAMS,
     DEFAULT_SETUP_S,
+    MigrationPlan,
 )
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES
@@ -51,9 +52,24 @@ def register(subparsers: Any) -> None:
     add("--add", type=node_list, default=[], help="comma-separated nodes to add")
     add("--remove", type=node_list, default=[], help="comma-separated nodes to remove")
     add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
-    add("--vnodes", type=positive_int, default=DEFAULT_VNODES, help="vnodes per node")
-    add("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH, help="hash function")
-    add("--replicas", type=positive_int, default=1, help="copies of every key (default: 1)")
+    add(
+        "--vnodes",
+        type=positive_int,
+        default=None,
+        help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
+    )
+    add(
+        "--hasher",
+        choices=sorted(HASHERS),
+        default=None,
+        help=f"hash function (default: {DEFAULT_HASH})",
+    )
+    add(
+        "--replicas",
+        type=positive_int,
+        default=None,
+        help="copies of every key, also given to the strategy (default: 1)",
+    )
     add("--keys", type=positive_int, default=100_000, help="keys in the sample (default: 100000)")
     add("--seed", type=int, default=0, help="seed of the key sample (default: 0)")
     add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
@@ -78,7 +94,8 @@ def register(subparsers: Any) -> None:
 def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     if not args.add and not args.remove:
         raise refuse("nothing to plan: give --add and/or --remove")
-    options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher)
+    # Only the options given: a strategy refuses one it does not use (--vnodes for modulo).
+    options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
     old = build_placement(args.strategy, args.nodes, options)
     new = old
     for name in args.remove:
@@ -117,24 +134,32 @@ def run(args: argparse.Namespace) -> int:
     holder: dict[str, Movement] = {}
 
     def measure() -> Movement:
-        holder["movement"] = diff(old, new, replicas=args.replicas, keys=keys)
+        holder["movement"] = diff(old, new, replicas=args.replicas or 1, keys=keys)
         return holder["movement"]
+
+    def schedule() -> MigrationPlan:
+        return holder["movement"].plan(
+            keys,
+            sizes,
+            max_streams_per_source=args.max_streams,
+            setup_s=args.setup_s,
+            bandwidth_bytes_per_s=args.bandwidth,
+        )
 
     movement, plan = _steps(
         args.keys >= _PROGRESS_KEYS,
-        [
-            ("diffing and counting keys", measure),
-            ("planning transfers", lambda: holder["movement"].plan(
-                keys, sizes, max_streams_per_source=args.max_streams, setup_s=args.setup_s,
-                bandwidth_bytes_per_s=args.bandwidth,
-            )),
-        ],
-    )  # fmt: skip
+        [("diffing and counting keys", measure), ("planning transfers", schedule)],
+    )
     report = movement_report(movement, plan)
+    ring, hasher = old.ring, old.hasher
     report["change"] = {
-        "add": args.add, "remove": args.remove, "strategy": args.strategy,
-        "vnodes": args.vnodes, "hasher": args.hasher, "seed": args.seed,
-    }  # fmt: skip
+        "add": args.add,
+        "remove": args.remove,
+        "strategy": args.strategy,
+        "vnodes": None if ring is None else ring.vnodes,
+        "hasher": None if hasher is None else hasher.name,
+        "seed": args.seed,
+    }
     if args.json:
         print_json(report)
         return 0
@@ -165,9 +190,10 @@ def _render(report: dict[str, Any], top: int) -> None:
     change = report["change"]
     before, after = report["nodes_before"], report["nodes_after"]
     steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
+    hasher = f", hasher {change['hasher']}" if change["hasher"] else ""
     console.print(
         f"{change['strategy']}: {len(before)} -> {len(after)} nodes ({', '.join(steps)}), "
-        f"replicas {report['replicas']}, hasher {change['hasher']}, "
+        f"replicas {report['replicas']}{hasher}, "
         f"{report['movement']['keys_total']:,} keys (seed {change['seed']}); "
         f"compared {_BASIS[report['basis']]}"
     )
@@ -196,9 +222,12 @@ def _summary(report: dict[str, Any]) -> Table:
         f"{_count(moved['keys_moved'])} ({_percent(moved['keys_moved'] / sample)})",
     )
     table.add_row("optimum (fair-share change)", _percent(moved["optimum_fraction"]), "")
-    table.add_row("hash % N, same nodes", _percent(moved["modulo_fraction"]),
-                  f"{_count(moved['modulo_keys_moved'])} "
-                  f"({_percent(moved['modulo_keys_moved'] / sample)})")  # fmt: skip
+    modulo_keys = moved["modulo_keys_moved"]
+    table.add_row(
+        "hash % N, same nodes",
+        _percent(moved["modulo_fraction"]),
+        f"{_count(modulo_keys)} ({_percent(modulo_keys / sample)})",
+    )
     return table
 
 
@@ -209,9 +238,13 @@ def _pair_table(pairs: list[dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for pair in pairs:
         table.add_row(
-            pair["source"], pair["destination"], _count(pair["arcs"]),
-            _percent(pair["fraction"]), _count(pair["keys"]), _count(pair["bytes"]),
-        )  # fmt: skip
+            pair["source"],
+            pair["destination"],
+            _count(pair["arcs"]),
+            _percent(pair["fraction"]),
+            _count(pair["keys"]),
+            _count(pair["bytes"]),
+        )
     return table
 
 
@@ -222,12 +255,21 @@ def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
         # Numbers never wrap; a narrow terminal folds the range instead.
         folds = column == "range"
         table.add_column(
-            column, justify="left" if left else "right", no_wrap=not folds,
+            column,
+            justify="left" if left else "right",
+            no_wrap=not folds,
             overflow="fold" if folds else "ellipsis",
-        )  # fmt: skip
+        )
     for t in transfers:
         where = f"({t['start']:#x}, {t['end']:#x}]" if t["start"] is not None else "keys"
-        table.add_row(where, t["source"], t["destination"], _percent(t["fraction"]),
-                      _count(t["keys"]), _count(t["bytes"]), f"{t['duration_s']:.2f}",
-                      str(t["wave"]))  # fmt: skip
+        table.add_row(
+            where,
+            t["source"],
+            t["destination"],
+            _percent(t["fraction"]),
+            _count(t["keys"]),
+            _count(t["bytes"]),
+            f"{t['duration_s']:.2f}",
+            str(t["wave"]),
+        )
     return table

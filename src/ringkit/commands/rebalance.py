@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,10 @@ from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceRep
 from ringkit.cluster.urls import parse_url
 from ringkit.cluster.view import ClusterView, load_view
 from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.commands.output import TransferBar
 from ringkit.hashing import DEFAULT_HASH, HASHERS
-from ringkit.ring import DEFAULT_VNODES, HashRing
+from ringkit.ring import DEFAULT_VNODES
+from ringkit.strategies.registry import StrategyOptions, build_placement
 
 __all__ = ["register", "run"]
 
@@ -48,9 +51,24 @@ def register(subparsers: Any) -> None:
     add = parser.add_argument
     add("--servers", type=_servers, help="current servers: NAME=URL,NAME=URL,…")
     add("--view", help="a view file (default: $RINGKIT_VIEW when --servers is not given)")
-    add("--vnodes", type=positive_int, default=DEFAULT_VNODES, help="vnodes (with --servers)")
-    add("--hasher", choices=sorted(HASHERS), default=DEFAULT_HASH, help="hash (with --servers)")
-    add("--replicas", type=positive_int, default=1, help="copies per key (with --servers)")
+    add(
+        "--vnodes",
+        type=positive_int,
+        default=None,
+        help=f"vnodes (with --servers; default {DEFAULT_VNODES})",
+    )
+    add(
+        "--hasher",
+        choices=sorted(HASHERS),
+        default=None,
+        help=f"hash (with --servers; default {DEFAULT_HASH})",
+    )
+    add(
+        "--replicas",
+        type=positive_int,
+        default=None,
+        help="copies per key (with --servers; default 1)",
+    )
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", type=_server, metavar="NAME=URL", help="server to add")
     action.add_argument("--remove", metavar="NAME", help="server to remove")
@@ -70,13 +88,17 @@ def register(subparsers: Any) -> None:
 
 def _initial_view(args: argparse.Namespace) -> ClusterView:
     if args.servers is None:
+        for flag in ("vnodes", "hasher", "replicas"):
+            if getattr(args, flag) is not None:
+                raise refuse(f"--{flag} applies with --servers; a view has its own placement")
         return load_view(args.view)
     if args.view is not None:
         raise refuse("give --servers or --view, not both")
     for url in args.servers.values():
         parse_url(url)
-    ring = HashRing(list(args.servers), vnodes=args.vnodes, hasher=args.hasher)
-    return ClusterView(0, ring, args.servers, args.replicas)
+    options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
+    ring = build_placement("ring", list(args.servers), options)
+    return ClusterView(0, ring, args.servers, args.replicas or 1)
 
 
 def _report(report: RebalanceReport, as_json: bool) -> None:
@@ -93,15 +115,27 @@ def _report(report: RebalanceReport, as_json: bool) -> None:
     )
 
 
+def _act(rebalancer: Rebalancer, args: argparse.Namespace) -> RebalanceReport:
+    if args.add is not None:
+        return rebalancer.add(*args.add)
+    if args.remove is not None:
+        return rebalancer.remove(args.remove)
+    if args.resume:
+        return rebalancer.resume()
+    return rebalancer.rollback()
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the rebalance the arguments ask for; return the exit status."""
     view = _initial_view(args)
+    show = not args.no_progress and not args.json and sys.stderr.isatty()
+    bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
         batch=args.batch,
         keys_per_s=args.keys_per_s,
         max_streams_per_source=args.max_streams,
         scan=not args.no_scan,
-        progress=not args.no_progress and not args.json and sys.stderr.isatty(),
+        progress=bar,
         audit_path=args.audit,
     )
     rebalancer = Rebalancer(view, options=options)
@@ -110,14 +144,8 @@ def run(args: argparse.Namespace) -> int:
             found = read_views({name: rebalancer.backend(name) for name in view.servers})
             print_json((found or view).to_dict(redact_passwords=True))
             return 0
-        if args.add is not None:
-            report = rebalancer.add(*args.add)
-        elif args.remove is not None:
-            report = rebalancer.remove(args.remove)
-        elif args.resume:
-            report = rebalancer.resume()
-        else:
-            report = rebalancer.rollback()
+        with bar or nullcontext():
+            report = _act(rebalancer, args)
     finally:
         rebalancer.close()
     if args.write_view:

@@ -1,9 +1,10 @@
-"""``ringkit simulate [SCENARIO.toml]``: replay seed 004's lesson, or a scenario file.
+"""``ringkit simulate [SCENARIO.toml]``: replay the Gatepass lesson, or a scenario file.
 
-With no file it replays Gatepass (seed 004): keys ``booking-0001`` … ``booking-0300`` hashed with
-``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32 and 128 vnodes. After each
-step: keys per node against the fair share, the busiest node × fair, and the keys moved on the
-ring beside the keys moved with ``hash % N`` for the same change. It ends with one key's lookup.
+With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
+``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
+and 128 vnodes. After each step: keys per node against the fair share, the busiest node × fair, and
+the keys moved on the ring beside the keys moved with ``hash % N`` for the same change. It ends with
+one key's lookup.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from ringkit.commands.common import positive_int, print_json, refuse, vnode_coun
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
 from ringkit.hashing import HASHERS
-from ringkit.ring import HashRing
 from ringkit.sim import Run, Scenario, Step, gatepass, load_scenario, run_scenario, with_vnodes
+from ringkit.strategies.registry import build_placement
 
 __all__ = ["register", "run", "run_json"]
 
@@ -30,7 +31,7 @@ def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
     parser = subparsers.add_parser(
         "simulate",
-        help="replay seed 004's lesson (no file) or a TOML scenario, step by step",
+        help="replay the Gatepass lesson (no file) or a TOML scenario, step by step",
         description="Simulate membership changes and measure balance and movement.",
     )
     parser.add_argument("scenario", nargs="?", help="scenario file (TOML); default: Gatepass")
@@ -238,8 +239,8 @@ def _notes(run: Run) -> list[str]:
 
 def _trace(runs: list[Run], key: str | None) -> dict[str, Any]:
     scenario = runs[-1].scenario
-    ring = HashRing(scenario.nodes, vnodes=scenario.options.vnodes, hasher=scenario.options.hasher)
-    return lookup_report(ring, key or scenario.population.key(0), 1)
+    placement = build_placement(scenario.strategy, scenario.nodes, scenario.options)
+    return lookup_report(placement, key or scenario.population.key(0), 1)
 
 
 def _shown_metrics(scenario: Scenario) -> list[str]:
@@ -281,8 +282,12 @@ def _plot(runs: list[Run], path: str) -> None:
             ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
             middle = (len(metrics) - 1) * width / 2
             long = any(len(name) > 3 for name in step.nodes)
-            ax.set_xticks([i + middle for i in range(len(step.nodes))], step.nodes, fontsize=7,
-                          rotation=30 if long else 0)  # fmt: skip
+            ax.set_xticks(
+                [i + middle for i in range(len(step.nodes))],
+                step.nodes,
+                fontsize=7,
+                rotation=30 if long else 0,
+            )
             ax.set_title(_step_title(r, step), fontsize=8)
         for col in range(len(r.steps), columns):
             axes[row][col].axis("off")

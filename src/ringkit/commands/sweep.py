@@ -2,7 +2,8 @@
 
 For each vnode count (1, 2, 4, … 1024 by default) it draws ``--draws`` random rings and reports
 the busiest node × fair share (mean, p99, max) and the coefficient of variation of node shares,
-beside seed 000's theory: CV ≈ 1/sqrt(V), its expected worst share, and H_N/N for one token.
+beside the theory: CV ≈ 1/sqrt(V), the expected worst share, and H_N/N for one token (the
+largest of N arcs cut by N random points).
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def _table(args: argparse.Namespace, rows: list[SweepRow]) -> Table:
         "busiest mean",
         "p99",
         "max",
-        "seed 000 worst",
+        "worst (theory)",
         "CV",
         "1/sqrt(V)",
         "CV exact",
@@ -89,7 +90,7 @@ def _plot(args: argparse.Namespace, rows: list[SweepRow]) -> None:
     v = [row.vnodes for row in rows]
     left.plot(v, [r.busiest_mean for r in rows], "o-", label="measured mean")
     left.plot(v, [r.busiest_p99 for r in rows], "^--", label="measured p99")
-    left.plot(v, [r.worst_theory for r in rows], "k:", label="seed 000 worst_share × N")
+    left.plot(v, [r.worst_theory for r in rows], "k:", label="theory: worst_share × N")
     left.axhline(
         rows[0].largest_theory,
         color="grey",
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(_table(args, rows))
     out.print(
         f"With one token per node the expected busiest node is H_N = "
-        f"{rows[0].largest_theory:.3f} × fair (seed 000: H_N / N of the circle)."
+        f"{rows[0].largest_theory:.3f} × fair (H_N / N of the circle)."
     )
     if args.plot:
         out.print(f"plot written to {args.plot}")

@@ -56,6 +56,7 @@ from ringkit.ring.tokens import (
     label_suffixes,
     vnode_count,
 )
+from ringkit.trace import Trace, trace_ring
 
 __all__ = ["Arc", "HashRing", "check_space", "check_vnodes"]
 
@@ -576,3 +577,17 @@ class HashRing(PlacementBase):
             explicit = self._explicit.get(node.name)
             expected = len(explicit) if explicit else vnode_count(self._vnodes, node.weight)
             assert count == expected, f"{node.name}: {count} vnodes, expected {expected}"
+
+    def trace(self, key: Key, replicas: int = 1) -> Trace:
+        """Return how this ring places `key`: point, tokens walked, owner, preference list.
+
+        See :func:`ringkit.trace.trace_ring`. Runtime: O(log(N·V)) plus the tokens walked.
+
+        >>> ring = HashRing.from_tokens({"A": [40], "B": [160], "C": [300]}, space=360)
+        >>> ring.trace("k", replicas=2).preference_list == tuple(ring.nodes_for("k", 2))
+        True
+
+        :raises EmptyRingError: when the ring has no nodes
+        :raises ConfigError: when `replicas` < 1
+        """
+        return trace_ring(self, key, replicas)

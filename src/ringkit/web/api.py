@@ -1,10 +1,13 @@
 """What the JSON API answers, computed by the library from validated queries.
 
 Each function takes a query from :mod:`ringkit.web.params` and returns a JSON-ready dict. The
-placement comes from the strategy registry; owners from its ``node_for_many``; the ring's tokens,
-points, walk and preference list from ``HashRing`` itself; a change is the placement's own
-``add`` / ``remove`` / ``reweight`` (placements are immutable values, so the old one is still there
-to compare with), replayed on ``Modulo`` (``hash % N``) over the same keys.
+placement comes from the strategy registry and is asked only through the placement protocol:
+owners from its ``assign_many`` (the keys arrive as load), tokens from its ``ring``, points from
+its ``hasher``, a change from its own ``add`` / ``remove`` / ``reweight`` (placements are
+immutable values, so the old one is still there to compare with). What a change moves comes from
+``ringkit.diff``, beside the same change on ``Modulo`` (``hash % N``) over the same keys; a
+lookup's walk is ``HashRing.trace``; popularity is the simulator's ``Population``. Nothing here
+switches on a placement's type.
 
 Positions on the circle are points over 2**64, floats in [0, 1) for drawing; exact points and
 tokens are given as hex strings where a person reads them.
@@ -19,24 +22,23 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ringkit.commands.lookup import lookup_report as ring_lookup_report
-from ringkit.errors import RingkitError
-from ringkit.hashing import HASHERS, get_hasher, points_many
+from ringkit.errors import RingkitError, UnsupportedError
+from ringkit.hashing import HASHERS, encode_key, points_many
 from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
-from ringkit.ring import SPACE_64, HashRing
+from ringkit.ring import SPACE_64
 from ringkit.sim import Population
 from ringkit.stats import balance
 from ringkit.strategies import registry
-from ringkit.strategies.bounded import BoundedLoad
-from ringkit.strategies.modulo import Modulo
+from ringkit.trace import Trace, trace_ring
 from ringkit.web.params import (
     DEFAULTS,
     LIMITS,
@@ -47,25 +49,56 @@ from ringkit.web.params import (
     RingQuery,
 )
 
-__all__ = ["PALETTE", "REQUESTS", "lookup_report", "meta", "population", "ring_report"]
+__all__ = [
+    "PALETTE",
+    "REQUESTS",
+    "build",
+    "lookup_report",
+    "meta",
+    "population",
+    "ring_report",
+    "strategy_options",
+]
 
 # Kelly's colours of maximum contrast (Kelly 1965), with teal for his violet (too near his purple),
 # ordered so that the first ones differ most. The page gives each node the first free colour;
 # tests/web/test_api.py checks every pair stays apart (CIELAB distance).
 PALETTE: tuple[str, ...] = (
-    "#0067a5", "#f38400", "#008856", "#be0032", "#875692", "#a1caf1", "#f3c300", "#882d17",
-    "#e68fac", "#8db600", "#00a3a3", "#848482", "#f99379", "#2b3d26", "#c2b280", "#b3446c",
-)  # fmt: skip
+    "#0067a5",
+    "#f38400",
+    "#008856",
+    "#be0032",
+    "#875692",
+    "#a1caf1",
+    "#f3c300",
+    "#882d17",
+    "#e68fac",
+    "#8db600",
+    "#00a3a3",
+    "#848482",
+    "#f99379",
+    "#2b3d26",
+    "#c2b280",
+    "#b3446c",
+)
 REQUESTS = 100_000
 HOT_KEYS = 10
 VNODE_CHOICES = (1, 8, 32, 128)
+# The walk shown is cut here (the library's trace is complete; a page lists a few steps).
 _WALK_STEPS = 256
+# The placement options a query may give, each alone with a valid value, to ask the registry.
+_OPTION_PROBES: Mapping[str, registry.StrategyOptions] = {
+    "vnodes": registry.StrategyOptions(vnodes=1),
+    "hasher": registry.StrategyOptions(hasher=DEFAULTS["hasher"]),
+    "replicas": registry.StrategyOptions(replicas=1),
+}
 
 
 def meta() -> dict[str, Any]:
     """Return what the page needs to build its controls: names, defaults, limits, colours."""
     return {
         "strategies": list(registry.STRATEGY_NAMES),
+        "options": {name: strategy_options(name) for name in registry.STRATEGY_NAMES},
         "hashers": [{"name": name, "bits": HASHERS[name].bits} for name in sorted(HASHERS)],
         "defaults": dict(DEFAULTS),
         "limits": dict(LIMITS),
@@ -73,6 +106,27 @@ def meta() -> dict[str, Any]:
         "palette": list(PALETTE),
         "requests": REQUESTS,
     }
+
+
+@functools.cache
+def strategy_options(strategy: str) -> list[str]:
+    """Return the query options (``vnodes``, ``hasher``, ``replicas``) `strategy` uses.
+
+    Asks the registry: an option the strategy does not use is refused with ``UnsupportedError``.
+
+    >>> strategy_options("ring")
+    ['vnodes', 'hasher', 'replicas']
+    """
+    used = []
+    for option, options in _OPTION_PROBES.items():
+        try:
+            registry.build_placement(strategy, ["probe"], options)
+        except UnsupportedError:
+            continue
+        except RingkitError:  # refused for another reason: the option itself was not refused
+            pass
+        used.append(option)
+    return used
 
 
 def population(query: RingQuery) -> Population:
@@ -85,14 +139,31 @@ def population(query: RingQuery) -> Population:
     return Population(count=query.keys, prefix=query.prefix, zipf=query.zipf or 0.0)
 
 
-def build(query: PlacementQuery, nodes: Sequence[Node] | None = None) -> Placement:
+def build(
+    query: PlacementQuery, nodes: Sequence[Node] | None = None, *, replicas: int | None = None
+) -> Placement:
     """Return the placement the query names, over `nodes` (default: the query's nodes).
 
-    :raises ParamError: (param ``strategy``) when the strategy refuses these nodes or options
+    An option the query does not give is the page's default (``DEFAULTS``) when the strategy
+    uses it, else not given at all; `replicas` is the preference-list length, or None.
+
+    :raises ParamError: naming the option the strategy does not use, or ``strategy`` when it
+        refuses these nodes or options
     """
-    options = registry.StrategyOptions(vnodes=query.vnodes, hasher=query.hasher)
+    used = strategy_options(query.strategy)
+    vnodes, hasher = query.vnodes, query.hasher
+    if vnodes is None and "vnodes" in used:
+        vnodes = int(DEFAULTS["vnodes"])
+    if hasher is None and "hasher" in used:
+        hasher = DEFAULTS["hasher"]
+    options = registry.StrategyOptions(vnodes=vnodes, hasher=hasher, replicas=replicas)
     try:
         return registry.build_placement(query.strategy, nodes or query.nodes, options)
+    except UnsupportedError as error:  # the strategy does not use an option the query gives
+        given = {"vnodes": query.vnodes, "hasher": query.hasher, "replicas": replicas}
+        refused = [(p, v) for p, v in given.items() if v is not None and p not in used]
+        param, value = refused[0] if refused else ("strategy", query.strategy)
+        raise ParamError(param, str(error), str(value)) from None
     except RingkitError as error:
         raise ParamError("strategy", str(error), query.strategy) from None
 
@@ -103,27 +174,27 @@ def ring_report(query: RingQuery) -> dict[str, Any]:
     With a change, everything but ``change`` describes the placement *after* it.
     Runtime: O(K) hashes for K keys per placement built, plus building the placements.
 
-    :raises ParamError: when the strategy refuses the nodes or the change
+    :raises ParamError: when the strategy refuses the nodes, an option or the change
     """
     keys_population = population(query)
     keys = keys_population.names()
     before = build(query.placement)
     after, nodes = before, query.placement.nodes
     if query.change is not None:
-        after = _changed(before, query.change, query.placement)
+        after = _changed(before, query.change)
         nodes = _changed_nodes(query.placement.nodes, query.change)
-    owners = _owners(after, keys)
+    owners = _assigned(after, keys)
     index = {node.name: i for i, node in enumerate(nodes)}
-    points = points_many(keys, query.placement.hasher)
+    ring = after.ring
     report: dict[str, Any] = {
         "strategy": query.placement.strategy,
-        "hasher": query.placement.hasher,
-        "vnodes": query.placement.vnodes,
+        "hasher": _hasher_name(after),
+        "vnodes": None if ring is None else ring.vnodes,
         "nodes": _node_rows(after, nodes, owners),
-        "tokens": _tokens(after, index),
+        "tokens": None if ring is None else _tokens(ring.tokens, _token_owner_names(after), index),
         "keys": {
             "names": keys,
-            "positions": _positions(points),
+            "positions": _positions(points_many(keys, _drawing_hasher(after))),
             "owners": [index[owner] for owner in owners],
         },
         "busiest": _busiest(nodes, Counter(owners), "keys"),
@@ -133,25 +204,23 @@ def ring_report(query: RingQuery) -> dict[str, Any]:
     if query.zipf is not None:
         report["popularity"] = _popularity(keys_population, nodes, owners, report["nodes"])
     if query.change is not None:
-        report["change"] = _movement(query, before, after, keys, owners)
+        report["change"] = _movement(query, before, after, keys)
     return report
 
 
-def _changed(placement: Placement, change: Change, query: PlacementQuery) -> Placement:
+def _changed(placement: Placement, change: Change) -> Placement:
     try:
         if change.kind == "add":
             return placement.add(change.node)
         if change.kind == "remove":
             return placement.remove(change.node.name)
-        if isinstance(placement, HashRing):
-            return placement.reweight(change.node.name, change.node.weight)
+        return placement.reweight(change.node.name, change.node.weight)
     except RingkitError as error:
         raise ParamError(change.kind, str(error), change.node.name) from None
-    # A placement without reweight: the same nodes, in the same order, one with a new weight.
-    return build(query, _changed_nodes(query.nodes, change))
 
 
 def _changed_nodes(nodes: Sequence[Node], change: Change) -> tuple[Node, ...]:
+    """Return the nodes after `change`, in page order: survivors in place, a newcomer last."""
     if change.kind == "add":
         return (*nodes, change.node)
     if change.kind == "remove":
@@ -159,16 +228,22 @@ def _changed_nodes(nodes: Sequence[Node], change: Change) -> tuple[Node, ...]:
     return tuple(change.node if node.name == change.node.name else node for node in nodes)
 
 
-def _owners(placement: Placement, keys: Sequence[str]) -> list[str]:
+def _assigned(placement: Placement, keys: Sequence[str]) -> list[str]:
+    """Return the owners of `keys` arriving in order as load (``assign_many``)."""
     try:
-        if isinstance(placement, BoundedLoad):
-            # The keys are the load: each is acquired in turn on a fresh load table, so a node at
-            # its cap passes the next keys on clockwise (a pure lookup would count no load).
-            fresh = BoundedLoad(placement.ring, balance_factor=placement.balance_factor)
-            return [fresh.acquire(key) for key in keys]
-        return placement.node_for_many(keys)
+        return placement.assign_many(keys)
     except RingkitError as error:
         raise ParamError("strategy", str(error), type(placement).__name__) from None
+
+
+def _hasher_name(placement: Placement) -> str | None:
+    hasher = placement.hasher
+    return None if hasher is None else hasher.name
+
+
+def _drawing_hasher(placement: Placement) -> str:
+    """The hasher whose points place keys on the drawn circle: the placement's, or the page's."""
+    return _hasher_name(placement) or DEFAULTS["hasher"]
 
 
 def _positions(points: np.ndarray[Any, Any]) -> list[float]:
@@ -202,29 +277,19 @@ def _node_rows(
     ]
 
 
-def _ring_of(placement: Placement) -> HashRing | None:
-    """Return the hash ring a placement keeps its tokens in, if it has one."""
-    if isinstance(placement, BoundedLoad):
-        return placement.ring
-    return placement if isinstance(placement, HashRing) else None
-
-
 def _token_owner_names(placement: Placement) -> list[str]:
-    ring = _ring_of(placement)
+    """Return the node of each token of the placement's ring (none without a ring)."""
+    ring = placement.ring
     if ring is None:
         return []
     names = [node.name for node in ring.nodes]
     return [names[owner] for owner in ring.token_owners.tolist()]
 
 
-def _tokens(placement: Placement, index: Mapping[str, int]) -> dict[str, list[Any]] | None:
-    ring = _ring_of(placement)
-    if ring is None:
-        return None
-    return {
-        "positions": _positions(ring.tokens),
-        "owners": [index[name] for name in _token_owner_names(placement)],
-    }
+def _tokens(
+    tokens: np.ndarray[Any, Any], owners: Sequence[str], index: Mapping[str, int]
+) -> dict[str, list[Any]]:
+    return {"positions": _positions(tokens), "owners": [index[name] for name in owners]}
 
 
 def _busiest(nodes: Sequence[Node], loads: Mapping[str, float], metric: str) -> dict[str, Any]:
@@ -254,24 +319,26 @@ def _popularity(
 
 
 def _movement(
-    query: RingQuery,
-    before: Placement,
-    after: Placement,
-    keys: Sequence[str],
-    owners: Sequence[str],
+    query: RingQuery, before: Placement, after: Placement, keys: Sequence[str]
 ) -> dict[str, Any]:
+    """Return what the change moves (``ringkit.diff``), beside ``hash % N`` on the same keys.
+
+    ``hash % N`` is ``Modulo`` over the node names in page order before and after the change:
+    it has no weights, so a reweight moves nothing there.
+    """
     assert query.change is not None
-    old = _owners(before, keys)
-    moved = [i for i, (a, b) in enumerate(zip(old, owners, strict=True)) if a != b]
-    modulo = Modulo(query.placement.nodes, hasher=query.placement.hasher)
-    # hash % N ignores weights: a reweight moves nothing there.
-    modulo_after: Placement = modulo
-    if query.change.kind != "reweight":
-        modulo_after = _changed(modulo, query.change, query.placement)
-    modulo_old = modulo.node_for_many(keys)
-    modulo_new = modulo_after.node_for_many(keys)
-    moved_modulo = [i for i in range(len(keys)) if modulo_old[i] != modulo_new[i]]
-    transfers = Counter(f"{old[i]}→{owners[i]}" for i in moved)
+    movement = diff(before, after, keys=keys)
+    moved = movement.moved_keys(keys)
+    modulo = registry.StrategyOptions(hasher=_drawing_hasher(before))
+    names_before = [node.name for node in query.placement.nodes]
+    names_after = [node.name for node in _changed_nodes(query.placement.nodes, query.change)]
+    baseline = diff(
+        registry.build_placement("modulo", names_before, modulo),
+        registry.build_placement("modulo", names_after, modulo),
+        keys=keys,
+    ).moved_keys(keys)
+    position = {key: i for i, key in enumerate(keys)}
+    exact = movement.basis != "keys"  # a diff over the key sample has no keyspace figures
     return {
         "kind": query.change.kind,
         "node": query.change.node.name,
@@ -279,99 +346,76 @@ def _movement(
         "keys": len(keys),
         "moved": len(moved),
         "moved_fraction": len(moved) / len(keys),
-        "moved_modulo": len(moved_modulo),
-        "moved_modulo_fraction": len(moved_modulo) / len(keys),
-        "moved_keys": moved,
-        "moved_modulo_keys": moved_modulo,
-        "transfers": dict(sorted(transfers.items())),
-        **_exact_movement(before, after, keys),
-    }
-
-
-def _exact_movement(before: Placement, after: Placement, keys: Sequence[str]) -> dict[str, Any]:
-    """Return ``ringkit.diff``'s view: what share of the space moved, and the least possible.
-
-    ``basis`` is ``points`` for two rings (exact over the whole keyspace), ``slots`` for maglev
-    tables, ``keys`` when only the keys could be compared. Bounded load places the keys as load,
-    which a diff of its lookups would not see, so it gets no figures here.
-    """
-    if isinstance(after, BoundedLoad):
-        return {"basis": None, "moved_share": None, "optimum_share": None}
-    try:
-        movement = diff(before, after, keys=keys)
-    except RingkitError:  # a pair diff cannot compare: the key counts above still stand
-        return {"basis": None, "moved_share": None, "optimum_share": None}
-    return {
-        "basis": movement.basis,
-        "moved_share": movement.moved_fraction,
-        "optimum_share": movement.optimum_fraction,
+        "moved_modulo": len(baseline),
+        "moved_modulo_fraction": len(baseline) / len(keys),
+        "moved_keys": [position[str(key)] for key, _, _ in moved],
+        "moved_modulo_keys": [position[str(key)] for key, _, _ in baseline],
+        "transfers": dict(sorted(Counter(f"{a}→{b}" for _, a, b in moved).items())),
+        "basis": movement.basis if exact else None,
+        "moved_share": movement.moved_fraction if exact else None,
+        "optimum_share": movement.optimum_fraction if exact else None,
     }
 
 
 def lookup_report(query: LookupQuery) -> dict[str, Any]:
     """Return one key's hash, point, owner, preference list and, on a ring, the clockwise walk.
 
-    :raises ParamError: when the strategy refuses the nodes
+    The walk is the trace of the placement's ring (``HashRing.trace``, :mod:`ringkit.trace`);
+    placements without a ring have none, and their hash and point come from their hasher.
+
+    :raises ParamError: when the strategy refuses the nodes or an option
     """
-    placement = build(query.placement)
-    hasher = get_hasher(query.placement.hasher)
-    data = query.key.encode()
+    placement = build(query.placement, replicas=query.replicas)
+    replicas = query.replicas or 1
+    ring = placement.ring
+    try:
+        trace = None if ring is None else trace_ring(ring, query.key, replicas)
+        owner = placement.node_for(query.key)
+        preference = placement.nodes_for(query.key, replicas)
+    except RingkitError as error:
+        raise ParamError("strategy", str(error), query.placement.strategy) from None
+    report: dict[str, Any] = {"key": query.key, **_hashed(placement, query.key, trace)}
+    report.update(owner=owner, preference_list=preference, walk=_walk(trace))
+    return report
+
+
+def _hashed(placement: Placement, key: str, trace: Trace | None) -> dict[str, Any]:
+    """Return the key's hasher, native hash, point and position: the trace's, or the hasher's."""
+    if trace is not None:
+        point, space = trace.point, trace.space
+        return {
+            "hasher": trace.hasher,
+            "hash": trace.hash_hex,
+            "point": f"0x{point:016x}",
+            "position": point / space,
+        }
+    hasher = placement.hasher
+    if hasher is None:  # the placement does not hash keys (ranges order them)
+        return {"hasher": None, "hash": None, "point": None, "position": None}
+    data = encode_key(key)
     point = hasher.point(data)
-    report: dict[str, Any] = {
-        "key": query.key,
+    return {
         "hasher": hasher.name,
         "hash": f"0x{hasher.function(data):0{hasher.bits // 4}x}",
         "point": f"0x{point:016x}",
         "position": point / SPACE_64,
-        "owner": None,
-        "preference_list": None,
-        "walk": None,
     }
-    try:
-        report["owner"] = placement.node_for(query.key)
-        report["preference_list"] = placement.nodes_for(query.key, query.replicas)
-    except RingkitError as error:
-        raise ParamError("strategy", str(error), query.placement.strategy) from None
-    if isinstance(placement, HashRing):
-        report["walk"] = _walk(placement, query.key, query.replicas)
-    return report
 
 
-def _walk(ring: HashRing, key: str, replicas: int) -> dict[str, Any]:
-    """Return the tokens met walking clockwise from `key` until its preference list is complete.
-
-    Each step names the token's node; on the node's first visit, its rank in the preference list
-    (``nodes_for``'s answer) and whether zones held it back: a node met early whose zone already
-    has a replica ranks later than its turn, or not at all.
-    """
-    base = ring_lookup_report(ring, key, replicas)
-    preference: list[str] = base["preference_list"]
-    names = [node.name for node in ring.nodes]
-    tokens, owners = ring.tokens, ring.token_owners
-    steps: list[dict[str, Any]] = []
-    seen: list[str] = []
-    start = base["token_index"]
-    for step in range(min(len(tokens), _WALK_STEPS)):
-        at = (start + step) % len(tokens)
-        name = names[int(owners[at])]
-        first = name not in seen
-        if first:
-            seen.append(name)
-        rank = preference.index(name) + 1 if first and name in preference else None
-        token = int(tokens[at])
-        steps.append(
-            {
-                "token": f"0x{token:016x}",
-                "position": token / SPACE_64,
-                "node": name,
-                "first": first,
-                "rank": rank,
-                "held_back": first and (rank is None or rank > len(seen)),
-                # A token before the key's point is reached by wrapping past the top.
-                "wrapped": token < base["point"],
-            }
-        )
-        if set(seen).issuperset(preference):
-            break
-    complete = set(seen).issuperset(preference)
-    return {"wrapped": base["wrapped"], "steps": steps, "complete": complete}
+def _walk(trace: Trace | None) -> dict[str, Any] | None:
+    """Return the trace's steps as the page draws them (the first ``_WALK_STEPS``)."""
+    if trace is None:
+        return None
+    steps = [
+        {
+            "token": f"0x{step.token:016x}",
+            "position": step.token / trace.space,
+            "node": step.node,
+            "first": step.first,
+            "rank": step.rank,
+            "held_back": step.held_back,
+            "wrapped": step.wrapped,
+        }
+        for step in trace.steps[:_WALK_STEPS]
+    ]
+    return {"wrapped": trace.wrapped, "steps": steps, "complete": len(trace.steps) <= _WALK_STEPS}

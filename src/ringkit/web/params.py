@@ -8,13 +8,18 @@ keep one request's work bounded: at most ``MAX_NODES`` nodes, ``MAX_VNODES`` vno
 ``MAX_TOKENS`` tokens in all and ``MAX_KEYS`` keys.
 
 A node is written ``NAME[:WEIGHT[:ZONE]]``; nodes are separated by commas, in the order the
-page lists them (the order ``hash % N`` indexes them by).
+page lists them (the order ``hash % N`` indexes them by). A placement option that is not given
+(``vnodes``, ``hasher``, ``replicas``) is None in the query, never a silent default: the API
+decides what a missing option means (:func:`ringkit.web.api.build`), and the library refuses an
+option the strategy does not use.
 
 >>> query = parse_ring_query({"nodes": "A,B:2,C:1:eu-1", "vnodes": "8", "add": "D"})
 >>> [(node.name, node.weight, node.zone) for node in query.placement.nodes]
 [('A', 1.0, None), ('B', 2.0, None), ('C', 1.0, 'eu-1')]
 >>> query.change
 Change(kind='add', node=Node(name='D', weight=1.0, zone=None, address=None))
+>>> parse_ring_query({}).placement.vnodes is None
+True
 >>> parse_ring_query({"vnodes": "0"})
 Traceback (most recent call last):
 ...
@@ -68,7 +73,8 @@ LIMITS: Mapping[str, float] = {
     "prefix_length": MAX_PREFIX_LENGTH,
 }
 
-# The page's first state is seed 004's: three nodes, 300 booking keys, FNV-1a plus a mix, 1 vnode.
+# The page's first state, Gatepass: three nodes, 300 booking keys, FNV-1a plus a mix, 1 vnode.
+# vnodes and hasher apply to the strategies that use them (ringkit.web.api.build).
 DEFAULTS: Mapping[str, str] = {
     "nodes": "A,B,C",
     "vnodes": "1",
@@ -106,11 +112,14 @@ class ParamError(ConfigError):
 
 @dataclass(frozen=True, slots=True)
 class PlacementQuery:
-    """Which placement to build: nodes in page order, vnodes, hasher and strategy names."""
+    """Which placement to build: nodes in page order, vnodes, hasher and strategy names.
+
+    `vnodes` and `hasher` are None when the query does not give them.
+    """
 
     nodes: tuple[Node, ...]
-    vnodes: int
-    hasher: str
+    vnodes: int | None
+    hasher: str | None
     strategy: str
 
 
@@ -135,11 +144,11 @@ class RingQuery:
 
 @dataclass(frozen=True, slots=True)
 class LookupQuery:
-    """``GET /api/lookup``: the placement, one key and the preference-list length."""
+    """``GET /api/lookup``: the placement, one key and the preference-list length (or None)."""
 
     placement: PlacementQuery
     key: str
-    replicas: int
+    replicas: int | None
 
 
 def parse_ring_query(params: Params) -> RingQuery:
@@ -176,7 +185,7 @@ def parse_lookup_query(params: Params) -> LookupQuery:
         raise ParamError(
             "key", f"key must be 1 to {MAX_KEY_LENGTH} characters, got {len(key)}", key
         )
-    replicas = _int(values, "replicas", 1, MAX_NODES)
+    replicas = _int(values, "replicas", 1, MAX_NODES) if "replicas" in values else None
     return LookupQuery(placement, key, replicas)
 
 
@@ -204,17 +213,23 @@ def _collect(params: Params, known: frozenset[str]) -> dict[str, str]:
 
 def _placement(values: Mapping[str, str]) -> PlacementQuery:
     nodes = _nodes(values.get("nodes", DEFAULTS["nodes"]))
-    vnodes = _int(values, "vnodes", 1, MAX_VNODES)
-    hasher = values.get("hasher", DEFAULTS["hasher"])
-    if hasher not in HASHERS:
+    vnodes = _int(values, "vnodes", 1, MAX_VNODES) if "vnodes" in values else None
+    hasher = values.get("hasher")
+    if hasher is not None and hasher not in HASHERS:
         known = ", ".join(sorted(HASHERS))
         raise ParamError("hasher", f"unknown hasher {hasher!r}; known: {known}", hasher)
     strategy = values.get("strategy", DEFAULTS["strategy"])
     if strategy not in registry.STRATEGY_NAMES:
         known = ", ".join(registry.STRATEGY_NAMES)
         raise ParamError("strategy", f"unknown strategy {strategy!r}; known: {known}", strategy)
-    _check_tokens(nodes, vnodes, "vnodes", values.get("vnodes", DEFAULTS["vnodes"]))
-    return PlacementQuery(nodes, vnodes, hasher, strategy)
+    query = PlacementQuery(nodes, vnodes, hasher, strategy)
+    _check_tokens(nodes, _token_vnodes(query), "vnodes", values.get("vnodes", DEFAULTS["vnodes"]))
+    return query
+
+
+def _token_vnodes(query: PlacementQuery) -> int:
+    """Return the vnodes that bound the query's token count: given, or the page's default."""
+    return int(DEFAULTS["vnodes"]) if query.vnodes is None else query.vnodes
 
 
 def _nodes(text: str) -> tuple[Node, ...]:
@@ -304,7 +319,7 @@ def _change(values: Mapping[str, str], placement: PlacementQuery) -> Change | No
             raise ParamError(
                 "add", f"nodes must list at most {MAX_NODES}, got {len(names) + 1}", text
             )
-        _check_tokens((*placement.nodes, node), placement.vnodes, "add", text)
+        _check_tokens((*placement.nodes, node), _token_vnodes(placement), "add", text)
         return Change("add", node)
     name, _, weight = text.partition(":") if kind == "reweight" else (text, "", "")
     if name not in names:
@@ -317,5 +332,5 @@ def _change(values: Mapping[str, str], placement: PlacementQuery) -> Change | No
         return Change("remove", old)
     node = old.with_weight(_weight(weight, "reweight", text))
     others = [other for other in placement.nodes if other.name != name]
-    _check_tokens((*others, node), placement.vnodes, "reweight", text)
+    _check_tokens((*others, node), _token_vnodes(placement), "reweight", text)
     return Change("reweight", node)

@@ -26,13 +26,16 @@ function nodeSpec(node) {
   return spec;
 }
 
+// The options the chosen strategy uses (from /api/meta): the API refuses any other.
+function uses(option) {
+  return (state.meta.options[state.strategy] || []).includes(option);
+}
+
 function placementParams() {
-  return {
-    nodes: state.nodes.map(nodeSpec).join(","),
-    vnodes: String(state.vnodes),
-    hasher: state.hasher,
-    strategy: state.strategy,
-  };
+  const params = { nodes: state.nodes.map(nodeSpec).join(","), strategy: state.strategy };
+  if (uses("vnodes")) params.vnodes = String(state.vnodes);
+  if (uses("hasher")) params.hasher = state.hasher;
+  return params;
 }
 
 async function getJSON(path, params) {
@@ -125,9 +128,11 @@ function drawRing() {
   }
   const colours = report.nodes.map((node) => colourOf(node.name));
   ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup });
+  const settings = [`strategy ${report.strategy}`];
+  if (report.vnodes !== null) settings.push(`${report.vnodes} vnodes per node`);
+  if (report.hasher !== null) settings.push(`hasher ${report.hasher}`);
   $("ring-summary").textContent =
-    `${report.keys.positions.length} keys on ${report.nodes.length} nodes, strategy ` +
-    `${report.strategy}, ${report.vnodes} vnodes per node, hasher ${report.hasher}`;
+    `${report.keys.positions.length} keys on ${report.nodes.length} nodes, ${settings.join(", ")}`;
 }
 
 function renderBars() {
@@ -266,7 +271,8 @@ function renderLookup() {
     return;
   }
   const how = found.walk ? "walk clockwise" : `${state.report.strategy} picks`;
-  $("lookup-line").textContent = `hash = ${found.hash} → ${how} → node ${found.owner}`;
+  const hashed = found.hash === null ? "" : `hash = ${found.hash} → `;
+  $("lookup-line").textContent = `${hashed}${how} → node ${found.owner}`;
   $("lookup-owner").textContent = found.owner;
   $("lookup-preference").textContent = found.preference_list.join(", ");
   for (const step of found.walk ? found.walk.steps : []) {
@@ -289,7 +295,11 @@ function syncControls() {
     input.checked = Number(input.value) === state.vnodes;
   }
   $("vnodes-custom").value = state.vnodes;
+  for (const input of document.querySelectorAll("input[name=vnodes], #vnodes-custom")) {
+    input.disabled = !uses("vnodes");
+  }
   $("hasher").value = state.hasher;
+  $("hasher").disabled = !uses("hasher");
   $("strategy").value = state.strategy;
   $("keys").value = state.keys;
   $("zipf-on").checked = state.zipf !== null;

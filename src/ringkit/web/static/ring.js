@@ -87,7 +87,7 @@ function drawKeys(svg, report, colours, moved) {
 }
 
 function drawLookup(svg, found) {
-  if (!found) return;
+  if (!found || found.position === null) return; // a placement that does not hash keys
   const group = el("g", { class: "lookup-marks" });
   const steps = found.walk ? found.walk.steps : [];
   if (steps.length) {
@@ -114,7 +114,9 @@ export function drawRing(svg, report, { colours, moved, lookup }) {
   drawLookup(svg, lookup);
   const centre = el("text", { x: 0, y: -6, class: "centre" },
     `${report.keys.positions.length} keys · ${report.nodes.length} nodes`);
-  const sub = el("text", { x: 0, y: 14, class: "centre sub" },
-    `${report.strategy} · ${report.vnodes} vnodes · ${report.hasher}`);
+  const settings = [report.strategy];
+  if (report.vnodes !== null) settings.push(`${report.vnodes} vnodes`);
+  if (report.hasher !== null) settings.push(report.hasher);
+  const sub = el("text", { x: 0, y: 14, class: "centre sub" }, settings.join(" · "));
   svg.append(centre, sub);
 }
