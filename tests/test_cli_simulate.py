@@ -60,7 +60,7 @@ def test_default_json_is_the_librarys_answer(capsys: pytest.CaptureFixture[str])
     assert data["trace"]["owner"] == ring.node_for("booking-0001")
 
 
-def test_default_run_shows_seed_004_claims(capsys: pytest.CaptureFixture[str]) -> None:
+def test_default_run_shows_the_gatepass_claims(capsys: pytest.CaptureFixture[str]) -> None:
     steps = _json(capsys, "simulate", "--json")["steps"]
     by = {(s["vnodes"], s["event"]): s for s in steps}
     for v in (32, 128):

@@ -1,4 +1,4 @@
-"""ringkit.diff on rings: seed 003's example, brute-force properties, replicas, bad input."""
+"""ringkit.diff on rings: the textbook example, brute-force properties, replicas, bad input."""
 
 from __future__ import annotations
 
@@ -33,17 +33,17 @@ SEED_003_POINTS = {
 SEED_003 = Hasher("seed003", SEED_003_POINTS.__getitem__, 64)
 
 
-def seed_003_ring() -> HashRing:
+def textbook_ring() -> HashRing:
     return HashRing.from_tokens(
         {"A": [10], "B": [35], "C": [60], "D": [85]}, space=100, hasher=SEED_003
     )
 
 
-# -- seed 003, corrected ---------------------------------------------------------------------
+# -- the textbook example, corrected --------------------------------------------------------------
 
 
-def test_seed_003_adding_e_at_50_moves_only_the_arc_35_50_from_c_to_e() -> None:
-    old = seed_003_ring()
+def test_textbook_adding_e_at_50_moves_only_the_arc_35_50_from_c_to_e() -> None:
+    old = textbook_ring()
     movement = diff(old, old.add("E", tokens=[50]))
     assert movement.arcs == (MovedArc(35, 50, "C", "E", 15),)
     assert str(movement.arcs[0]) == "arc (35, 50] from C to E"
@@ -52,16 +52,16 @@ def test_seed_003_adding_e_at_50_moves_only_the_arc_35_50_from_c_to_e() -> None:
     assert movement.pairs() == {("C", "E"): 15}
 
 
-def test_seed_003_only_k4_moves_not_k5() -> None:
-    old = seed_003_ring()
+def test_textbook_only_k4_moves_not_k5() -> None:
+    old = textbook_ring()
     movement = diff(old, old.add("E", tokens=[50]))
     keys = [f"k{i}" for i in range(1, 9)]
     assert movement.moved_keys(keys) == [("k4", "C", "E")]
     assert movement.moved_points([5, 20, 30, 45, 55, 70, 80, 95]) == [(45, "C", "E")]
 
 
-def test_seed_003_keys_given_to_diff_are_counted_beside_modulo() -> None:
-    old = seed_003_ring()
+def test_textbook_keys_given_to_diff_are_counted_beside_modulo() -> None:
+    old = textbook_ring()
     keys = [f"k{i}" for i in range(1, 9)]
     movement = diff(old, old.add("E", tokens=[50]), keys=keys)
     assert (movement.keys_total, movement.keys_moved) == (8, 1)
@@ -71,8 +71,8 @@ def test_seed_003_keys_given_to_diff_are_counted_beside_modulo() -> None:
     assert movement.modulo_fraction == pytest.approx(4 / 5)
 
 
-def test_seed_003_removing_c_hands_its_whole_arc_to_d() -> None:
-    old = seed_003_ring()
+def test_textbook_removing_c_hands_its_whole_arc_to_d() -> None:
+    old = textbook_ring()
     movement = diff(old, old.remove("C"))
     assert movement.arcs == (MovedArc(35, 60, "C", "D", 25),)
     assert movement.optimum_fraction == pytest.approx(0.25)
@@ -294,7 +294,7 @@ def test_an_empty_side_is_refused() -> None:
 
 
 def test_points_outside_the_space_are_refused_naming_the_value() -> None:
-    movement = diff(seed_003_ring(), seed_003_ring().add("E", tokens=[50]))
+    movement = diff(textbook_ring(), textbook_ring().add("E", tokens=[50]))
     with pytest.raises(ConfigError, match=r"point must be in \[0, 100\), got 150"):
         movement.moved_points([5, 150])
     with pytest.raises(ConfigError, match="got -1"):
@@ -306,13 +306,13 @@ def test_points_outside_the_space_are_refused_naming_the_value() -> None:
 
 
 def test_a_single_string_is_not_a_key_list() -> None:
-    movement = diff(seed_003_ring(), seed_003_ring())
+    movement = diff(textbook_ring(), textbook_ring())
     with pytest.raises(TypeError, match="keys must be an iterable of keys, got a single str"):
         movement.moved_keys("k1")
 
 
 def test_gained_for_an_unknown_node_names_it() -> None:
-    movement = diff(seed_003_ring(), seed_003_ring().add("E", tokens=[50]))
+    movement = diff(textbook_ring(), textbook_ring().add("E", tokens=[50]))
     with pytest.raises(UnknownNodeError, match="node 'Z' is not in the diff"):
         movement.gained("Z")
 

@@ -1,7 +1,7 @@
 """Regression: diff's ``hash % N`` baseline uses the placement's own hasher, for every strategy.
 
 Before the fix, placements without a public ``hasher`` (jump, rendezvous, multiprobe, bounded)
-were compared with ``hash % N`` under the default xxh3_64: on seed 004's "add D" with
+were compared with ``hash % N`` under the default xxh3_64: on the Gatepass lesson's "add D" with
 fnv1a_32_mix, diff reported 238 keys where ``hash % N`` with fnv1a_32_mix moves 230.
 """
 

@@ -17,14 +17,14 @@ SEED_003 = Hasher("seed003", POINTS.__getitem__, 64)
 KEYS = [f"k{i}" for i in range(1, 9)]
 
 
-def seed_003_ring() -> HashRing:
+def textbook_ring() -> HashRing:
     return HashRing.from_tokens(
         {"A": [10], "B": [35], "C": [60], "D": [85]}, space=100, hasher=SEED_003
     )
 
 
-def test_seed_003_plan_is_one_range_read_with_its_key_and_bytes() -> None:
-    old = seed_003_ring()
+def test_textbook_plan_is_one_range_read_with_its_key_and_bytes() -> None:
+    old = textbook_ring()
     movement = diff(old, old.add("E", tokens=[50]))
     plan = movement.plan(
         KEYS, [100 * i for i in range(1, 9)], setup_s=2.0, bandwidth_bytes_per_s=100.0
@@ -38,7 +38,7 @@ def test_seed_003_plan_is_one_range_read_with_its_key_and_bytes() -> None:
 
 
 def test_without_sizes_bytes_are_the_arcs_share_of_total_bytes() -> None:
-    old = seed_003_ring()
+    old = textbook_ring()
     plan = diff(old, old.remove("C")).plan(
         setup_s=1.0, bandwidth_bytes_per_s=10.0, total_bytes=1000
     )
@@ -49,7 +49,7 @@ def test_without_sizes_bytes_are_the_arcs_share_of_total_bytes() -> None:
 
 
 def test_keys_given_to_diff_are_the_plans_default() -> None:
-    old = seed_003_ring()
+    old = textbook_ring()
     plan = diff(old, old.remove("C"), keys=KEYS).plan()
     assert plan.transfers[0].keys == 2  # k4 (45) and k5 (55) leave C for D
 
@@ -116,7 +116,7 @@ def test_waves_respect_the_stream_limits_and_the_cost_model(
 
 
 def test_bad_plan_options_are_refused_naming_the_value() -> None:
-    old = seed_003_ring()
+    old = textbook_ring()
     movement = diff(old, old.add("E", tokens=[50]))
     with pytest.raises(ConfigError, match="max_streams_per_source must be an int >= 1, got 0"):
         movement.plan(max_streams_per_source=0)

@@ -1,4 +1,4 @@
-"""HashRing: the seeds' worked examples exactly, transparent-hash tests, the API and bad input."""
+"""HashRing: the classic worked examples exactly, transparent-hash tests, the API and bad input."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def transparent(data: bytes) -> int:
     return int(text.rsplit("#", 1)[-1])
 
 
-# -- seed 003: the 3-node ring on 0-359 ---------------------------------------------------------
+# -- the textbook 3-node ring on 0-359 ---------------------------------------------------------
 
 
-def test_seed_003_three_nodes_lookup_and_wrap_around() -> None:
+def test_textbook_three_nodes_lookup_and_wrap_around() -> None:
     ring = HashRing.from_tokens({"A": [40], "B": [160], "C": [300]}, space=360)
     assert ring.node_for_point(75) == "B"  # "user:42" -> 75 -> B
     assert ring.node_for_point(310) == "A"  # "user:99" -> 310 wraps past 360/0 to A
@@ -42,13 +42,13 @@ def test_seed_003_three_nodes_lookup_and_wrap_around() -> None:
 
 
 def test_a_point_equal_to_a_token_belongs_to_that_token() -> None:
-    # First token >= point (seed 003, libketama, Envoy); seed 000's bisect.bisect would say C.
+    # First token >= point (libketama, Envoy); a sketch with bisect.bisect would say C.
     ring = HashRing.from_tokens({"A": [40], "B": [160], "C": [300]}, space=360)
     assert ring.node_for_point(160) == "B"
     assert ring.node_for_point(161) == "C"
 
 
-def test_seed_003_virtual_nodes_even_out_the_arcs() -> None:
+def test_textbook_virtual_nodes_even_out_the_arcs() -> None:
     one_each = HashRing.from_tokens({"A": [10], "B": [40], "C": [300]}, space=360)
     assert one_each.owned_points() == {"A": 70, "B": 30, "C": 260}
     three_each = HashRing.from_tokens(
@@ -58,7 +58,7 @@ def test_seed_003_virtual_nodes_even_out_the_arcs() -> None:
     assert [three_each.node_for_point(t) for t in three_each.tokens.tolist()] == list("ABBABCACC")
 
 
-def test_seed_003_node_add_corrected_k4_moves_from_c_to_e() -> None:
+def test_textbook_node_add_corrected_k4_moves_from_c_to_e() -> None:
     # The seed's text says E owns (50, 60] and k5 moves; its own rule (first token >= point)
     # gives E the arc (35, 50]: k4 (45) moves C -> E, k5 (55) stays on C. ringkit follows the rule.
     before = HashRing.from_tokens({"A": [10], "B": [35], "C": [60], "D": [85]}, space=100)

@@ -168,9 +168,9 @@ def test_hot_keys_and_request_balance() -> None:
     for rank, hot in enumerate(start.hot_keys, start=1):
         assert hot.node == ring.node_for(hot.key)
         assert hot.request_share == pytest.approx(rank**-1.1 / total)
-    # Seed 000: the ring balances keys, not traffic. The top key alone carries 13.9% of the
-    # requests (0.83 of a node's fair sixth), so the node it pins sits near 1.7x fair by
-    # requests while 256 vnodes keep keys within ~1 + 3 x 0.06.
+    # The ring balances keys, not traffic (DeCandia et al. 2007, 6.2). The top key alone
+    # carries 13.9% of the requests (0.83 of a node's fair sixth), so the node it pins sits
+    # near 1.7x fair by requests while 256 vnodes keep keys within ~1 + 3 x 0.06.
     keys, requests = start.balance["keys"], start.balance["requests"]
     assert keys.busiest_ratio < 1.2
     assert requests.busiest_ratio > 1.4

@@ -25,13 +25,13 @@ from ringkit.stats import (
 )
 
 
-def test_seed_000_worst_share_figures() -> None:
+def test_spacing_theory_worst_share_figures() -> None:
     # The estimate gives worst_share(10, 1) ~0.31 and worst_share(10, 256) ~0.11.
     assert worst_share(10, 1) == pytest.approx(0.3146, abs=1e-4)
     assert worst_share(10, 256) == pytest.approx(0.1134, abs=1e-4)
 
 
-def test_seed_000_largest_arc_figures() -> None:
+def test_spacing_theory_largest_arc_figures() -> None:
     # H_N / N: about 0.29 of the circle for N = 10, about 0.052 for N = 100.
     assert expected_largest_share(10) == pytest.approx(0.2929, abs=1e-4)
     assert expected_largest_share(100) == pytest.approx(0.0519, abs=1e-4)

@@ -54,7 +54,7 @@ def owners_by_name(report: dict[str, Any]) -> list[str]:
 # -- answers equal the library's ---------------------------------------------------------------
 
 
-def test_default_state_is_seed_004(client: TestClient) -> None:
+def test_default_state_is_the_gatepass_lesson(client: TestClient) -> None:
     report = get(client, "/api/ring")
     assert [node["name"] for node in report["nodes"]] == ["A", "B", "C"]
     assert report["keys"]["names"] == SEED_KEYS
@@ -136,7 +136,8 @@ def test_change_moves_what_the_library_moves(
 
 @pytest.mark.parametrize("vnodes", [1, 8, 32, 128])
 def test_the_lessons_sequence_matches_the_simulator(client: TestClient, vnodes: int) -> None:
-    # Seed 004 via ringkit.sim: A, B, C; add D; remove B. The page's API must agree step by step.
+    # The Gatepass lesson via ringkit.sim: A, B, C; add D; remove B. The page's API must agree
+    # step by step.
     run = run_scenario(gatepass(vnodes=[vnodes])[0])
     nodes = "A,B,C"
     for step, change in zip(run.steps[1:], [{"add": "D"}, {"remove": "B"}], strict=True):

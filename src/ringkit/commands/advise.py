@@ -147,7 +147,7 @@ def _notes(a: Advice) -> list[str]:
             0,
             f"The node count never changes: hash % N (or {a.nodes} fixed "
             "partitions) is perfectly even, needs no table and never moves a key; a "
-            "ring is unnecessary overhead here (seed 003).",
+            "ring is unnecessary overhead here.",
         )
     else:
         notes.append(

@@ -29,7 +29,9 @@ __all__ = ["register", "render"]
 def register(subparsers: Any) -> None:
     """Add the ``demo`` subcommand and its ``cache`` scenario."""
     parser = subparsers.add_parser(
-        "demo", help="run a scenario from the seeds", description="Run a scenario from the seeds."
+        "demo",
+        help="run a lesson on real servers or processes",
+        description="Run a lesson on real servers or processes.",
     )
     scenarios = parser.add_subparsers(dest="scenario", metavar="SCENARIO", required=True)
     cache = scenarios.add_parser(

@@ -227,9 +227,14 @@ def changes(old_rows: IntArray, new_rows: IntArray) -> Changes:
         rows = np.flatnonzero((old_rows != new_rows).any(axis=1))
         found = _changes_sets(old_rows[rows], new_rows[rows])
         return Changes(
-            rows[found.gain_segment], found.gain_node, rows[found.loss_segment], found.loss_node,
-            rows[found.stream_segment], found.stream_source, found.stream_destination,
-        )  # fmt: skip
+            gain_segment=rows[found.gain_segment],
+            gain_node=found.gain_node,
+            loss_segment=rows[found.loss_segment],
+            loss_node=found.loss_node,
+            stream_segment=rows[found.stream_segment],
+            stream_source=found.stream_source,
+            stream_destination=found.stream_destination,
+        )
     return _changes_sets(old_rows, new_rows)
 
 
