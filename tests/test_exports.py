@@ -20,9 +20,10 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 def test_every_public_member_is_exported() -> None:
     public = {
-        name for name, value in vars(ringkit).items()
+        name
+        for name, value in vars(ringkit).items()
         if not name.startswith("_") and getattr(value, "__module__", "").startswith("ringkit")
-    }  # fmt: skip
+    }
     assert public <= set(ringkit.__all__)
 
 
@@ -33,7 +34,27 @@ def test_errors_subclass_the_builtins_they_refine() -> None:
     assert issubclass(ringkit.DuplicateNodeError, ValueError)
     assert issubclass(ringkit.CapacityError, RuntimeError)
     assert issubclass(ringkit.UnsupportedError, NotImplementedError)
+    assert issubclass(ringkit.ParamError, ringkit.ConfigError)
+    assert issubclass(ringkit.QuorumError, ringkit.BackendError)
+    assert issubclass(ringkit.StaleViewError, RuntimeError)
+    assert issubclass(ringkit.ViewConflictError, RuntimeError)
     assert all(
         issubclass(error, ringkit.RingkitError)
         for error in (ringkit.ConfigError, ringkit.BackendError, ringkit.UnknownNodeError)
     )
+
+
+def test_every_error_class_lives_in_ringkit_errors() -> None:
+    # Issue 13: one tree. An exception class defined anywhere else in the package is a stray.
+    import ast
+    from pathlib import Path
+
+    source = Path(ringkit.__file__).parent
+    strays = [
+        f"{path.relative_to(source)}:{node.lineno} {node.name}"
+        for path in source.rglob("*.py")
+        if path.name != "errors.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ClassDef) and node.name.endswith(("Error", "Exception"))
+    ]
+    assert strays == []

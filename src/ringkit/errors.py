@@ -5,6 +5,7 @@ written against the builtins (``except ValueError``) keeps working::
 
     RingkitError
     ├── ConfigError(RingkitError, ValueError)         bad option: weight <= 0, unknown hasher
+    │   └── ParamError(ConfigError)                   a named input parameter (HTTP query) is bad
     ├── EmptyRingError(RingkitError, LookupError)     a lookup on a placement with no nodes
     ├── UnknownNodeError(RingkitError, KeyError)      remove / reweight a node that is not there
     ├── DuplicateNodeError(RingkitError, ValueError)  add a node that is already there
@@ -28,6 +29,7 @@ __all__ = [
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "ParamError",
     "QuorumError",
     "RingkitError",
     "StaleViewError",
@@ -44,6 +46,24 @@ class RingkitError(Exception):
 
 class ConfigError(RingkitError, ValueError):
     """An option or argument has a value ringkit cannot work with."""
+
+
+class ParamError(ConfigError):
+    """A named input parameter is missing, malformed or out of range.
+
+    ``param`` names the parameter and ``value`` holds what was given (None when it was missing),
+    so that a face can point at it: the web API answers HTTP 400 with both.
+
+    >>> error = ParamError("vnodes", "vnodes must be in [1, 1024], got '0'", "0")
+    >>> error.param, error.value, str(error)
+    ('vnodes', '0', "vnodes must be in [1, 1024], got '0'")
+    """
+
+    def __init__(self, param: str, message: str, value: str | None) -> None:
+        super().__init__(message)
+        self.param = param
+        self.message = message
+        self.value = value
 
 
 class EmptyRingError(RingkitError, LookupError):

@@ -54,7 +54,8 @@ def _page(request: Request) -> Response:
 
 async def _bad_param(request: Request, error: Exception) -> Response:
     assert isinstance(error, ParamError)
-    return JSONResponse(error.to_json(), status_code=400)
+    body = {"error": {"param": error.param, "message": error.message, "value": error.value}}
+    return JSONResponse(body, status_code=400)
 
 
 async def _http_error(request: Request, error: Exception) -> Response:

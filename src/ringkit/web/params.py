@@ -23,7 +23,7 @@ True
 >>> parse_ring_query({"vnodes": "0"})
 Traceback (most recent call last):
 ...
-ringkit.web.params.ParamError: vnodes must be in [1, 1024], got '0'
+ringkit.errors.ParamError: vnodes must be in [1, 1024], got '0'
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ringkit.errors import ConfigError
+from ringkit.errors import ParamError
 from ringkit.hashing import HASHERS
 from ringkit.nodes import Node
 from ringkit.ring import vnode_count
@@ -94,20 +94,6 @@ _DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
 
 ChangeKind = Literal["add", "remove", "reweight"]
 Params = Mapping[str, str] | Iterable[tuple[str, str]]
-
-
-class ParamError(ConfigError):
-    """A query parameter is missing, malformed or out of range; ``param`` names it."""
-
-    def __init__(self, param: str, message: str, value: str | None) -> None:
-        super().__init__(message)
-        self.param = param
-        self.message = message
-        self.value = value
-
-    def to_json(self) -> dict[str, object]:
-        """Return the body of the HTTP 400 answer."""
-        return {"error": {"param": self.param, "message": self.message, "value": self.value}}
 
 
 @dataclass(frozen=True, slots=True)
