@@ -10,7 +10,8 @@ written against the builtins (``except ValueError``) keeps working::
     ├── DuplicateNodeError(RingkitError, ValueError)  add a node that is already there
     ├── CapacityError(RingkitError, RuntimeError)     bounded load: every node at its cap
     ├── UnsupportedError(RingkitError, NotImplementedError)  e.g. jump removing a non-last bucket
-    └── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
+    ├── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
+    └── ViewConflictError(RingkitError, RuntimeError) two writers raced for one epoch; one lost
 
 Messages follow ``<subject> <constraint>, got <value!r>[; <how to fix>]``.
 """
@@ -28,6 +29,7 @@ __all__ = [
     "RingkitError",
     "UnknownNodeError",
     "UnsupportedError",
+    "ViewConflictError",
     "format_names",
 ]
 
@@ -66,6 +68,10 @@ class UnsupportedError(RingkitError, NotImplementedError):
 
 class BackendError(RingkitError):
     """A cache server failed: unavailable, timed out or answered out of protocol."""
+
+
+class ViewConflictError(RingkitError, RuntimeError):
+    """Two writers raced to publish a view or table at one epoch, and this one lost."""
 
 
 def format_names(names: Iterable[object], limit: int = 5) -> str:

@@ -1,0 +1,373 @@
+"""Store: one process's view of a live ring, kept current by a watch, and its changes dispatched.
+
+A store holds the records under its prefix (``members/NAME``, one per member, under that
+member's lease; ``table``, a controller's table) exactly as they were at its current *epoch*:
+the revision of the last change under the prefix. It starts from the records at the revision of
+the newest one (a past revision, read as it was) and replays every later change from the
+service's history through a watch, so every process passes through the same epochs and builds
+the same ring at each: the property dskit's ring gets from one CAS-updated descriptor, here
+from etcd's revisions (Cassandra gossips instead and converges eventually).
+
+Each new epoch becomes a :class:`Change`; one *dispatcher thread* per store calls the
+subscribers, in epoch order, one at a time, so a slow subscriber delays the others but never
+reorders them. asyncio users iterate ``store.changes()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from ringkit.errors import BackendError, ConfigError, RingkitError, ViewConflictError
+from ringkit.live.backend import Backend, Event, Record, WatchHandle
+from ringkit.live.change import Change
+from ringkit.live.member import Member
+from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
+from ringkit.live.urls import parse_store_url
+from ringkit.placement import Placement
+
+__all__ = ["Store", "Subscription", "connect"]
+
+_log = logging.getLogger("ringkit.live")
+_RESUME_DELAY_S = 0.1
+
+
+def _open_backend(url: str) -> tuple[Backend, str]:
+    parsed = parse_store_url(url)
+    if parsed.scheme == "memory":
+        from ringkit.live.memory import MemoryBackend
+
+        return MemoryBackend.named(parsed.name), parsed.prefix
+    from ringkit.live.etcd import EtcdBackend
+
+    return EtcdBackend(parsed), parsed.prefix
+
+
+def connect(url: str) -> Store:
+    """Connect to the live ring at `url` and return its :class:`Store`.
+
+    ``etcd://h1:2379,h2:2379/PREFIX`` (``etcds://`` for TLS, ``user:password@`` for auth) or
+    ``memory://NAME`` (shared by the threads of this process).
+
+    >>> store = connect("memory://connect-doctest")
+    >>> store.snapshot().epoch, len(store.snapshot().ring)
+    (0, 0)
+    >>> store.close()
+
+    :raises ConfigError: for a malformed URL
+    :raises BackendError: when etcd cannot be reached within a few seconds (the message names
+        the hosts and the cause)
+    """
+    backend, prefix = _open_backend(url)
+    return Store(backend, prefix, url)
+
+
+class Subscription:
+    """A subscriber's registration: ``cancel()`` stops further calls."""
+
+    def __init__(self, store: Store, callback: Callable[[Change], None]) -> None:
+        self._store, self.callback = store, callback
+
+    def cancel(self) -> None:
+        """Stop calling the callback (a call under way finishes)."""
+        self._store._unsubscribe(self)
+
+
+class Store:
+    """A live ring as this process sees it: snapshots, changes, members, published tables.
+
+    Reading: ``snapshot``, ``wait_for``. Following: ``subscribe``, ``changes`` (async).
+    Taking part: ``join``. Controllers: ``publish``. ``close`` (also a context manager).
+    """
+
+    def __init__(self, backend: Backend, prefix: str, url: str = "") -> None:
+        self._backend, self._prefix, self._url = backend, prefix, url
+        self._members_prefix = prefix + "members/"
+        self._table_key = prefix + "table"
+        self._lock = threading.Condition()
+        self._records: dict[str, Record] = {}
+        self._subscribers: list[Subscription] = []
+        self._queue: queue.Queue[Change | None] = queue.Queue()
+        self._delivered = 0
+        self._closed = False
+        self._watch: WatchHandle | None = None
+        self._target: dict[str, int] | None = None
+        self._snapshot = self._load()
+        self._dispatcher = threading.Thread(target=self._dispatch, name="ringkit-live-dispatch")
+        self._dispatcher.daemon = True
+        self._dispatcher.start()
+        self._start_watch(self._snapshot.epoch + 1)
+        if self._target is not None:
+            self._catch_up()
+
+    def _catch_up(self, timeout_s: float = 5.0) -> None:
+        """Wait until the replay has reached the records read at connect (the last deletes)."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: {k: r.mod_revision for k, r in self._records.items()} == self._target,
+                timeout=timeout_s,
+            )
+
+    @property
+    def backend(self) -> Backend:
+        """The coordination service (memory or etcd) this store reads and writes."""
+        return self._backend
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix of this ring in the service."""
+        return self._prefix
+
+    def member_key(self, name: str) -> str:
+        """Return the key of member `name`'s record."""
+        return self._members_prefix + name
+
+    # -- following the service -------------------------------------------------------------------
+
+    def _relevant(self, key: str) -> bool:
+        return key.startswith(self._members_prefix) or key == self._table_key
+
+    def _load(self) -> Snapshot:
+        """Read the records at the revision of the newest one: an exact, past epoch."""
+        revision, records = self._backend.get_prefix(self._prefix)
+        records = now = [r for r in records if self._relevant(r.key)]
+        newest = max((r.mod_revision for r in records), default=0)
+        if newest < revision:
+            # Changes after `newest` (deletes) are replayed by the watch, in order.
+            try:
+                records = (
+                    [
+                        r
+                        for r in self._backend.get_prefix(self._prefix, newest)[1]
+                        if self._relevant(r.key)
+                    ]
+                    if newest
+                    else []
+                )
+            except BackendError:
+                newest = revision  # history compacted: label the current records with `now`
+        self._records = {r.key: r for r in records}
+        # Wait at connect for the replay of deletes that a past read shows (else it is async).
+        target = {r.key: r.mod_revision for r in now}
+        past = {r.key: r.mod_revision for r in records}
+        self._target = target if target != past else None
+        return self._build(newest)
+
+    def _build(self, epoch: int) -> Snapshot:
+        members: dict[str, MemberInfo] = {}
+        table: Placement | None = None
+        for key, record in self._records.items():
+            try:
+                if key == self._table_key:
+                    table = decode_table(record.value)
+                else:
+                    info = decode_member(record.value, record.lease)
+                    members[info.name] = info
+            except (ConfigError, ValueError) as error:
+                _log.warning("ignoring unreadable record %s: %s", key, error)
+        return Snapshot.build(epoch, members, table)
+
+    def _start_watch(self, start_revision: int) -> None:
+        self._watch = self._backend.watch(
+            self._prefix, start_revision, self._on_events, self._on_watch_error
+        )
+
+    def _on_events(self, events: Sequence[Event]) -> None:
+        with self._lock:
+            relevant = [e for e in events if self._relevant(e.key)]
+            revision = events[0].revision
+            if self._closed or revision <= self._snapshot.epoch or not relevant:
+                return
+            for event in relevant:
+                if event.kind == "delete":
+                    self._records.pop(event.key, None)
+                else:
+                    self._records[event.key] = Record(
+                        event.key, event.value, event.revision, 0, event.lease
+                    )
+            old, self._snapshot = self._snapshot, self._build(revision)
+            self._lock.notify_all()
+        self._queue.put(Change(old, self._snapshot))
+
+    def _on_watch_error(self, error: Exception) -> None:
+        if self._closed:
+            return
+        _log.info("watch of %s broke (%s); resuming", self._backend.describe(), error)
+        threading.Thread(target=self._resume, name="ringkit-live-resume", daemon=True).start()
+
+    def _resume(self) -> None:
+        """Watch again from the next epoch, on whichever endpoint answers, until closed."""
+        while not self._closed:
+            time.sleep(_RESUME_DELAY_S)
+            try:
+                self._start_watch(self._snapshot.epoch + 1)
+                return
+            except RingkitError as error:
+                _log.info("resuming the watch failed: %s", error)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Return the latest snapshot this process has seen (never blocks). Runtime: O(1)."""
+        return self._snapshot
+
+    def wait_for(
+        self, predicate: Callable[[Snapshot], bool], *, timeout_s: float = 10.0
+    ) -> Snapshot:
+        """Block until a snapshot satisfies `predicate`; return it.
+
+        :raises TimeoutError: when none does within `timeout_s`
+        """
+        with self._lock:
+            if not self._lock.wait_for(lambda: predicate(self._snapshot), timeout=timeout_s):
+                raise TimeoutError(
+                    f"no snapshot satisfied the condition within {timeout_s} s; "
+                    f"latest {self._snapshot!r}"
+                )
+            return self._snapshot
+
+    # -- dispatching -----------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Change], None]) -> Subscription:
+        """Call `callback(change)` on every new epoch from now on, in order.
+
+        Calls come from this store's one dispatcher thread; an exception in a callback is
+        logged and does not stop the others.
+        """
+        subscription = Subscription(self, callback)
+        with self._lock:
+            self._subscribers.append(subscription)
+        return subscription
+
+    def _unsubscribe(self, subscription: Subscription) -> None:
+        with self._lock:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)
+
+    def _dispatch(self) -> None:
+        while True:
+            change = self._queue.get()
+            if change is None:
+                return
+            with self._lock:
+                subscribers = list(self._subscribers)
+            for subscription in subscribers:
+                try:
+                    subscription.callback(change)
+                except Exception:  # a subscriber's bug must not stop the others
+                    _log.exception("live ring subscriber %r failed", subscription.callback)
+            with self._lock:
+                self._delivered = change.new.epoch
+                self._lock.notify_all()
+
+    def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
+        """Block until every subscriber has been called for `epoch`; return whether it was."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._delivered >= epoch, timeout=timeout_s)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """Yield every new epoch's :class:`Change`, in order, to an asyncio task.
+
+        The dispatcher thread hands each change to the running loop; iteration ends when the
+        store closes.
+        """
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Change | None] = asyncio.Queue()
+
+        def hand_over(change: Change) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, change)
+
+        subscription = self.subscribe(hand_over)
+        try:
+            while not self._closed:
+                change = await inbox.get()
+                if change is None:
+                    return
+                yield change
+        finally:
+            subscription.cancel()
+
+    # -- taking part -----------------------------------------------------------------------------
+
+    def join(
+        self,
+        name: str,
+        *,
+        weight: float = 1.0,
+        zone: str | None = None,
+        data: Any = None,
+        ttl_s: float = 10.0,
+        ready: bool = True,
+        vnodes: int = 160,
+        allocate: bool = False,
+    ) -> Member:
+        """Register member `name` under a lease kept alive in the background; return it.
+
+        Its tokens are chosen once, now: `vnodes` hashed exactly as ``HashRing`` hashes them, or
+        with `allocate` as ``allocate_tokens`` places them against the current ring. It is
+        ``active`` at once, or ``joining`` until ``member.ready()`` when `ready` is False.
+
+        :raises DuplicateNodeError: when a live member holds the name (until its lease ends)
+        :raises ConfigError: for a bad name, weight, zone, `ttl_s` or `vnodes`
+        :raises BackendError: when the service cannot be reached
+        """
+        return Member.join(
+            self,
+            name,
+            weight=weight,
+            zone=zone,
+            data=data,
+            ttl_s=ttl_s,
+            ready=ready,
+            vnodes=vnodes,
+            allocate=allocate,
+        )
+
+    # -- controllers -----------------------------------------------------------------------------
+
+    def publish(self, placement: Placement, *, expect_epoch: int) -> Snapshot:
+        """Store `placement` as the ring's table if nothing changed since `expect_epoch`.
+
+        Compare-and-swap on the epoch (the table key's revision, 0 for none yet), so of two
+        controllers that read the same epoch exactly one wins. Returns the snapshot that holds
+        the table.
+
+        :raises ViewConflictError: when another table won; the message names its epoch
+        :raises ConfigError: for a placement without a table form
+        """
+        value = encode_table(placement)
+        ok, record = self._backend.put_unless_newer(self._table_key, value, expect_epoch)
+        if not ok:
+            raise ViewConflictError(
+                f"table must be unchanged since epoch {expect_epoch} to publish, got a table "
+                f"published at epoch {record.mod_revision} by another controller; read that "
+                "snapshot and plan again"
+            )
+        return self.wait_for(lambda s: s.epoch >= record.mod_revision)
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the watch and the dispatcher (members of this store stop heartbeating first)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+        self._queue.put(None)
+        with self._lock:
+            self._lock.notify_all()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self._url or self._backend.describe()!r}, epoch={self._snapshot.epoch})"
