@@ -103,6 +103,8 @@ class Member:
         member._heartbeat = threading.Thread(target=member._beat, name=f"ringkit-live-{name}")
         member._heartbeat.daemon = True
         member._heartbeat.start()
+        # Return once this process's snapshot shows the member (owns() is then meaningful).
+        store.wait_for(lambda s: s.epoch >= member._mod_revision)
         return member
 
     # -- the lease -------------------------------------------------------------------------------
