@@ -7,6 +7,7 @@ Debian packages, so a missing one there is a broken setup, never a reason to pas
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import shutil
 import socket
@@ -179,18 +180,20 @@ class EtcdCluster:
         return f"etcd://{self.endpoints}/{prefix}"
 
     def leader(self) -> int:
-        """The index of the current leader (asks each live member's /v2/stats/self)."""
+        """The index of the current leader (asks each live member's status, v3 JSON gateway)."""
         for index, port in enumerate(self.client_ports):
             if self.processes[index].poll() is not None:
                 continue
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v3/maintenance/status", data=b"{}", method="POST"
+            )
             try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/v2/stats/self", timeout=1
-                ) as r:
-                    if b'"StateLeader"' in r.read():
-                        return index
+                with urllib.request.urlopen(request, timeout=1) as reply:
+                    status = json.loads(reply.read())
             except OSError:
                 continue
+            if status.get("leader") == status["header"]["member_id"]:
+                return index
         raise RuntimeError("no etcd member is the leader")
 
 

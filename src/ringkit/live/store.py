@@ -23,7 +23,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from ringkit.errors import BackendError, ConfigError, RingkitError, ViewConflictError
+from ringkit.errors import BackendError, ConfigError, ViewConflictError
 from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
 from ringkit.live.member import Member
@@ -207,8 +207,8 @@ class Store:
             try:
                 self._start_watch(self._snapshot.epoch + 1)
                 return
-            except RingkitError as error:
-                _log.info("resuming the watch failed: %s", error)
+            except Exception as error:
+                _log.info("resuming the watch failed: %r", error)
 
     # -- reading ---------------------------------------------------------------------------------
 
