@@ -192,3 +192,28 @@ def test_two_controllers_racing_to_publish_exactly_one_wins(store_url: str) -> N
         assert "published at epoch" in str(errors[0])
         snap = two.wait_for(lambda s: s.table)
         assert snap.ring in tables and isinstance(snap.ring, FixedPartitions)
+
+
+def test_lease_remaining_and_async_changes(store_url: str) -> None:
+    import asyncio
+
+    with ringkit.live.connect(store_url) as store:
+        member = store.join("a", ttl_s=2)
+        assert 0 < store.lease_remaining_s("a") <= 2
+        with pytest.raises(ringkit.errors.UnknownNodeError, match="member 'zz' is not in"):
+            store.lease_remaining_s("zz")
+
+        async def follow() -> Change:
+            async for change in store.changes():
+                return change
+            raise AssertionError("no change")
+
+        async def main() -> Change:
+            task = asyncio.ensure_future(follow())
+            await asyncio.sleep(0.05)
+            await asyncio.to_thread(store.join, "b", ttl_s=2)
+            return await asyncio.wait_for(task, 5)
+
+        change = asyncio.run(main())
+        assert "b" in change.new.members
+        member.close()

@@ -23,7 +23,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from ringkit.errors import BackendError, ConfigError, ViewConflictError
+from ringkit.errors import (
+    BackendError,
+    ConfigError,
+    UnknownNodeError,
+    ViewConflictError,
+    format_names,
+)
 from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
 from ringkit.live.member import Member
@@ -230,6 +236,22 @@ class Store:
                     f"latest {self._snapshot!r}"
                 )
             return self._snapshot
+
+    def lease_remaining_s(self, name: str) -> float:
+        """Return the seconds member `name`'s lease has left now (0 when it is gone).
+
+        Asked of the service: a snapshot holds each member's TTL, not a countdown, since a
+        countdown in an immutable value is stale the moment it is read.
+
+        :raises UnknownNodeError: when the latest snapshot has no member `name`
+        """
+        info = self._snapshot.members.get(name)
+        if info is None:
+            raise UnknownNodeError(
+                f"member {name!r} is not in the live ring "
+                f"({len(self._snapshot.members)} members: {format_names(self._snapshot.members)})"
+            )
+        return self._backend.time_to_live(info.lease)
 
     # -- dispatching -----------------------------------------------------------------------------
 
