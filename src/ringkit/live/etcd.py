@@ -224,12 +224,19 @@ class EtcdBackend:
             if batch:
                 on_events(batch)
 
-        watch_id = self._call(
-            lambda: self._client.add_watch_prefix_callback(
-                prefix, callback, start_revision=max(1, start_revision)
-            )
-        )
-        return _Watch(self, watch_id)
+        def create() -> int:
+            try:
+                watch_id: int = self._client.add_watch_prefix_callback(
+                    prefix, callback, start_revision=max(1, start_revision)
+                )
+            except self._errors:
+                # NOTE: pyetcd keeps one watch stream per client and reuses it; after a failed
+                # create that stream may be wedged, so the retry must open a fresh one.
+                self._client._clear_old_stubs()
+                raise
+            return watch_id
+
+        return _Watch(self, self._call(create))
 
     def close(self) -> None:
         with contextlib.suppress(*self._errors):  # closing a channel that already failed

@@ -126,6 +126,30 @@ def _empty_ring() -> HashRing:
     return HashRing.from_tokens({})
 
 
+_MAX_DERIVED_CHANGES = 4
+
+
+def _derive(previous: Snapshot, active: Mapping[str, MemberInfo]) -> HashRing | None:
+    """Return `previous`'s ring changed into the ring of `active`, or None to build afresh."""
+    ring = previous.ring
+    if previous.table or not isinstance(ring, HashRing) or not len(ring) or not active:
+        return None
+    before = {n: m for n, m in previous.members.items() if m.state == "active"}
+    same = {n for n in before.keys() & active.keys() if _placed_alike(before[n], active[n])}
+    gone, new = before.keys() - same, active.keys() - same
+    if len(gone) + len(new) > _MAX_DERIVED_CHANGES or len(same) == 0:
+        return None
+    for name in sorted(gone):
+        ring = ring.remove(name)
+    for name in sorted(new):
+        ring = ring.add(active[name].node, tokens=active[name].tokens)
+    return ring
+
+
+def _placed_alike(one: MemberInfo, other: MemberInfo) -> bool:
+    return (one.tokens, one.weight, one.zone) == (other.tokens, other.weight, other.zone)
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Snapshot:
     """The live ring at one epoch; immutable.
@@ -143,16 +167,27 @@ class Snapshot:
 
     @classmethod
     def build(
-        cls, epoch: int, members: Mapping[str, MemberInfo], table: Placement | None
+        cls,
+        epoch: int,
+        members: Mapping[str, MemberInfo],
+        table: Placement | None,
+        previous: Snapshot | None = None,
     ) -> Snapshot:
-        """Return the snapshot of these members (and table) at `epoch`. Runtime: O(T log T)."""
+        """Return the snapshot of these members (and table) at `epoch`.
+
+        With `previous`, a ring that differs from its ring by a few members is derived from it
+        by ``remove`` / ``add`` with the members' tokens (an equal ring, built in O(T) instead
+        of O(T log T) and without re-checking every token: the cost of a change in each of N
+        watching processes). Runtime: O(T log T), or O(T + c·V log V) for c changed members.
+        """
         frozen = MappingProxyType(dict(sorted(members.items())))
         if table is not None:
             return cls(epoch, frozen, table, True)
-        active: dict[str | Node, Iterable[int]] = {
-            m.node: m.tokens for m in frozen.values() if m.state == "active"
-        }
-        ring = HashRing.from_tokens(active) if active else _empty_ring()
+        active = {name: m for name, m in frozen.items() if m.state == "active"}
+        ring = _derive(previous, active) if previous is not None else None
+        if ring is None:
+            tokens: dict[str | Node, Iterable[int]] = {m.node: m.tokens for m in active.values()}
+            ring = HashRing.from_tokens(tokens) if tokens else _empty_ring()
         return cls(epoch, frozen, ring)
 
     @property

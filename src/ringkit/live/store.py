@@ -103,6 +103,8 @@ class Store:
         self._closed = False
         self._watch: WatchHandle | None = None
         self._target: dict[str, int] | None = None
+        self._members: list[Member] = []
+        self._decoded: dict[str, tuple[int, MemberInfo]] = {}
         self._snapshot = self._load()
         self._dispatcher = threading.Thread(target=self._dispatch, name="ringkit-live-dispatch")
         self._dispatcher.daemon = True
@@ -164,7 +166,7 @@ class Store:
         self._target = target if target != past else None
         return self._build(newest)
 
-    def _build(self, epoch: int) -> Snapshot:
+    def _build(self, epoch: int, previous: Snapshot | None = None) -> Snapshot:
         members: dict[str, MemberInfo] = {}
         table: Placement | None = None
         for key, record in self._records.items():
@@ -172,11 +174,19 @@ class Store:
                 if key == self._table_key:
                     table = decode_table(record.value)
                 else:
-                    info = decode_member(record.value, record.lease)
+                    info = self._decode(record)
                     members[info.name] = info
             except (ConfigError, ValueError) as error:
                 _log.warning("ignoring unreadable record %s: %s", key, error)
-        return Snapshot.build(epoch, members, table)
+        return Snapshot.build(epoch, members, table, previous)
+
+    def _decode(self, record: Record) -> MemberInfo:
+        """Decode a member record once per write (N watchers each decode every change)."""
+        cached = self._decoded.get(record.key)
+        if cached is None or cached[0] != record.mod_revision:
+            cached = (record.mod_revision, decode_member(record.value, record.lease))
+            self._decoded[record.key] = cached
+        return cached[1]
 
     def _start_watch(self, start_revision: int) -> None:
         self._watch = self._backend.watch(
@@ -196,7 +206,11 @@ class Store:
                     self._records[event.key] = Record(
                         event.key, event.value, event.revision, 0, event.lease
                     )
-            old, self._snapshot = self._snapshot, self._build(revision)
+            for event in relevant:
+                if event.kind == "delete":
+                    self._decoded.pop(event.key, None)
+            old = self._snapshot
+            self._snapshot = self._build(revision, old)
             self._lock.notify_all()
         self._queue.put(Change(old, self._snapshot))
 
@@ -338,7 +352,7 @@ class Store:
         :raises ConfigError: for a bad name, weight, zone, `ttl_s` or `vnodes`
         :raises BackendError: when the service cannot be reached
         """
-        return Member.join(
+        member = Member.join(
             self,
             name,
             weight=weight,
@@ -349,6 +363,8 @@ class Store:
             vnodes=vnodes,
             allocate=allocate,
         )
+        self._members.append(member)
+        return member
 
     # -- controllers -----------------------------------------------------------------------------
 
@@ -375,12 +391,15 @@ class Store:
     # -- closing ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the watch and the dispatcher (members of this store stop heartbeating first)."""
+        """Close this store's members (their leases end), then the watch, dispatcher, client."""
         if self._closed:
             return
+        for member in self._members:
+            member.close()
         self._closed = True
         if self._watch is not None:
             self._watch.cancel()
+        self._backend.close()
         self._queue.put(None)
         with self._lock:
             self._lock.notify_all()
