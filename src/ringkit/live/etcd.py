@@ -41,6 +41,12 @@ def _import_client() -> Any:
     return pyetcd
 
 
+def _details(error: BaseException) -> str:
+    """The server's own words for a gRPC error, else the error's text."""
+    details = getattr(error, "details", None)
+    return str(details() if callable(details) else error) or type(error).__name__
+
+
 class _Watch:
     def __init__(self, backend: EtcdBackend, watch_id: int) -> None:
         self._backend, self._id = backend, watch_id
@@ -80,7 +86,16 @@ class EtcdBackend:
                 failover=True,
             )
         except self._errors as error:
-            raise self._unreachable(error) from error
+            if self._transient(error):
+                raise self._unreachable(error) from error
+            raise BackendError(
+                f"{self.describe()} must accept user {url.user!r}, got: {_details(error)}; "
+                "check the user and password in the URL"
+            ) from error
+        if not url.tls:
+            # NOTE: gRPC refuses call credentials on a plaintext channel; the auth token also
+            # travels as "token" metadata on every call, which is what etcd reads.
+            self._client.call_credentials = None
         self._tx = self._client.transactions
         self._call(lambda: self._client.status())  # fail now, not at the first join
 
@@ -89,7 +104,7 @@ class EtcdBackend:
         return f"etcd at {hosts}"
 
     def _unreachable(self, error: BaseException) -> BackendError:
-        cause = str(error) or type(error).__name__
+        cause = _details(error)
         return BackendError(
             f"{self.describe()} is unreachable within {CALL_DEADLINE_S:g} s: {cause}; "
             "check that etcd runs there and the URL's hosts and ports"
@@ -107,7 +122,9 @@ class EtcdBackend:
                 return function()
             except self._errors as error:
                 if not self._transient(error):
-                    raise BackendError(f"{self.describe()} refused the call: {error}") from error
+                    raise BackendError(
+                        f"{self.describe()} refused the call: {_details(error)}"
+                    ) from error
                 if time.monotonic() >= deadline:
                     raise self._unreachable(error) from error
                 time.sleep(0.05)
