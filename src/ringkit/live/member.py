@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ringkit.errors import BackendError, ConfigError, DuplicateNodeError, RingkitError
 from ringkit.hashing import Key
 from ringkit.live.change import Change, MemberChange
-from ringkit.live.snapshot import MemberInfo
+from ringkit.live.snapshot import MemberInfo, decode_member
 from ringkit.nodes import Node
 from ringkit.ring import HashRing, check_vnodes
 from ringkit.strategies.allocation import allocate_tokens
@@ -119,10 +119,13 @@ class Member:
         if not ok and record.lease != lease:
             backend.revoke(lease)
             left = backend.time_to_live(record.lease) if record.lease else math.inf
-            holder = record.value.decode(errors="replace")
+            try:
+                holder = f"holder {decode_member(record.value, record.lease).holder!r}"
+            except ConfigError:
+                holder = "holder unknown"
             raise DuplicateNodeError(
                 f"member name {info.name!r} must be free, got one held by a live member "
-                f"({_holder(holder)}, lease ends in {left:.1f} s); choose another name or "
+                f"({holder}, lease ends in {left:.1f} s); choose another name or "
                 "wait for its lease to end"
             )
         with self._lock:
@@ -290,13 +293,3 @@ class Member:
 
     def __repr__(self) -> str:
         return f"Member({self.name!r}, state={self.state!r}, lease={self._info.lease})"
-
-
-def _holder(value: str) -> str:
-    """The holder id (``host:pid:nonce``) from a member record's JSON, for messages."""
-    marker = '"holder": "'
-    start = value.find(marker)
-    if start < 0:
-        return "holder unknown"
-    start += len(marker)
-    return f"holder {value[start : value.find(chr(34), start)]!r}"
