@@ -217,3 +217,16 @@ def test_lease_remaining_and_async_changes(store_url: str) -> None:
         change = asyncio.run(main())
         assert "b" in change.new.members
         member.close()
+
+
+def test_an_allocated_ring_is_published_as_its_tokens(store_url: str) -> None:
+    from ringkit.strategies.allocation import AllocatedRing
+
+    with ringkit.live.connect(store_url) as store:
+        allocated = AllocatedRing(["a", "b", "c"], tokens=8)
+        snap = store.publish(allocated, expect_epoch=store.snapshot().epoch)
+        assert snap.table and snap.ring == allocated.ring
+        with pytest.raises(ViewConflictError, match=f"published at epoch {snap.epoch}"):
+            store.publish(allocated, expect_epoch=snap.epoch - 1)
+        with pytest.raises(ConfigError, match="published placement must be"):
+            store.publish(ringkit.Modulo(["a"]), expect_epoch=snap.epoch)
