@@ -43,6 +43,15 @@ _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
 
 
+def _compacted(error: BaseException | None) -> bool:
+    """Whether `error` (or its cause) says the revision asked for was compacted away."""
+    while error is not None:
+        if "compact" in (type(error).__name__ + str(error)).lower():
+            return True
+        error = error.__cause__
+    return False
+
+
 def _open_backend(url: str) -> tuple[Backend, str]:
     parsed = parse_store_url(url)
     if parsed.scheme == "memory":
@@ -105,6 +114,7 @@ class Store:
         self._target: dict[str, int] | None = None
         self._members: list[Member] = []
         self._decoded: dict[str, tuple[int, MemberInfo]] = {}
+        self._watch_error: BaseException | None = None
         self._snapshot = self._load()
         self._dispatcher = threading.Thread(target=self._dispatch, name="ringkit-live-dispatch")
         self._dispatcher.daemon = True
@@ -217,6 +227,7 @@ class Store:
     def _on_watch_error(self, error: Exception) -> None:
         if self._closed:
             return
+        self._watch_error = error
         _log.info("watch of %s broke (%s); resuming", self._backend.describe(), error)
         threading.Thread(target=self._resume, name="ringkit-live-resume", daemon=True).start()
 
@@ -225,10 +236,30 @@ class Store:
         while not self._closed:
             time.sleep(_RESUME_DELAY_S)
             try:
+                if _compacted(self._watch_error):
+                    self._reload()
                 self._start_watch(self._snapshot.epoch + 1)
                 return
-            except Exception as error:
+            except Exception as error:  # any failure: try again; a store never stops following
+                self._watch_error = error
                 _log.info("resuming the watch failed: %r", error)
+
+    def _reload(self) -> None:
+        """Start again from the current records when etcd compacted the history we needed.
+
+        The records are labelled with the current revision: a new epoch, later than every one
+        this process has seen, holding the true state at that revision.
+        """
+        revision, records = self._backend.get_prefix(self._prefix)
+        with self._lock:
+            if revision <= self._snapshot.epoch:
+                return
+            self._records = {r.key: r for r in records if self._relevant(r.key)}
+            old = self._snapshot
+            self._snapshot = self._build(revision, old)
+            self._lock.notify_all()
+        self._queue.put(Change(old, self._snapshot))
+        self._watch_error = None
 
     # -- reading ---------------------------------------------------------------------------------
 
