@@ -216,8 +216,11 @@ def _wait_healthy(port: int, process: subprocess.Popen[bytes], timeout_s: float 
 
 
 @contextmanager
-def etcd_cluster(size: int = 1) -> Iterator[EtcdCluster]:
-    """Run an etcd cluster of `size` members on free loopback ports, data in a tmp dir."""
+def etcd_cluster(size: int = 1, extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
+    """Run an etcd cluster of `size` members on free loopback ports, data in a tmp dir.
+
+    `extra` flags are given to every member (``--auth-token-ttl 1``).
+    """
     binary = require_binary("etcd", "etcd-server")
     names = [f"m{i}" for i in range(size)]
     clients = [free_port() for _ in names]
@@ -231,7 +234,7 @@ def etcd_cluster(size: int = 1) -> Iterator[EtcdCluster]:
              "--listen-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-cluster", initial, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500"]
+             "--heartbeat-interval", "50", "--election-timeout", "500", *extra]
             for name, client, peer in zip(names, clients, peers, strict=True)
         ]  # fmt: skip
         processes = [
@@ -248,7 +251,7 @@ def etcd_cluster(size: int = 1) -> Iterator[EtcdCluster]:
 
 
 @contextmanager
-def etcd_server() -> Iterator[EtcdCluster]:
+def etcd_server(extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
     """Run a one-member etcd on free loopback ports for the duration of the block."""
-    with etcd_cluster(1) as cluster:
+    with etcd_cluster(1, extra) as cluster:
         yield cluster

@@ -28,7 +28,8 @@ def _gateway(cluster: EtcdCluster, path: str, body: dict[str, object]) -> None:
 
 @pytest.fixture
 def secured() -> Iterator[EtcdCluster]:
-    with etcd_server() as cluster:
+    # Tokens expire after 1 s idle here (300 s by default), so a test can outlive one.
+    with etcd_server(("--auth-token-ttl", "1")) as cluster:
         _gateway(cluster, "auth/user/add", {"name": "root", "password": "s3cret"})
         _gateway(cluster, "auth/user/grant", {"user": "root", "role": "root"})
         _gateway(cluster, "auth/enable", {})
@@ -45,3 +46,14 @@ def test_a_member_joins_with_user_and_password(secured: EtcdCluster) -> None:
 def test_a_wrong_password_is_a_backend_error(secured: EtcdCluster) -> None:
     with pytest.raises(BackendError, match=r"must accept user 'root', got: .*authentication"):
         ringkit.live.connect(f"etcd://root:wrong@{secured.endpoints}/auth")
+
+
+def test_an_expired_token_is_renewed(secured: EtcdCluster) -> None:
+    import time
+
+    url = f"etcd://root:s3cret@{secured.endpoints}/auth"
+    with ringkit.live.connect(url) as store, ringkit.live.connect(url) as watcher:
+        time.sleep(2.5)  # both stores idle: their tokens expire
+        member = store.join("late", ttl_s=2)
+        watcher.wait_for(lambda s: "late" in s.ring, timeout_s=10)
+        assert member.owns("k")

@@ -47,6 +47,11 @@ def _details(error: BaseException) -> str:
     return str(details() if callable(details) else error) or type(error).__name__
 
 
+def _token_expired(error: BaseException) -> bool:
+    """Whether etcd refused the call for an expired or unknown auth token."""
+    return "invalid auth token" in _details(error)
+
+
 class _Watch:
     def __init__(self, backend: EtcdBackend, watch_id: int) -> None:
         self._backend, self._id = backend, watch_id
@@ -117,10 +122,15 @@ class EtcdBackend:
         as "lease not found" or "revision compacted" raises at once.
         """
         deadline = time.monotonic() + CALL_DEADLINE_S
+        renewed = False
         while True:
             try:
                 return function()
             except self._errors as error:
+                if self._url.user and not renewed and _token_expired(error):
+                    self._renew_token()
+                    renewed = True
+                    continue
                 if not self._transient(error):
                     raise BackendError(
                         f"{self.describe()} refused the call: {_details(error)}"
@@ -128,6 +138,15 @@ class EtcdBackend:
                 if time.monotonic() >= deadline:
                     raise self._unreachable(error) from error
                 time.sleep(0.05)
+
+    def _renew_token(self) -> None:
+        """Authenticate again: etcd drops a simple token after ``--auth-token-ttl`` idle."""
+        from pyetcd import etcdrpc
+
+        request = etcdrpc.AuthenticateRequest(name=self._url.user, password=self._url.password)
+        response = self._client.authstub.Authenticate(request, RPC_TIMEOUT_S)
+        self._client.metadata = (("token", response.token),)
+        self._client._clear_old_stubs()  # a watch stream takes the token when it is opened
 
     def _transient(self, error: BaseException) -> bool:
         import grpc
