@@ -230,3 +230,25 @@ def test_an_allocated_ring_is_published_as_its_tokens(store_url: str) -> None:
             store.publish(allocated, expect_epoch=snap.epoch - 1)
         with pytest.raises(ConfigError, match="published placement must be"):
             store.publish(ringkit.Modulo(["a"]), expect_epoch=snap.epoch)
+
+
+def test_async_iteration_ends_when_the_store_closes(store_url: str) -> None:
+    import asyncio
+
+    store = ringkit.live.connect(store_url)
+
+    async def main() -> list[Change]:
+        seen: list[Change] = []
+
+        async def follow() -> None:
+            async for change in store.changes():
+                seen.append(change)
+
+        task = asyncio.ensure_future(follow())
+        await asyncio.sleep(0.05)
+        await asyncio.to_thread(store.join, "a", ttl_s=2)
+        await asyncio.to_thread(store.close)
+        await asyncio.wait_for(task, 5)
+        return seen
+
+    assert [("a" in c.new.members) for c in asyncio.run(main())][:1] == [True]

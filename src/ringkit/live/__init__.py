@@ -20,9 +20,10 @@ here). ``memory://NAME`` is the same model inside one process. See docs/live.md.
 from __future__ import annotations
 
 from ringkit.live.change import Change, EmptySideMovement, MemberChange, movement_between
+from ringkit.live.dispatch import Subscription
 from ringkit.live.member import Member, choose_tokens
 from ringkit.live.snapshot import STATES, MemberInfo, Snapshot
-from ringkit.live.store import Store, Subscription, connect
+from ringkit.live.store import Store, connect
 from ringkit.live.urls import StoreURL, parse_store_url
 
 __all__ = [

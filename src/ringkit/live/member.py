@@ -34,7 +34,8 @@ from ringkit.ring import HashRing, check_vnodes
 from ringkit.strategies.allocation import allocate_tokens
 
 if TYPE_CHECKING:
-    from ringkit.live.store import Store, Subscription
+    from ringkit.live.dispatch import Subscription
+    from ringkit.live.store import Store
 
 __all__ = ["Member", "choose_tokens"]
 

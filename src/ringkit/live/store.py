@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import queue
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -32,12 +31,13 @@ from ringkit.errors import (
 )
 from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
+from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.member import Member
 from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
 from ringkit.live.urls import parse_store_url
 from ringkit.placement import Placement
 
-__all__ = ["Store", "Subscription", "connect"]
+__all__ = ["Store", "connect"]
 
 _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
@@ -82,17 +82,6 @@ def connect(url: str) -> Store:
     return Store(backend, prefix, url)
 
 
-class Subscription:
-    """A subscriber's registration: ``cancel()`` stops further calls."""
-
-    def __init__(self, store: Store, callback: Callable[[Change], None]) -> None:
-        self._store, self.callback = store, callback
-
-    def cancel(self) -> None:
-        """Stop calling the callback (a call under way finishes)."""
-        self._store._unsubscribe(self)
-
-
 class Store:
     """A live ring as this process sees it: snapshots, changes, members, published tables.
 
@@ -106,9 +95,6 @@ class Store:
         self._table_key = prefix + "table"
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
-        self._subscribers: list[Subscription] = []
-        self._queue: queue.Queue[Change | None] = queue.Queue()
-        self._delivered = 0
         self._closed = False
         self._watch: WatchHandle | None = None
         self._target: dict[str, int] | None = None
@@ -116,9 +102,7 @@ class Store:
         self._decoded: dict[str, tuple[int, MemberInfo]] = {}
         self._watch_error: BaseException | None = None
         self._snapshot = self._load()
-        self._dispatcher = threading.Thread(target=self._dispatch, name="ringkit-live-dispatch")
-        self._dispatcher.daemon = True
-        self._dispatcher.start()
+        self._dispatcher = Dispatcher(prefix)
         self._start_watch(self._snapshot.epoch + 1)
         if self._target is not None:
             self._catch_up()
@@ -222,7 +206,7 @@ class Store:
             old = self._snapshot
             self._snapshot = self._build(revision, old)
             self._lock.notify_all()
-        self._queue.put(Change(old, self._snapshot))
+        self._dispatcher.put(Change(old, self._snapshot))
 
     def _on_watch_error(self, error: Exception) -> None:
         if self._closed:
@@ -258,7 +242,7 @@ class Store:
             old = self._snapshot
             self._snapshot = self._build(revision, old)
             self._lock.notify_all()
-        self._queue.put(Change(old, self._snapshot))
+        self._dispatcher.put(Change(old, self._snapshot))
         self._watch_error = None
 
     # -- reading ---------------------------------------------------------------------------------
@@ -303,39 +287,14 @@ class Store:
     def subscribe(self, callback: Callable[[Change], None]) -> Subscription:
         """Call `callback(change)` on every new epoch from now on, in order.
 
-        Calls come from this store's one dispatcher thread; an exception in a callback is
-        logged and does not stop the others.
+        Calls come from this store's one dispatcher thread (:mod:`ringkit.live.dispatch`); an
+        exception in a callback is logged and does not stop the others.
         """
-        subscription = Subscription(self, callback)
-        with self._lock:
-            self._subscribers.append(subscription)
-        return subscription
-
-    def _unsubscribe(self, subscription: Subscription) -> None:
-        with self._lock:
-            if subscription in self._subscribers:
-                self._subscribers.remove(subscription)
-
-    def _dispatch(self) -> None:
-        while True:
-            change = self._queue.get()
-            if change is None:
-                return
-            with self._lock:
-                subscribers = list(self._subscribers)
-            for subscription in subscribers:
-                try:
-                    subscription.callback(change)
-                except Exception:  # a subscriber's bug must not stop the others
-                    _log.exception("live ring subscriber %r failed", subscription.callback)
-            with self._lock:
-                self._delivered = change.new.epoch
-                self._lock.notify_all()
+        return self._dispatcher.subscribe(callback)
 
     def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
         """Block until every subscriber has been called for `epoch`; return whether it was."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self._delivered >= epoch, timeout=timeout_s)
+        return self._dispatcher.wait_delivered(epoch, timeout_s=timeout_s)
 
     async def changes(self) -> AsyncIterator[Change]:
         """Yield every new epoch's :class:`Change`, in order, to an asyncio task.
@@ -349,7 +308,10 @@ class Store:
         def hand_over(change: Change) -> None:
             loop.call_soon_threadsafe(inbox.put_nowait, change)
 
-        subscription = self.subscribe(hand_over)
+        def end() -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, None)
+
+        subscription = self._dispatcher.subscribe(hand_over, end)
         try:
             while not self._closed:
                 change = await inbox.get()
@@ -431,7 +393,7 @@ class Store:
         if self._watch is not None:
             self._watch.cancel()
         self._backend.close()
-        self._queue.put(None)
+        self._dispatcher.close()
         with self._lock:
             self._lock.notify_all()
 
