@@ -154,6 +154,7 @@ class MemoryBackend:
         with self._lock:
             lease = next(self._lease_ids)
             self._leases[lease] = (ttl_s, time.monotonic() + ttl_s)
+            self._lock.notify_all()  # the reaper may be asleep with no lease to watch
             return lease, ttl_s
 
     def keepalive(self, lease: int) -> float:
@@ -180,12 +181,16 @@ class MemoryBackend:
             self._remove([k for k, r in self._keys.items() if r.lease == lease])
 
     def _reap(self) -> None:
-        while True:
-            time.sleep(_REAP_INTERVAL_S)
-            with self._lock:
+        """Expire leases at their deadlines; sleep while there are none (``grant`` wakes it)."""
+        with self._lock:
+            while True:
                 now = time.monotonic()
                 for lease in [lid for lid, (_, end) in self._leases.items() if end <= now]:
                     self._expire(lease)
+                ends = [end for _, end in self._leases.values()]
+                # Expiry is checked at most every _REAP_INTERVAL_S, like etcd's lessor loop.
+                wait = max(_REAP_INTERVAL_S, min(ends) - now) if ends else None
+                self._lock.wait(wait)
 
     # -- watching --------------------------------------------------------------------------------
 
