@@ -13,7 +13,7 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
 setup-dev: $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached,etcd]"
 
 demo: setup
 	$(BIN)/ringkit simulate

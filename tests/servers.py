@@ -7,11 +7,14 @@ Debian packages, so a missing one there is a broken setup, never a reason to pas
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +24,10 @@ from typing import NoReturn
 import pytest
 
 __all__ = [
+    "EtcdCluster",
     "Server",
+    "etcd_cluster",
+    "etcd_server",
     "free_port",
     "memcached_server",
     "redis_server",
@@ -153,3 +159,99 @@ def redis_server(port: int | None = None) -> Iterator[Server]:
     ]
     with serve(command, port) as server:
         yield server
+
+
+@dataclass
+class EtcdCluster:
+    """Running etcd members on loopback: their names, client ports and processes."""
+
+    names: list[str]
+    client_ports: list[int]
+    processes: list[subprocess.Popen[bytes]]
+    commands: list[list[str]]
+
+    @property
+    def endpoints(self) -> str:
+        """``h1:p1,h2:p2,…`` for an ``etcd://`` URL."""
+        return ",".join(f"127.0.0.1:{port}" for port in self.client_ports)
+
+    def url(self, prefix: str = "ring") -> str:
+        """The ``etcd://`` URL of every member, with `prefix`."""
+        return f"etcd://{self.endpoints}/{prefix}"
+
+    def leader(self) -> int:
+        """The index of the current leader (asks each live member's status, v3 JSON gateway)."""
+        for index, port in enumerate(self.client_ports):
+            if self.processes[index].poll() is not None:
+                continue
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{port}/v3/maintenance/status", data=b"{}", method="POST"
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=1) as reply:
+                    status = json.loads(reply.read())
+            except OSError:
+                continue
+            if status.get("leader") == status["header"]["member_id"]:
+                return index
+        raise RuntimeError("no etcd member is the leader")
+
+
+def _wait_healthy(port: int, process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """Return once etcd on `port` answers /health with health true."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"etcd exited with status {process.returncode} before it was healthy"
+            )
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as reply:
+                if b'"true"' in reply.read():
+                    return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"etcd on port {port} was not healthy within {timeout_s} s")
+
+
+@contextmanager
+def etcd_cluster(size: int = 1, extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
+    """Run an etcd cluster of `size` members on free loopback ports, data in a tmp dir.
+
+    `extra` flags are given to every member (``--auth-token-ttl 1``).
+    """
+    binary = require_binary("etcd", "etcd-server")
+    names = [f"m{i}" for i in range(size)]
+    clients = [free_port() for _ in names]
+    peers = [free_port() for _ in names]
+    initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
+    with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
+        commands = [
+            [binary, "--name", name, "--data-dir", str(Path(data) / name),
+             "--listen-client-urls", f"http://127.0.0.1:{client}",
+             "--advertise-client-urls", f"http://127.0.0.1:{client}",
+             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+             "--initial-cluster", initial, "--initial-cluster-state", "new",
+             "--heartbeat-interval", "50", "--election-timeout", "500", *extra]
+            for name, client, peer in zip(names, clients, peers, strict=True)
+        ]  # fmt: skip
+        processes = [
+            subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for c in commands
+        ]
+        try:
+            for port, process in zip(clients, processes, strict=True):
+                _wait_healthy(port, process)
+            yield EtcdCluster(names, clients, processes, commands)
+        finally:
+            for process in processes:
+                stop(process)
+
+
+@contextmanager
+def etcd_server(extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
+    """Run a one-member etcd on free loopback ports for the duration of the block."""
+    with etcd_cluster(1, extra) as cluster:
+        yield cluster

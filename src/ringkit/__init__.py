@@ -16,7 +16,7 @@ see exactly what a membership change moves, and run a sharded cache client on to
 
 from __future__ import annotations
 
-from ringkit import compat, hashing
+from ringkit import compat, hashing, live
 from ringkit.advice import advise, sweep
 from ringkit.cluster.client import ShardedClient
 from ringkit.errors import (
@@ -37,6 +37,7 @@ from ringkit.movement import MigrationPlan, MovedArc, Movement, Transfer, diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
+from ringkit.ring.trace import Trace, TraceStep
 from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_scenario
 from ringkit.stats import Balance, balance
 from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
@@ -51,7 +52,6 @@ from ringkit.strategies.multiprobe import MultiProbe
 from ringkit.strategies.ranges import RangePartitions
 from ringkit.strategies.rendezvous import Rendezvous
 from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
-from ringkit.trace import Trace, TraceStep
 
 __version__ = "0.1.0"
 
@@ -106,6 +106,7 @@ __all__ = [
     "diff",
     "hashing",
     "jump_hash",
+    "live",
     "load_scenario",
     "replicated_shares",
     "run_scenario",

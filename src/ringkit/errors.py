@@ -14,7 +14,7 @@ written against the builtins (``except ValueError``) keeps working::
     ├── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
     │   └── QuorumError(BackendError)                 fewer replicas than write_quorum took a write
     ├── StaleViewError(RingkitError, RuntimeError)    a server refused a call of an older view
-    └── ViewConflictError(RingkitError, RuntimeError) two coordinators published views at one epoch
+    └── ViewConflictError(RingkitError, RuntimeError) two writers raced for one epoch; one lost
 
 Messages follow ``<subject> <constraint>, got <value!r>[; <how to fix>]``.
 """
@@ -118,15 +118,26 @@ class StaleViewError(RingkitError, RuntimeError):
 
 
 class ViewConflictError(RingkitError, RuntimeError):
-    """A server holds a different cluster view at the same epoch: two coordinators raced."""
+    """Two writers raced to publish a view or a table at one epoch, and this one lost.
 
-    def __init__(self, server: str, epoch: int) -> None:
-        super().__init__(
-            f"server {server} holds another view at epoch {epoch}: run one coordinator at a "
-            f"time; resume (or roll back) settles the cluster on one view"
-        )
-        self.server = server
+    ``epoch`` is the epoch at which the other writer won; ``server`` names the cache server that
+    holds the other view when the race was seen there (None for a coordination service).
+    """
+
+    def __init__(self, message: str, *, epoch: int, server: str | None = None) -> None:
+        super().__init__(message)
         self.epoch = epoch
+        self.server = server
+
+    @classmethod
+    def on_server(cls, server: str, epoch: int) -> ViewConflictError:
+        """Return the error for a cache server that holds another view at `epoch`."""
+        return cls(
+            f"server {server} holds another view at epoch {epoch}: run one coordinator at a "
+            f"time; resume (or roll back) settles the cluster on one view",
+            epoch=epoch,
+            server=server,
+        )
 
 
 def format_names(names: Iterable[object], limit: int = 5) -> str:

@@ -387,7 +387,7 @@ class FencedBackend(_Fenced):
         with self._lock:
             current = self.server_epoch()
             if epoch == current and not replace and self.read_view() != view_json:
-                raise ViewConflictError(str(self.url), epoch)
+                raise ViewConflictError.on_server(str(self.url), epoch)
             if epoch >= current:
                 self.inner.set_many({EPOCH_KEY: str(epoch).encode(), VIEW_KEY: view_json}, None)
                 return epoch
@@ -463,7 +463,7 @@ class FencedRedis(FencedBackend):
         args = [epoch, view_json, "1" if replace else "0"]
         held = int(self._run("publish", [EPOCH_KEY, VIEW_KEY], args))
         if held < 0:
-            raise ViewConflictError(str(self.url), epoch)
+            raise ViewConflictError.on_server(str(self.url), epoch)
         return held
 
     def append_audit(self, line: bytes) -> None:

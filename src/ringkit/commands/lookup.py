@@ -18,8 +18,8 @@ from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES
+from ringkit.ring.trace import trace_ring
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
-from ringkit.trace import trace_ring
 
 __all__ = ["lookup_report", "register"]
 

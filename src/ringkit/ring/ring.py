@@ -47,6 +47,7 @@ from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
 from ringkit.placement import PlacementBase, Segmentation, check_n, unknown_node
 from ringkit.ring.format import RingDescription
 from ringkit.ring.preference import walk_distinct
+from ringkit.ring.shuffle import shuffle_shard
 from ringkit.ring.tokens import (
     DEFAULT_VNODES,
     SPACE_64,
@@ -56,7 +57,7 @@ from ringkit.ring.tokens import (
     label_suffixes,
     vnode_count,
 )
-from ringkit.trace import Trace, trace_ring
+from ringkit.ring.trace import Trace, trace_ring
 
 __all__ = ["Arc", "HashRing", "check_space", "check_vnodes"]
 
@@ -581,7 +582,7 @@ class HashRing(PlacementBase):
     def trace(self, key: Key, replicas: int = 1) -> Trace:
         """Return how this ring places `key`: point, tokens walked, owner, preference list.
 
-        See :func:`ringkit.trace.trace_ring`. Runtime: O(log(N·V)) plus the tokens walked.
+        See :func:`ringkit.ring.trace.trace_ring`. Runtime: O(log(N·V)) plus the tokens walked.
 
         >>> ring = HashRing.from_tokens({"A": [40], "B": [160], "C": [300]}, space=360)
         >>> ring.trace("k", replicas=2).preference_list == tuple(ring.nodes_for("k", 2))
@@ -591,3 +592,20 @@ class HashRing(PlacementBase):
         :raises ConfigError: when `replicas` < 1
         """
         return trace_ring(self, key, replicas)
+
+    def shuffle_shard(self, identifier: str, size: int) -> HashRing:
+        """Return the stable sub-ring of `size` nodes assigned to tenant `identifier`.
+
+        Nodes are spread over the zones; the shard changes minimally when nodes come and go, and
+        two tenants rarely share a whole shard (:mod:`ringkit.ring.shuffle` gives the math and
+        the rules; Grafana dskit's ``ShuffleShard``). `size` >= the node count returns this ring.
+        Runtime: O(size · N·V).
+
+        >>> ring = HashRing([f"n{i}" for i in range(8)])
+        >>> shard = ring.shuffle_shard("tenant-7", 3)
+        >>> len(shard), shard == ring.shuffle_shard("tenant-7", 3)
+        (3, True)
+
+        :raises ConfigError: when `size` < 1
+        """
+        return shuffle_shard(self, identifier, size)

@@ -35,10 +35,10 @@ from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.placement import Placement
 from ringkit.ring import SPACE_64
+from ringkit.ring.trace import Trace, trace_ring
 from ringkit.sim import Population
 from ringkit.stats import balance
 from ringkit.strategies import registry
-from ringkit.trace import Trace, trace_ring
 from ringkit.web.params import (
     DEFAULTS,
     LIMITS,
@@ -360,7 +360,7 @@ def _movement(
 def lookup_report(query: LookupQuery) -> dict[str, Any]:
     """Return one key's hash, point, owner, preference list and, on a ring, the clockwise walk.
 
-    The walk is the trace of the placement's ring (``HashRing.trace``, :mod:`ringkit.trace`);
+    The walk is the trace of the placement's ring (``HashRing.trace``, :mod:`ringkit.ring.trace`);
     placements without a ring have none, and their hash and point come from their hasher.
 
     :raises ParamError: when the strategy refuses the nodes or an option

@@ -1,0 +1,283 @@
+"""How fast a live ring's change reaches every watching process, beside tooz's partitioner.
+
+    python benchmarks/bench_live.py --watchers 10          # one etcd on loopback, 10 processes
+    python benchmarks/bench_live.py --watchers 50 --changes 20
+
+One etcd (Debian's etcd-server) on loopback. N watcher processes each follow the ring; a probe
+member joins and leaves it over and over, and each change is timed from the moment before the
+write to the moment the *last* watcher holds the new ring (each process prints the wall-clock
+time it got there; one machine, one clock). Reported: median and p99 over the changes.
+
+- ringkit: ``ringkit.live`` stores (a watch, no polling); every watcher is also a member.
+- tooz: the same etcd through tooz's etcd3gw driver: ``join_partitioned_group`` in every
+  watcher, ``run_watchers()`` every 50 ms (tooz learns of members by polling the group).
+
+Crash: a probe member process is SIGKILLed; timed to the last watcher dropping it (ringkit
+only: bounded by the probe's lease TTL). Heartbeat: the cost of one lease renewal, and whether
+heartbeats write anything (the etcd revision before and after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+WATCHER = r"""
+import os, sys, time
+kind, url, name = sys.argv[1], sys.argv[2], sys.argv[3]
+def say(has):
+    # One write per line: print() from two threads can interleave text and newline.
+    os.write(1, f"{time.time()} {int(has)}\n".encode())
+if kind == "ringkit":
+    import ringkit.live
+    store = ringkit.live.connect(url)
+    store.subscribe(lambda change: say("probe" in change.new.ring))
+    store.join(name, ttl_s=10)
+    os.write(1, b"ready\n")
+    while True:
+        time.sleep(3600)
+else:
+    from tooz import coordination
+    coord = coordination.get_coordinator(url, name.encode())
+    coord.start(start_heart=True)
+    part = coord.join_partitioned_group(b"bench")
+    os.write(1, b"ready\n")
+    last = None
+    while True:
+        coord.run_watchers()
+        has = b"probe" in part.ring.nodes
+        if has != last:
+            say(has)
+            last = has
+        time.sleep(0.05)
+"""
+
+PROBE = r"""
+import sys, time, ringkit.live
+store = ringkit.live.connect(sys.argv[1])
+store.join("probe", ttl_s=float(sys.argv[2]))
+print("ready", flush=True)
+time.sleep(3600)
+"""
+
+
+class Process:
+    """A child process whose stdout lines are collected."""
+
+    def __init__(self, script: str, *args: str) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        self.popen = subprocess.Popen(
+            [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True, env=env
+        )
+        self.lines: list[str] = []
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.popen.stdout is not None
+        for line in self.popen.stdout:
+            if line.startswith("ready"):
+                self.ready.set()
+            else:
+                self.lines.append(line.strip())
+
+    def reached(self, has: bool, since: float) -> float | None:
+        for line in list(self.lines):
+            parts = line.split()
+            if len(parts) != 2:
+                continue  # not a report (a library's log line)
+            t, flag = parts
+            if float(t) >= since and flag == str(int(has)):
+                return float(t)
+        return None
+
+    def stop(self) -> None:
+        self.popen.kill()
+        self.popen.wait()
+
+
+def wait_all(watchers: list[Process], has: bool, since: float, timeout_s: float) -> float:
+    """Return the seconds from `since` to the last watcher reporting `has`."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        times = [w.reached(has, since) for w in watchers]
+        if all(t is not None for t in times):
+            return max(t for t in times if t is not None) - since
+        time.sleep(0.005)
+    raise TimeoutError(f"watchers did not all see has_probe={has} within {timeout_s} s")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list[float]:
+    """Join and leave the probe `changes` times; return the latency of each change."""
+    latencies = []
+    if kind == "ringkit":
+        import ringkit.live
+
+        store = ringkit.live.connect(url)
+        for i in range(changes):
+            started = time.time()
+            if i % 2 == 0:
+                member = store.join("probe", ttl_s=10)
+            else:
+                member.leave()
+            latencies.append(wait_all(watchers, i % 2 == 0, started, 10))
+            time.sleep(0.05)
+        store.close()
+        return latencies
+    from tooz import coordination
+
+    coord = coordination.get_coordinator(url, b"probe")
+    coord.start(start_heart=True)
+    for i in range(changes):
+        started = time.time()
+        if i % 2 == 0:
+            coord.join_group(b"bench").get()
+        else:
+            coord.leave_group(b"bench").get()
+        latencies.append(wait_all(watchers, i % 2 == 0, started, 10))
+        time.sleep(0.05)
+    coord.stop()
+    return latencies
+
+
+def crash(url: str, watchers: list[Process], ttl_s: float, repeats: int) -> list[float]:
+    latencies = []
+    for _ in range(repeats):
+        probe = Process(PROBE, url, str(ttl_s))
+        probe.ready.wait(30)
+        wait_all(watchers, True, time.time() - 30, 10)
+        killed = time.time()
+        probe.popen.send_signal(signal.SIGKILL)
+        latencies.append(wait_all(watchers, False, killed, ttl_s + 10))
+        probe.stop()
+    return latencies
+
+
+def heartbeat(url: str, tooz_url: str | None) -> list[tuple[str, float, int]]:
+    """Median seconds per lease renewal, and etcd revisions written by 50 heartbeats."""
+    import ringkit.live
+
+    store = ringkit.live.connect(url)
+    member = store.join("heartbeat-probe", ttl_s=10)
+    backend = store.backend
+
+    def revision() -> int:
+        return backend.get_prefix("/none/")[0]
+
+    before = revision()
+    times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        backend.keepalive(member.info.lease)
+        times.append(time.perf_counter() - started)
+    rows = [("ringkit (gRPC LeaseKeepAlive)", statistics.median(times), revision() - before)]
+    member.close()
+    if tooz_url is not None:
+        from tooz import coordination
+
+        coord = coordination.get_coordinator(tooz_url, b"hb")
+        coord.start()
+        before, times = revision(), []
+        for _ in range(50):
+            started = time.perf_counter()
+            coord.heartbeat()
+            times.append(time.perf_counter() - started)
+        rows.append(
+            ("tooz etcd3gw (HTTP lease refresh)", statistics.median(times), revision() - before)
+        )
+        coord.stop()
+    store.close()
+    return rows
+
+
+def start(kind: str, url: str, count: int) -> list[Process]:
+    """Start `count` watchers, ten at a time (50 interpreters at once swamp two cores)."""
+    watchers: list[Process] = []
+    for first in range(0, count, 10):
+        batch = [Process(WATCHER, kind, url, f"w{i}") for i in range(first, min(count, first + 10))]
+        watchers += batch
+        for watcher in batch:
+            if not watcher.ready.wait(120):
+                for started in watchers:
+                    started.stop()
+                raise TimeoutError(f"watcher {watcher.popen.pid} did not start within 120 s")
+    return watchers
+
+
+def run(kind: str, url: str, count: int, changes: int) -> list[float]:
+    watchers = start(kind, url, count)
+    try:
+        time.sleep(1.0)  # let every watcher settle on the full group
+        return graceful(kind, url, watchers, changes)
+    finally:
+        for watcher in watchers:
+            watcher.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--watchers", type=int, default=10)
+    parser.add_argument("--changes", type=int, default=30)
+    parser.add_argument("--crashes", type=int, default=3)
+    parser.add_argument("--ttl", type=float, default=2.0)
+    parser.add_argument("--no-tooz", action="store_true")
+    args = parser.parse_args()
+    from tests.servers import etcd_server
+
+    try:
+        import tooz  # noqa: F401
+
+        have_tooz = not args.no_tooz
+    except ImportError:
+        have_tooz = False
+    with etcd_server() as etcd:
+        port = etcd.client_ports[0]
+        url = etcd.url("bench")
+        tooz_url = f"etcd3+http://127.0.0.1:{port}" if have_tooz else None
+        print(f"etcd 1 member on loopback; N={args.watchers} watching processes; "
+              f"{args.changes} changes (join/leave of one member)")  # fmt: skip
+        print(f"{'system':<44} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
+
+        def show(label: str, values: list[float]) -> None:
+            ms = [v * 1000 for v in values]
+            print(f"{label:<44} {statistics.median(ms):>10.1f} {percentile(ms, 0.99):>10.1f} "
+                  f"{max(ms):>10.1f}", flush=True)  # fmt: skip
+
+        show("ringkit graceful", run("ringkit", url, args.watchers, args.changes))
+        if tooz_url is not None:
+            show(
+                "tooz partitioner graceful (run_watchers 50 ms)",
+                run("tooz", tooz_url, args.watchers, args.changes),
+            )
+        watchers = start("ringkit", etcd.url("crash"), args.watchers)
+        try:
+            show(
+                f"ringkit crash (SIGKILL, ttl_s={args.ttl:g})",
+                crash(etcd.url("crash"), watchers, args.ttl, args.crashes),
+            )
+        finally:
+            for watcher in watchers:
+                watcher.stop()
+        print(f"\n{'heartbeat':<44} {'median ms':>10} {'revisions written':>18}")
+        for label, seconds, written in heartbeat(url, tooz_url):
+            print(f"{label:<44} {seconds * 1000:>10.2f} {written:>18}")
+
+
+if __name__ == "__main__":
+    main()

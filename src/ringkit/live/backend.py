@@ -1,0 +1,117 @@
+"""The key-value surface a live store needs from its coordination service.
+
+Five things, the ones etcd's v3 API offers and that dskit's ring, tooz and etcd's own election
+recipe build on: a revisioned key space (every change gets the next *revision*), *leases*
+(keys that vanish when their holder stops renewing), *compare-and-swap* on a key's revision,
+reads of a prefix at a past revision, and a *watch* that replays every change to a prefix from
+a revision on, in order. ``memory://`` implements it in-process (:mod:`ringkit.live.memory`),
+``etcd://`` over gRPC (:mod:`ringkit.live.etcd`); the store above never knows which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+__all__ = ["Backend", "Event", "Record", "WatchHandle"]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A key's value at a revision: ``mod_revision`` is that of its last write."""
+
+    key: str
+    value: bytes
+    mod_revision: int
+    create_revision: int
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One change to one key: a ``put`` (with the new value and lease) or a ``delete``."""
+
+    kind: str
+    key: str
+    value: bytes
+    revision: int
+    lease: int = 0
+
+
+class WatchHandle(Protocol):
+    """What ``Backend.watch`` returns: call ``cancel()`` to stop the callbacks."""
+
+    def cancel(self) -> None: ...
+
+
+class Backend(Protocol):
+    """The coordination service under a live store (see the module docstring)."""
+
+    def describe(self) -> str:
+        """Return where the service is, for error messages (``etcd at h1:2379, h2:2379``)."""
+        ...
+
+    def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+        """Return (the store's revision, the records under `prefix`) now or at `revision`."""
+        ...
+
+    def grant(self, ttl_s: float) -> tuple[int, float]:
+        """Grant a lease of at least `ttl_s` seconds; return (its id, the TTL granted)."""
+        ...
+
+    def keepalive(self, lease: int) -> float:
+        """Renew `lease`; return the TTL it now has, 0 when it had already expired."""
+        ...
+
+    def time_to_live(self, lease: int) -> float:
+        """Return the seconds `lease` has left, 0 when it has expired."""
+        ...
+
+    def revoke(self, lease: int) -> None:
+        """End `lease` now, deleting its keys."""
+        ...
+
+    def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+        """Write `key` under `lease` if it does not exist.
+
+        Return (True, the record written) or (False, the record that holds the key).
+        """
+        ...
+
+    def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+        """Write `key` if its ``mod_revision`` is still `mod_revision` (0: absent).
+
+        Return (True, the record written) or (False, the record there: ``mod_revision`` 0 when
+        the key is absent).
+        """
+        ...
+
+    def put_unless_newer(self, key: str, value: bytes, revision: int) -> tuple[bool, Record]:
+        """Write `key` (no lease) unless it was written after `revision`.
+
+        Return (True, the record written) or (False, the newer record).
+        """
+        ...
+
+    def delete(self, key: str) -> None:
+        """Delete `key` (nothing happens when it is absent)."""
+        ...
+
+    def watch(
+        self,
+        prefix: str,
+        start_revision: int,
+        on_events: Callable[[Sequence[Event]], None],
+        on_error: Callable[[Exception], None],
+    ) -> WatchHandle:
+        """Call `on_events` with every change under `prefix` from `start_revision` on, in order.
+
+        Events of one revision arrive in one call. `on_error` is called once if the watch
+        breaks (the service went away, the revision was compacted); no more calls follow.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release connections and threads."""
+        ...

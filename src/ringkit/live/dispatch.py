@@ -1,0 +1,115 @@
+"""The dispatcher: one thread per store that calls subscribers with each change, in order.
+
+Changes are queued by the thread that follows the coordination service and delivered by this
+one, so a slow subscriber never stalls the watch, and subscribers are called one at a time, in
+epoch order: a subscriber can keep state without a lock. An exception in one is logged and
+does not stop the others. ``wait_delivered(epoch)`` lets a member leave only once its handoff
+callbacks have run (the same idea as dskit's lifecycler waiting for its ring to settle).
+
+>>> calls = []
+>>> dispatcher = Dispatcher("doctest")
+>>> subscription = dispatcher.subscribe(lambda change: calls.append(change))
+>>> dispatcher.wait_delivered(0, timeout_s=1)
+True
+>>> dispatcher.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ringkit.live.change import Change
+
+__all__ = ["Dispatcher", "Subscription"]
+
+_log = logging.getLogger("ringkit.live")
+
+
+class Subscription:
+    """A subscriber's registration: ``cancel()`` stops further calls.
+
+    `on_close`, if given, is called once when the store closes (ends an async iteration).
+    """
+
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        callback: Callable[[Change], None],
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._dispatcher, self.callback, self.on_close = dispatcher, callback, on_close
+
+    def cancel(self) -> None:
+        """Stop calling the callback (a call under way finishes)."""
+        self._dispatcher.unsubscribe(self)
+
+
+class Dispatcher:
+    """Calls subscribers with each queued change on one thread, in order.
+
+    Feeding: ``put``. Subscribing: ``subscribe``, ``unsubscribe``. Waiting: ``wait_delivered``.
+    ``close`` (the thread ends after the changes already queued).
+    """
+
+    def __init__(self, name: str) -> None:
+        self._lock = threading.Condition()
+        self._subscribers: list[Subscription] = []
+        self._queue: queue.Queue[Change | None] = queue.Queue()
+        self._delivered = 0
+        self._thread = threading.Thread(target=self._run, name=f"ringkit-live-dispatch-{name}")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def put(self, change: Change) -> None:
+        """Queue `change` for every subscriber."""
+        self._queue.put(change)
+
+    def subscribe(
+        self, callback: Callable[[Change], None], on_close: Callable[[], None] | None = None
+    ) -> Subscription:
+        """Call `callback(change)` for every change queued from now on."""
+        subscription = Subscription(self, callback, on_close)
+        with self._lock:
+            self._subscribers.append(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop calling `subscription` (nothing happens when it is not subscribed)."""
+        with self._lock:
+            if subscription in self._subscribers:
+                self._subscribers.remove(subscription)
+
+    def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
+        """Block until every subscriber has been called for `epoch`; return whether it was."""
+        with self._lock:
+            return self._lock.wait_for(lambda: self._delivered >= epoch, timeout=timeout_s)
+
+    def _run(self) -> None:
+        while (change := self._queue.get()) is not None:
+            with self._lock:
+                subscribers = list(self._subscribers)
+            for subscription in subscribers:
+                try:
+                    subscription.callback(change)
+                except Exception:  # a subscriber's bug must not stop the others
+                    _log.exception("live ring subscriber %r failed", subscription.callback)
+            with self._lock:
+                self._delivered = change.new.epoch
+                self._lock.notify_all()
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for subscription in subscribers:
+            if subscription.on_close is not None:
+                try:
+                    subscription.on_close()
+                except Exception:  # e.g. its event loop already closed: nothing to end
+                    _log.debug("closing subscriber %r failed", subscription.callback)
+
+    def close(self) -> None:
+        """Deliver what is queued, tell subscribers the store closed, and end the thread."""
+        self._queue.put(None)

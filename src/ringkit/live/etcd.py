@@ -1,0 +1,279 @@
+"""``etcd://``: the live store's coordination service is an etcd v3 cluster, over gRPC.
+
+The client is ``etcd-sdk-python`` (module ``pyetcd``, a maintained fork of python-etcd3, the
+``etcd`` extra): it speaks etcd's gRPC API with current grpcio and protobuf, knows several
+endpoints (``MultiEndpointEtcd3Client``) and authenticates with user and password. It does not
+retry, so this module does: a call that fails on one endpoint is tried on the next, within a
+bounded time, and then raises :class:`BackendError` naming the endpoints and the cause. A watch
+that breaks (its endpoint died, the leader changed) is reported to the store, which resumes it
+from the next revision on another endpoint; nothing is lost because etcd keeps the history.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ringkit.errors import BackendError, ConfigError
+from ringkit.live.backend import Event, Record
+from ringkit.live.urls import StoreURL
+
+__all__ = ["EtcdBackend"]
+
+T = TypeVar("T")
+
+#: Seconds one RPC may take, and that every endpoint together may take, before a call fails.
+RPC_TIMEOUT_S = 2.0
+CALL_DEADLINE_S = 6.0
+#: How soon an endpoint that failed is tried again (pyetcd's default is 300 s).
+ENDPOINT_RETRY_S = 0.5
+
+
+def _import_client() -> Any:
+    try:
+        import pyetcd
+    except ImportError as error:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            f"etcd:// needs the etcd client, got ImportError: {error}; pip install 'ringkit[etcd]'"
+        ) from error
+    return pyetcd
+
+
+def _details(error: BaseException) -> str:
+    """The server's own words for a gRPC error, else the error's text."""
+    details = getattr(error, "details", None)
+    return str(details() if callable(details) else error) or type(error).__name__
+
+
+def _token_expired(error: BaseException) -> bool:
+    """Whether etcd refused the call for an expired or unknown auth token."""
+    return "invalid auth token" in _details(error)
+
+
+class _Watch:
+    def __init__(self, backend: EtcdBackend, watch_id: int) -> None:
+        self._backend, self._id = backend, watch_id
+
+    def cancel(self) -> None:
+        # The stream may be gone already: then there is nothing to cancel.
+        with contextlib.suppress(Exception):
+            self._backend._client.cancel_watch(self._id)
+
+
+class EtcdBackend:
+    """The :class:`~ringkit.live.backend.Backend` surface over an etcd v3 cluster.
+
+    Keys: ``get_prefix``, ``create``, ``swap``, ``delete``. Leases: ``grant``, ``keepalive``,
+    ``time_to_live``, ``revoke``. Watching: ``watch``. ``describe`` names the endpoints.
+    """
+
+    def __init__(self, url: StoreURL) -> None:
+        pyetcd = _import_client()
+        import grpc
+
+        self._url = url
+        self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
+        credentials = grpc.ssl_channel_credentials() if url.tls else None
+        endpoints = [
+            pyetcd.Endpoint(
+                host, port, secure=url.tls, creds=credentials, time_retry=ENDPOINT_RETRY_S
+            )
+            for host, port in url.endpoints
+        ]
+        try:
+            self._client = pyetcd.MultiEndpointEtcd3Client(
+                endpoints=endpoints,
+                timeout=RPC_TIMEOUT_S,
+                user=url.user,
+                password=url.password,
+                failover=True,
+            )
+        except self._errors as error:
+            if self._transient(error):
+                raise self._unreachable(error) from error
+            raise BackendError(
+                f"{self.describe()} must accept user {url.user!r}, got: {_details(error)}; "
+                "check the user and password in the URL"
+            ) from error
+        if not url.tls:
+            # NOTE: gRPC refuses call credentials on a plaintext channel; the auth token also
+            # travels as "token" metadata on every call, which is what etcd reads.
+            self._client.call_credentials = None
+        self._tx = self._client.transactions
+        self._call(lambda: self._client.status())  # fail now, not at the first join
+
+    def describe(self) -> str:
+        hosts = ", ".join(f"{host}:{port}" for host, port in self._url.endpoints)
+        return f"etcd at {hosts}"
+
+    def _unreachable(self, error: BaseException) -> BackendError:
+        cause = _details(error)
+        return BackendError(
+            f"{self.describe()} is unreachable within {CALL_DEADLINE_S:g} s: {cause}; "
+            "check that etcd runs there and the URL's hosts and ports"
+        )
+
+    def _call(self, function: Callable[[], T]) -> T:
+        """Run `function`, moving to the next endpoint on failure, until the deadline.
+
+        Only failures of reach (unavailable, timed out, no leader) are retried; an answer such
+        as "lease not found" or "revision compacted" raises at once.
+        """
+        deadline = time.monotonic() + CALL_DEADLINE_S
+        renewed = False
+        while True:
+            try:
+                return function()
+            except self._errors as error:
+                if self._url.user and not renewed and _token_expired(error):
+                    self._renew_token()
+                    renewed = True
+                    continue
+                if not self._transient(error):
+                    raise BackendError(
+                        f"{self.describe()} refused the call: {_details(error)}"
+                    ) from error
+                if time.monotonic() >= deadline:
+                    raise self._unreachable(error) from error
+                time.sleep(0.05)
+
+    def _renew_token(self) -> None:
+        """Authenticate again: etcd drops a simple token after ``--auth-token-ttl`` idle."""
+        from pyetcd import etcdrpc
+
+        request = etcdrpc.AuthenticateRequest(name=self._url.user, password=self._url.password)
+        response = self._client.authstub.Authenticate(request, RPC_TIMEOUT_S)
+        self._client.metadata = (("token", response.token),)
+        self._client._clear_old_stubs()  # a watch stream takes the token when it is opened
+
+    def _transient(self, error: BaseException) -> bool:
+        import grpc
+
+        if isinstance(error, grpc.RpcError):
+            code = error.code() if hasattr(error, "code") else None
+            return code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+        return type(error).__name__ in (
+            "ConnectionFailedError",
+            "ConnectionTimeoutError",
+            "NoServerAvailableError",
+            "InternalServerError",
+            "WatchTimedOut",
+        )
+
+    # -- keys ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _record(value: bytes, meta: Any) -> Record:
+        return Record(
+            meta.key.decode(), value, meta.mod_revision, meta.create_revision, meta.lease_id
+        )
+
+    def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+        options = {"revision": revision} if revision else {}
+        response = self._call(lambda: self._client.get_prefix_response(prefix, **options))
+        records = [
+            Record(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision, kv.lease)
+            for kv in response.kvs
+        ]
+        return int(response.header.revision), records
+
+    def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+        put = self._tx.put(key, value, lease=lease or None)
+        ok, responses = self._call(
+            lambda: self._client.transaction(
+                compare=[compare], success=[put], failure=[self._tx.get(key)]
+            )
+        )
+        if ok:
+            revision = int(responses[0].response_put.header.revision)
+            return True, Record(key, value, revision, 0, lease)
+        found = responses[0] if responses else []
+        if not found:
+            return False, Record(key, b"", 0, 0, 0)
+        value_found, meta = found[0]
+        return False, self._record(value_found, meta)
+
+    def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+        return self._txn(self._tx.create(key) == 0, key, value, lease)
+
+    def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+        return self._txn(self._tx.mod(key) == mod_revision, key, value, lease)
+
+    def put_unless_newer(self, key: str, value: bytes, revision: int) -> tuple[bool, Record]:
+        return self._txn(self._tx.mod(key) < revision + 1, key, value, 0)
+
+    def delete(self, key: str) -> None:
+        self._call(lambda: self._client.delete(key))
+
+    # -- leases ----------------------------------------------------------------------------------
+
+    def grant(self, ttl_s: float) -> tuple[int, float]:
+        # etcd counts TTLs in whole seconds and raises short ones to its minimum (about 2 s).
+        lease = self._call(lambda: self._client.lease(max(1, round(ttl_s))))
+        return int(lease.id), float(lease.ttl)
+
+    def keepalive(self, lease: int) -> float:
+        def renew() -> float:
+            for response in self._client.refresh_lease(lease):
+                return max(0.0, float(response.TTL))
+            return 0.0
+
+        return self._call(renew)
+
+    def time_to_live(self, lease: int) -> float:
+        response = self._call(lambda: self._client.get_lease_info(lease))
+        return max(0.0, float(response.TTL))
+
+    def revoke(self, lease: int) -> None:
+        self._call(lambda: self._client.revoke_lease(lease))
+
+    # -- watching --------------------------------------------------------------------------------
+
+    def watch(
+        self,
+        prefix: str,
+        start_revision: int,
+        on_events: Callable[[Sequence[Event]], None],
+        on_error: Callable[[Exception], None],
+    ) -> _Watch:
+        failed = [False]
+
+        def callback(response: Any) -> None:
+            if failed[0]:
+                return
+            if isinstance(response, Exception) or not hasattr(response, "events"):
+                failed[0] = True
+                on_error(response if isinstance(response, Exception) else RuntimeError("closed"))
+                return
+            batch: list[Event] = []
+            for raw in response.events:
+                kind = "delete" if type(raw).__name__ == "DeleteEvent" else "put"
+                event = Event(
+                    kind, raw.key.decode(), raw.value, int(raw.mod_revision), int(raw.lease)
+                )
+                if batch and batch[-1].revision != event.revision:
+                    on_events(batch)
+                    batch = []
+                batch.append(event)
+            if batch:
+                on_events(batch)
+
+        def create() -> int:
+            try:
+                watch_id: int = self._client.add_watch_prefix_callback(
+                    prefix, callback, start_revision=max(1, start_revision)
+                )
+            except self._errors:
+                # NOTE: pyetcd keeps one watch stream per client and reuses it; after a failed
+                # create that stream may be wedged, so the retry must open a fresh one.
+                self._client._clear_old_stubs()
+                raise
+            return watch_id
+
+        return _Watch(self, self._call(create))
+
+    def close(self) -> None:
+        with contextlib.suppress(*self._errors):  # closing a channel that already failed
+            self._client.close()

@@ -1,0 +1,296 @@
+"""Member: a process taking part in a live ring, alive for as long as its lease is renewed.
+
+A member's record (state, weight, zone, data and the tokens chosen once at join) lives under an
+etcd lease; a heartbeat thread renews the lease every third of its TTL and writes nothing else,
+so a heartbeat never changes the epoch. A member that stops renewing (crashed, partitioned,
+paused) loses the lease, etcd deletes the record, and every store drops it from the ring at one
+epoch; this is the liveness rule of etcd's election recipe and of tooz's etcd3 driver.
+
+States: ``joining`` (registered, not in the ring) → ``active`` (in the ring) → ``leaving`` (out
+of the ring, still registered while it hands its arcs over). A member that finds its lease gone
+(after a pause) counts as ``dropped`` and rejoins with a new lease and its old tokens; until the
+ring shows it active again, ``owns`` answers False: it never acts on ownership it may have lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ringkit.errors import BackendError, ConfigError, DuplicateNodeError, RingkitError
+from ringkit.hashing import Key
+from ringkit.live.change import Change, MemberChange
+from ringkit.live.snapshot import MemberInfo, decode_member
+from ringkit.nodes import Node
+from ringkit.ring import HashRing, check_vnodes
+from ringkit.strategies.allocation import allocate_tokens
+
+if TYPE_CHECKING:
+    from ringkit.live.dispatch import Subscription
+    from ringkit.live.store import Store
+
+__all__ = ["Member", "choose_tokens"]
+
+
+def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int, ...]:
+    """Return `node`'s tokens: hashed as ``HashRing`` hashes them, or allocated against `ring`.
+
+    >>> choose_tokens(Node("a"), vnodes=3) == tuple(HashRing(["a"], vnodes=3).tokens.tolist())
+    True
+    """
+    check_vnodes(vnodes)
+    if isinstance(ring, HashRing):
+        return allocate_tokens(ring, node, tokens=vnodes)
+    return tuple(sorted(int(t) for t in HashRing([node], vnodes=vnodes).tokens.tolist()))
+
+
+def _check_ttl(ttl_s: object) -> float:
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s >= 1:
+        raise ConfigError(f"ttl_s must be a number >= 1, got {ttl_s!r}")
+    return float(ttl_s)
+
+
+class Member:
+    """This process's membership of a live ring, made by ``store.join``.
+
+    Looking up: ``owns``, ``state``, ``info``. Following: ``on_change``. Changing state:
+    ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit).
+    """
+
+    def __init__(self, store: Store, info: MemberInfo) -> None:
+        self._store, self._info = store, info
+        self._lock = threading.RLock()
+        self._deadline = 0.0  # monotonic time by which the lease surely still holds
+        self._mod_revision = 0
+        self._closed = False
+        self._dropped_count = 0
+        self._wake = threading.Event()
+        self._subscriptions: list[Subscription] = []
+        self._heartbeat: threading.Thread | None = None
+        self.error: RingkitError | None = None
+
+    @classmethod
+    def join(
+        cls,
+        store: Store,
+        name: str,
+        *,
+        weight: float,
+        zone: str | None,
+        data: Any,
+        ttl_s: float,
+        ready: bool,
+        vnodes: int,
+        allocate: bool,
+    ) -> Member:
+        """Register a member (see ``Store.join``)."""
+        node = Node(name, weight=weight, zone=zone)
+        ttl = _check_ttl(ttl_s)
+        ring = store.snapshot().ring if allocate else None
+        tokens = choose_tokens(node, vnodes=vnodes, ring=ring)
+        holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        state = "active" if ready else "joining"
+        info = MemberInfo(name, state, zone, float(weight), data, tokens, ttl, 0, holder)
+        member = cls(store, info)
+        member._register()
+        member._heartbeat = threading.Thread(target=member._beat, name=f"ringkit-live-{name}")
+        member._heartbeat.daemon = True
+        member._heartbeat.start()
+        # Return once this process's snapshot shows the member (owns() is then meaningful).
+        store.wait_for(lambda s: s.epoch >= member._mod_revision)
+        return member
+
+    # -- the lease -------------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        """Take a lease and create the record; refuse a name a live member holds."""
+        backend = self._store.backend
+        started = time.monotonic()
+        lease, ttl = backend.grant(self._info.ttl_s)
+        info = replace(self._info, lease=lease)
+        ok, record = backend.create(self._store.member_key(info.name), info.encode(), lease)
+        if not ok and record.lease != lease:
+            backend.revoke(lease)
+            left = backend.time_to_live(record.lease) if record.lease else math.inf
+            try:
+                holder = f"holder {decode_member(record.value, record.lease).holder!r}"
+            except ConfigError:
+                holder = "holder unknown"
+            raise DuplicateNodeError(
+                f"member name {info.name!r} must be free, got one held by a live member "
+                f"({holder}, lease ends in {left:.1f} s); choose another name or "
+                "wait for its lease to end"
+            )
+        with self._lock:
+            self._info, self._mod_revision = info, record.mod_revision
+            self._deadline = started + ttl
+
+    def _beat(self) -> None:
+        """Renew the lease every third of its TTL; rejoin when it turns out to be gone."""
+        while not self._closed:
+            self._wake.wait(self._info.ttl_s / 3)
+            self._wake.clear()
+            if self._closed:
+                return
+            try:
+                started = time.monotonic()
+                ttl = self._store.backend.keepalive(self._info.lease)
+                if ttl > 0:
+                    with self._lock:
+                        self._deadline = started + ttl
+                    continue
+                with self._lock:
+                    self._deadline, self._dropped_count = 0.0, self._dropped_count + 1
+                if not self._closed:
+                    self._register()
+            except DuplicateNodeError as error:
+                self.error, self._closed = error, True
+            except BackendError:
+                time.sleep(0.05)  # the service is away: owns() turns False at the deadline
+
+    # -- looking up ------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The member's name: its node name in the ring."""
+        return self._info.name
+
+    @property
+    def info(self) -> MemberInfo:
+        """The member's record as this process last wrote it."""
+        return self._info
+
+    @property
+    def dropped_count(self) -> int:
+        """How many times the member found its lease gone and rejoined."""
+        return self._dropped_count
+
+    def _current(self) -> bool:
+        """Whether the latest snapshot shows this member, under its live lease, as active."""
+        seen = self._store.snapshot().members.get(self.name)
+        return (
+            seen is not None
+            and seen.lease == self._info.lease
+            and seen.state == "active"
+            and time.monotonic() < self._deadline
+            and not self._closed
+        )
+
+    @property
+    def state(self) -> str:
+        """``joining``, ``active`` or ``leaving`` as the latest snapshot shows this lease, or
+        ``dropped`` when the ring does not show it (lease lost, or not seen yet)."""
+        seen = self._store.snapshot().members.get(self.name)
+        if seen is None or seen.lease != self._info.lease or time.monotonic() >= self._deadline:
+            return "dropped"
+        return seen.state
+
+    def owns(self, key: Key, *, replicas: int = 1) -> bool:
+        """Return whether this member is among `key`'s first `replicas` distinct nodes.
+
+        False whenever the member cannot be sure: not active in the latest snapshot, or its
+        lease may have run out (no renewal confirmed within its TTL). Runtime: O(log T).
+        """
+        if not self._current():
+            return False
+        ring = self._store.snapshot().ring
+        return self.name in ring.nodes_for(key, replicas)
+
+    # -- following -------------------------------------------------------------------------------
+
+    def on_change(
+        self, callback: Callable[[MemberChange], None], *, replicas: int = 1
+    ) -> Subscription:
+        """Call `callback` with the arcs this member gained and lost, at every epoch that moves any.
+
+        The arcs are ``diff(old.ring, new.ring, replicas=replicas).gained(name)`` / ``.lost``,
+        as owner or replica; called on the store's dispatcher thread, in epoch order.
+        """
+
+        def relay(change: Change) -> None:
+            names = {node.name for node in change.old.ring.nodes}
+            names |= {node.name for node in change.new.ring.nodes}
+            if self.name not in names:
+                return
+            movement = change.movement_for(replicas)
+            gained, lost = tuple(movement.gained(self.name)), tuple(movement.lost(self.name))
+            if gained or lost:
+                callback(
+                    MemberChange(
+                        self.name,
+                        change.old.epoch,
+                        change.new.epoch,
+                        replicas,
+                        gained,
+                        lost,
+                        change,
+                    )
+                )
+
+        subscription = self._store.subscribe(relay)
+        self._subscriptions.append(subscription)
+        return subscription
+
+    # -- changing state --------------------------------------------------------------------------
+
+    def _set_state(self, state: str) -> int:
+        """Write this member's record with `state`; return the epoch of the write."""
+        with self._lock:
+            info = replace(self._info, state=state)
+            ok, record = self._store.backend.swap(
+                self._store.member_key(self.name), info.encode(), info.lease, self._mod_revision
+            )
+            if not ok:
+                raise BackendError(
+                    f"member {self.name!r} must still hold its record to become {state}, got "
+                    f"it changed at epoch {record.mod_revision} (lease lost?); join again"
+                )
+            self._info, self._mod_revision = info, record.mod_revision
+            return record.mod_revision
+
+    def ready(self) -> None:
+        """Move from ``joining`` to ``active``: the member enters the ring."""
+        if self._info.state == "joining":
+            epoch = self._set_state("active")
+            self._store.wait_for(lambda s: s.epoch >= epoch)
+
+    def leave(self, *, timeout_s: float = 10.0) -> None:
+        """Leave gracefully: ``leaving`` (out of the ring), hand over, then drop the lease.
+
+        Returns once every subscriber of this store, this member's ``on_change`` included, has
+        been called for the epoch where the member left the ring, and the lease is revoked.
+        """
+        if self._closed:
+            return
+        epoch = self._set_state("leaving")
+        self._store.wait_delivered(epoch, timeout_s=timeout_s)
+        self.close()
+
+    def close(self) -> None:
+        """Stop the heartbeat and revoke the lease: the member leaves the ring at once."""
+        if self._closed and self._heartbeat is None:
+            return
+        self._closed = True
+        self._wake.set()
+        for subscription in self._subscriptions:
+            subscription.cancel()
+        with contextlib.suppress(BackendError):  # else the lease runs out by itself
+            self._store.backend.revoke(self._info.lease)
+        self._heartbeat = None
+
+    def __enter__(self) -> Member:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.leave()
+
+    def __repr__(self) -> str:
+        return f"Member({self.name!r}, state={self.state!r}, lease={self._info.lease})"

@@ -1,0 +1,408 @@
+"""Store: one process's view of a live ring, kept current by a watch, and its changes dispatched.
+
+A store holds the records under its prefix (``members/NAME``, one per member, under that
+member's lease; ``table``, a controller's table) exactly as they were at its current *epoch*:
+the revision of the last change under the prefix. It starts from the records at the revision of
+the newest one (a past revision, read as it was) and replays every later change from the
+service's history through a watch, so every process passes through the same epochs and builds
+the same ring at each: the property dskit's ring gets from one CAS-updated descriptor, here
+from etcd's revisions (Cassandra gossips instead and converges eventually).
+
+Each new epoch becomes a :class:`Change`; one *dispatcher thread* per store calls the
+subscribers, in epoch order, one at a time, so a slow subscriber delays the others but never
+reorders them. asyncio users iterate ``store.changes()``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from ringkit.errors import (
+    BackendError,
+    ConfigError,
+    UnknownNodeError,
+    ViewConflictError,
+    format_names,
+)
+from ringkit.live.backend import Backend, Event, Record, WatchHandle
+from ringkit.live.change import Change
+from ringkit.live.dispatch import Dispatcher, Subscription
+from ringkit.live.member import Member
+from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
+from ringkit.live.urls import parse_store_url
+from ringkit.placement import Placement
+
+__all__ = ["Store", "connect"]
+
+_log = logging.getLogger("ringkit.live")
+_RESUME_DELAY_S = 0.1
+
+
+def _compacted(error: BaseException | None) -> bool:
+    """Whether `error` (or its cause) says the revision asked for was compacted away."""
+    while error is not None:
+        if "compact" in (type(error).__name__ + str(error)).lower():
+            return True
+        error = error.__cause__
+    return False
+
+
+def _open_backend(url: str) -> tuple[Backend, str]:
+    parsed = parse_store_url(url)
+    if parsed.scheme == "memory":
+        from ringkit.live.memory import MemoryBackend
+
+        return MemoryBackend.named(parsed.name), parsed.prefix
+    from ringkit.live.etcd import EtcdBackend
+
+    return EtcdBackend(parsed), parsed.prefix
+
+
+def connect(url: str) -> Store:
+    """Connect to the live ring at `url` and return its :class:`Store`.
+
+    ``etcd://h1:2379,h2:2379/PREFIX`` (``etcds://`` for TLS, ``user:password@`` for auth) or
+    ``memory://NAME`` (shared by the threads of this process).
+
+    >>> store = connect("memory://connect-doctest")
+    >>> store.snapshot().epoch, len(store.snapshot().ring)
+    (0, 0)
+    >>> store.close()
+
+    :raises ConfigError: for a malformed URL
+    :raises BackendError: when etcd cannot be reached within a few seconds (the message names
+        the hosts and the cause)
+    """
+    backend, prefix = _open_backend(url)
+    return Store(backend, prefix, url)
+
+
+class Store:
+    """A live ring as this process sees it: snapshots, changes, members, published tables.
+
+    Reading: ``snapshot``, ``wait_for``. Following: ``subscribe``, ``changes`` (async).
+    Taking part: ``join``. Controllers: ``publish``. ``close`` (also a context manager).
+    """
+
+    def __init__(self, backend: Backend, prefix: str, url: str = "") -> None:
+        self._backend, self._prefix, self._url = backend, prefix, url
+        self._members_prefix = prefix + "members/"
+        self._table_key = prefix + "table"
+        self._lock = threading.Condition()
+        self._records: dict[str, Record] = {}
+        self._closed = False
+        self._watch: WatchHandle | None = None
+        self._target: dict[str, int] | None = None
+        self._members: list[Member] = []
+        self._decoded: dict[str, tuple[int, MemberInfo]] = {}
+        self._watch_error: BaseException | None = None
+        self._snapshot = self._load()
+        self._dispatcher = Dispatcher(prefix)
+        self._start_watch(self._snapshot.epoch + 1)
+        if self._target is not None:
+            self._catch_up()
+
+    def _catch_up(self, timeout_s: float = 5.0) -> None:
+        """Wait until the replay has reached the records read at connect (the last deletes)."""
+        with self._lock:
+            self._lock.wait_for(
+                lambda: {k: r.mod_revision for k, r in self._records.items()} == self._target,
+                timeout=timeout_s,
+            )
+
+    @property
+    def backend(self) -> Backend:
+        """The coordination service (memory or etcd) this store reads and writes."""
+        return self._backend
+
+    @property
+    def prefix(self) -> str:
+        """The key prefix of this ring in the service."""
+        return self._prefix
+
+    def member_key(self, name: str) -> str:
+        """Return the key of member `name`'s record."""
+        return self._members_prefix + name
+
+    # -- following the service -------------------------------------------------------------------
+
+    def _relevant(self, key: str) -> bool:
+        return key.startswith(self._members_prefix) or key == self._table_key
+
+    def _load(self) -> Snapshot:
+        """Read the records at the revision of the newest one: an exact, past epoch."""
+        revision, records = self._backend.get_prefix(self._prefix)
+        records = now = [r for r in records if self._relevant(r.key)]
+        newest = max((r.mod_revision for r in records), default=0)
+        if newest < revision:
+            # Changes after `newest` (deletes) are replayed by the watch, in order.
+            try:
+                records = (
+                    [
+                        r
+                        for r in self._backend.get_prefix(self._prefix, newest)[1]
+                        if self._relevant(r.key)
+                    ]
+                    if newest
+                    else []
+                )
+            except BackendError:
+                newest = revision  # history compacted: label the current records with `now`
+        self._records = {r.key: r for r in records}
+        # Wait at connect for the replay of deletes that a past read shows (else it is async).
+        target = {r.key: r.mod_revision for r in now}
+        past = {r.key: r.mod_revision for r in records}
+        self._target = target if target != past else None
+        return self._build(newest)
+
+    def _build(self, epoch: int, previous: Snapshot | None = None) -> Snapshot:
+        members: dict[str, MemberInfo] = {}
+        table: Placement | None = None
+        for key, record in self._records.items():
+            try:
+                if key == self._table_key:
+                    table = decode_table(record.value)
+                else:
+                    info = self._decode(record)
+                    members[info.name] = info
+            except (ConfigError, ValueError) as error:
+                _log.warning("ignoring unreadable record %s: %s", key, error)
+        return Snapshot.build(epoch, members, table, previous)
+
+    def _decode(self, record: Record) -> MemberInfo:
+        """Decode a member record once per write (N watchers each decode every change)."""
+        cached = self._decoded.get(record.key)
+        if cached is None or cached[0] != record.mod_revision:
+            cached = (record.mod_revision, decode_member(record.value, record.lease))
+            self._decoded[record.key] = cached
+        return cached[1]
+
+    def _start_watch(self, start_revision: int) -> None:
+        self._watch = self._backend.watch(
+            self._prefix, start_revision, self._on_events, self._on_watch_error
+        )
+
+    def _on_events(self, events: Sequence[Event]) -> None:
+        with self._lock:
+            relevant = [e for e in events if self._relevant(e.key)]
+            revision = events[0].revision
+            if self._closed or revision <= self._snapshot.epoch or not relevant:
+                return
+            for event in relevant:
+                if event.kind == "delete":
+                    self._records.pop(event.key, None)
+                else:
+                    self._records[event.key] = Record(
+                        event.key, event.value, event.revision, 0, event.lease
+                    )
+            for event in relevant:
+                if event.kind == "delete":
+                    self._decoded.pop(event.key, None)
+            old = self._snapshot
+            self._snapshot = self._build(revision, old)
+            self._lock.notify_all()
+        self._dispatcher.put(Change(old, self._snapshot))
+
+    def _on_watch_error(self, error: Exception) -> None:
+        if self._closed:
+            return
+        self._watch_error = error
+        _log.info("watch of %s broke (%s); resuming", self._backend.describe(), error)
+        threading.Thread(target=self._resume, name="ringkit-live-resume", daemon=True).start()
+
+    def _resume(self) -> None:
+        """Watch again from the next epoch, on whichever endpoint answers, until closed."""
+        while not self._closed:
+            time.sleep(_RESUME_DELAY_S)
+            try:
+                if _compacted(self._watch_error):
+                    self._reload()
+                self._start_watch(self._snapshot.epoch + 1)
+                return
+            except Exception as error:  # any failure: try again; a store never stops following
+                self._watch_error = error
+                _log.info("resuming the watch failed: %r", error)
+
+    def _reload(self) -> None:
+        """Start again from the current records when etcd compacted the history we needed.
+
+        The records are labelled with the current revision: a new epoch, later than every one
+        this process has seen, holding the true state at that revision.
+        """
+        revision, records = self._backend.get_prefix(self._prefix)
+        with self._lock:
+            if revision <= self._snapshot.epoch:
+                return
+            self._records = {r.key: r for r in records if self._relevant(r.key)}
+            old = self._snapshot
+            self._snapshot = self._build(revision, old)
+            self._lock.notify_all()
+        self._dispatcher.put(Change(old, self._snapshot))
+        self._watch_error = None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """Return the latest snapshot this process has seen (never blocks). Runtime: O(1)."""
+        return self._snapshot
+
+    def wait_for(
+        self, predicate: Callable[[Snapshot], bool], *, timeout_s: float = 10.0
+    ) -> Snapshot:
+        """Block until a snapshot satisfies `predicate`; return it.
+
+        :raises TimeoutError: when none does within `timeout_s`
+        """
+        with self._lock:
+            if not self._lock.wait_for(lambda: predicate(self._snapshot), timeout=timeout_s):
+                raise TimeoutError(
+                    f"no snapshot satisfied the condition within {timeout_s} s; "
+                    f"latest {self._snapshot!r}"
+                )
+            return self._snapshot
+
+    def lease_remaining_s(self, name: str) -> float:
+        """Return the seconds member `name`'s lease has left now (0 when it is gone).
+
+        Asked of the service: a snapshot holds each member's TTL, not a countdown, since a
+        countdown in an immutable value is stale the moment it is read.
+
+        :raises UnknownNodeError: when the latest snapshot has no member `name`
+        """
+        info = self._snapshot.members.get(name)
+        if info is None:
+            raise UnknownNodeError(
+                f"member {name!r} is not in the live ring "
+                f"({len(self._snapshot.members)} members: {format_names(self._snapshot.members)})"
+            )
+        return self._backend.time_to_live(info.lease)
+
+    # -- dispatching -----------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[Change], None]) -> Subscription:
+        """Call `callback(change)` on every new epoch from now on, in order.
+
+        Calls come from this store's one dispatcher thread (:mod:`ringkit.live.dispatch`); an
+        exception in a callback is logged and does not stop the others.
+        """
+        return self._dispatcher.subscribe(callback)
+
+    def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
+        """Block until every subscriber has been called for `epoch`; return whether it was."""
+        return self._dispatcher.wait_delivered(epoch, timeout_s=timeout_s)
+
+    async def changes(self) -> AsyncIterator[Change]:
+        """Yield every new epoch's :class:`Change`, in order, to an asyncio task.
+
+        The dispatcher thread hands each change to the running loop; iteration ends when the
+        store closes.
+        """
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Change | None] = asyncio.Queue()
+
+        def hand_over(change: Change) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, change)
+
+        def end() -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, None)
+
+        subscription = self._dispatcher.subscribe(hand_over, end)
+        try:
+            while not self._closed:
+                change = await inbox.get()
+                if change is None:
+                    return
+                yield change
+        finally:
+            subscription.cancel()
+
+    # -- taking part -----------------------------------------------------------------------------
+
+    def join(
+        self,
+        name: str,
+        *,
+        weight: float = 1.0,
+        zone: str | None = None,
+        data: Any = None,
+        ttl_s: float = 10.0,
+        ready: bool = True,
+        vnodes: int = 160,
+        allocate: bool = False,
+    ) -> Member:
+        """Register member `name` under a lease kept alive in the background; return it.
+
+        Its tokens are chosen once, now: `vnodes` hashed exactly as ``HashRing`` hashes them, or
+        with `allocate` as ``allocate_tokens`` places them against the current ring. It is
+        ``active`` at once, or ``joining`` until ``member.ready()`` when `ready` is False.
+
+        :raises DuplicateNodeError: when a live member holds the name (until its lease ends)
+        :raises ConfigError: for a bad name, weight, zone, `ttl_s` or `vnodes`
+        :raises BackendError: when the service cannot be reached
+        """
+        member = Member.join(
+            self,
+            name,
+            weight=weight,
+            zone=zone,
+            data=data,
+            ttl_s=ttl_s,
+            ready=ready,
+            vnodes=vnodes,
+            allocate=allocate,
+        )
+        self._members.append(member)
+        return member
+
+    # -- controllers -----------------------------------------------------------------------------
+
+    def publish(self, placement: Placement, *, expect_epoch: int) -> Snapshot:
+        """Store `placement` as the ring's table if nothing changed since `expect_epoch`.
+
+        Compare-and-swap on the epoch (the table key's revision, 0 for none yet), so of two
+        controllers that read the same epoch exactly one wins. Returns the snapshot that holds
+        the table.
+
+        :raises ViewConflictError: when another table won; the message names its epoch
+        :raises ConfigError: for a placement without a table form
+        """
+        value = encode_table(placement)
+        ok, record = self._backend.put_unless_newer(self._table_key, value, expect_epoch)
+        if not ok:
+            raise ViewConflictError(
+                f"table must be unchanged since epoch {expect_epoch} to publish, got a table "
+                f"published at epoch {record.mod_revision} by another controller; read that "
+                "snapshot and plan again",
+                epoch=record.mod_revision,
+            )
+        return self.wait_for(lambda s: s.epoch >= record.mod_revision)
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close this store's members (their leases end), then the watch, dispatcher, client."""
+        if self._closed:
+            return
+        for member in self._members:
+            member.close()
+        self._closed = True
+        if self._watch is not None:
+            self._watch.cancel()
+        self._backend.close()
+        self._dispatcher.close()
+        with self._lock:
+            self._lock.notify_all()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Store({self._url or self._backend.describe()!r}, epoch={self._snapshot.epoch})"

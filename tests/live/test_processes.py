@@ -1,0 +1,127 @@
+"""Members in separate processes on a real etcd: agreement, crash, pause.
+
+Each member is ``python -m tests.live.worker`` (tests/live/worker.py), reporting every epoch it
+holds and whether it owns its keys, as JSON lines with wall-clock times.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ringkit.ring import HashRing
+from tests.live.worker import KEYS
+from tests.servers import EtcdCluster
+
+pytestmark = pytest.mark.timeout(90)
+
+ROOT = Path(__file__).resolve().parents[2]
+TTL_S = 2.0
+
+
+class Worker:
+    """One member process and the lines it printed."""
+
+    def __init__(self, url: str, name: str) -> None:
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
+        self.name = name
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.live.worker", url, name, str(TTL_S)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT,
+        )  # fmt: skip
+        self.lines: list[dict[str, Any]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for raw in self.process.stdout:
+            self.lines.append(json.loads(raw))
+
+    def epochs(self) -> list[dict[str, Any]]:
+        return [line for line in list(self.lines) if line["kind"] == "epoch"]
+
+    def latest(self) -> dict[str, Any] | None:
+        found = self.epochs()
+        return found[-1] if found else None
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture
+def workers(etcd: EtcdCluster, request: pytest.FixtureRequest) -> Iterator[list[Worker]]:
+    url = etcd.url(f"procs-{request.node.name}")
+    started = [Worker(url, f"w{i}") for i in range(5)]
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        time.sleep(0.02)
+
+
+def agreed(group: list[Worker], ring: list[str]) -> bool:
+    latest = [w.latest() for w in group]
+    return all(line is not None and line["ring"] == ring for line in latest) and (
+        len({(line["epoch"], line["digest"]) for line in latest if line is not None}) == 1
+    )
+
+
+def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Worker]) -> None:
+    names = [w.name for w in workers]
+    wait_until(lambda: agreed(workers, names), 40, "five processes to agree on one epoch")
+    # The ring every process computed is HashRing of the members: same owners for 10,000 keys.
+    expected = HashRing(names).node_for_many(KEYS)
+    import hashlib
+
+    assert workers[0].latest()["digest"] == hashlib.sha1("\n".join(expected).encode()).hexdigest()
+
+    # SIGKILL one: the survivors converge on the ring without it within ttl_s + 2 s, together.
+    victim, survivors = workers[0], workers[1:]
+    killed_at = time.time()
+    victim.process.send_signal(signal.SIGKILL)
+    wait_until(lambda: agreed(survivors, names[1:]), TTL_S + 4, "survivors to drop the killed")
+    reached = [
+        next(line["t"] for line in w.epochs() if line["ring"] == names[1:]) for w in survivors
+    ]
+    assert max(reached) - killed_at <= TTL_S + 2
+    assert max(reached) - min(reached) <= 0.5
+
+    # SIGSTOP one past its TTL, then SIGCONT: it learns it was dropped and rejoins, and never
+    # claims its keys under the old lease after it wakes.
+    paused = survivors[0]
+    old_lease = next(line["lease"] for line in reversed(paused.lines) if line["kind"] == "owns")
+    paused.process.send_signal(signal.SIGSTOP)
+    others = survivors[1:]
+    wait_until(lambda: agreed(others, names[2:]), TTL_S + 4, "others to drop the paused member")
+    resumed_at = time.time()
+    paused.process.send_signal(signal.SIGCONT)
+    wait_until(
+        lambda: any(
+            line["kind"] == "owns" and line["owns"] and line["dropped"] >= 1
+            for line in list(paused.lines)
+        ),
+        TTL_S + 6,
+        "the paused member to rejoin",
+    )
+    after = [line for line in paused.lines if line["kind"] == "owns" and line["t"] >= resumed_at]
+    assert after and not any(line["owns"] and line["lease"] == old_lease for line in after)
+    assert all(line["lease"] != old_lease for line in after if line["owns"])
+    wait_until(lambda: agreed(survivors, names[1:]), TTL_S + 4, "everyone to see it back")
