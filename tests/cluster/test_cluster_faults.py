@@ -269,3 +269,34 @@ def test_one_client_is_safe_to_share_between_threads(urls: dict[str, str], new: 
     assert shared_client.get_many([f"t{n}:9" for n in range(8)]) == {
         f"t{n}:9": 149 for n in range(8)
     }
+
+
+@pytest.mark.timeout(60)
+def test_readmission_invalidates_more_hints_than_the_pool_has_connections(new: New) -> None:
+    # Regression (issue 13 merge): the async client sends a re-admitted server's hint deletes as
+    # one concurrent round; redis.asyncio's default pool refused the calls past max_connections,
+    # the probe failed, and the taken hints were dropped, so the stale copies stayed.
+    with ExitStack() as stack:
+        trio = [stack.enter_context(redis_server()) for _ in range(3)]
+        urls = server_urls("redis", trio)
+        ring = HashRing(list(urls))
+        client = new(ring, urls, replicas=2, max_connections=4, dead_timeout_s=0.05)
+        keys = [f"k{i}" for i in range(400) if "s2" in ring.nodes_for(f"k{i}", 2)]
+        client.set_many(dict.fromkeys(keys, "old"))
+        victim = trio[1]
+        victim.process.send_signal(signal.SIGSTOP)  # hung: keeps its old values
+        try:
+            time.sleep(0.05)
+            for key in keys:
+                client.set(key, "new")  # s2 times out, is marked down, every key is hinted
+        finally:
+            victim.process.send_signal(signal.SIGCONT)
+        time.sleep(0.1)
+        assert client.check_health() == []
+        assert client.stats()["s2"].readmissions >= 1
+        assert client.get_many(keys) == dict.fromkeys(keys, "new")
+        direct = ShardedClient(HashRing(["s2"]), {"s2": urls["s2"]})
+        # Every stale copy on s2 was invalidated (read repair may since have written "new").
+        assert set(direct.get_many(keys).values()) <= {"new"}
+        client.close()
+        direct.close()

@@ -119,7 +119,14 @@ class AsyncRedisBackend:
             max_connections=max_connections,
         )
         retry = redis.asyncio.retry.Retry(redis.backoff.NoBackoff(), 0)
-        self._client = redis.asyncio.Redis(**options, retry=retry)
+        # NOTE: a blocking pool, not redis.asyncio's default one, which raises "Too many
+        # connections" at once when a round of concurrent calls (a re-admitted server's hint
+        # deletes, a wide multi-get) outnumbers max_connections; here the extra calls wait for
+        # a free connection, at most timeout_s.
+        if options.pop("ssl", False):
+            options["connection_class"] = redis.asyncio.SSLConnection
+        pool = redis.asyncio.BlockingConnectionPool(timeout=timeout_s, retry=retry, **options)
+        self._client = redis.asyncio.Redis(connection_pool=pool)
         self._incr = self._client.register_script(_INCR_SCRIPT)
 
     async def _call(self, action: Callable[[Any], Awaitable[T]]) -> T:

@@ -134,6 +134,8 @@ class ServerSet(Generic[B]):
                 Call(name, "delete", (key,), epoch, "invalidate") for key in hints
             )
         if failed_any(outcomes):
+            for key in hints:  # not invalidated yet: keep them for the next probe
+                health.hint(key)
             health.probe_failed(now=time.monotonic())
             server.stats.bump("skipped")
             return False
