@@ -174,8 +174,9 @@ class Rebalancer:
         data = view.to_json()
         if self._authority is not None:
             # The store first: a client that a server refuses finds this view there.
-            if self._lock is not None:
-                self._lock.check()
+            check = getattr(self._lock, "check", None)  # a LeaseLock says if it lost its lease
+            if check is not None:
+                check()
             self._authority.publish(view, replace=replace)
         # A removed server gets the final view too: a stale client that reaches it learns it.
         for name in sorted(targets or view.servers):
