@@ -238,3 +238,19 @@ def test_the_cli_refuses_an_import_without_an_etcd_store_or_a_view(
     assert status == 1 and "the servers hold no cluster view to import" in err
     status, _, err = _cli("--view-store", etcd_url, "--add", f"s3={urls['s3']}", capsys=capsys)
     assert status == 1 and "holds no cluster view; give --servers" in err
+
+
+def test_a_lock_whose_lease_is_gone_says_so_before_the_next_step(etcd_url: str) -> None:
+    store = EtcdViewStore(etcd_url, lock_ttl_s=2)
+    lock = store.lock("stalled-coordinator").acquire()
+    lock.check()
+    store.backend.revoke(lock._lease)  # what etcd does when a stalled holder's lease runs out
+    deadline = time.monotonic() + 5
+    while lock.held and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with pytest.raises(ConfigError, match=r"cluster/lock' must be held .* got it lost"):
+        lock.check()
+    lock.release()
+    with store.lock("next-coordinator") as again:
+        assert again.held
+    store.close()
