@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -11,7 +12,9 @@ import pytest
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from tests.cluster.helpers import FLAVORS, NAMES, memory_urls, new_client, server_urls
-from tests.servers import Server, memcached_server, redis_server
+from tests.servers import EtcdCluster, Server, etcd_server, memcached_server, redis_server
+
+_prefixes = itertools.count()
 
 
 @pytest.fixture(scope="module")
@@ -75,3 +78,17 @@ def make_client(urls: dict[str, str], new: Callable[..., Any]) -> Callable[..., 
         return new(HashRing(list(urls)), urls, **options)
 
     return make
+
+
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdCluster]:
+    """One real etcd per module (skipped locally without the binary, a failure under CI)."""
+    with etcd_server() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def etcd_url(etcd: EtcdCluster, request: pytest.FixtureRequest) -> str:
+    """An ``etcd://`` view-store URL with a prefix of its own for this test."""
+    name = f"views-{next(_prefixes)}-{request.node.name}"
+    return etcd.url("".join(c if c.isalnum() or c in "-_" else "-" for c in name))

@@ -19,6 +19,7 @@ from ringkit.cluster.aio import AsyncShardedClient
 from ringkit.cluster.backends import Backend, MemoryStore, memory_store, open_backend
 from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, ShardedClient
 from ringkit.cluster.coordination import register_coordinator
+from ringkit.cluster.etcdviews import EtcdViewStore
 from ringkit.cluster.health import OpEvent, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys, SpaceSaving
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport
@@ -31,8 +32,13 @@ from ringkit.errors import QuorumError, StaleViewError, ViewConflictError
 # The client calls the coordinator of membership changes; it is wired here, once, so that the
 # client never imports it (see ringkit.cluster.coordination).
 register_coordinator(
-    lambda view, options, on_view: Rebalancer(view, options=options, on_view=on_view)
+    lambda view, options, on_view, store: Rebalancer(
+        view, options=options, on_view=on_view, view_store=store
+    )
 )
+# The cluster view in etcd (through ringkit.live's etcd client): see ringkit.cluster.etcdviews.
+for _scheme in ("etcd", "etcds"):
+    register_view_store(_scheme, EtcdViewStore)
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
@@ -41,6 +47,7 @@ __all__ = [
     "AsyncShardedClient",
     "Backend",
     "ClusterView",
+    "EtcdViewStore",
     "HotKeys",
     "MemoryStore",
     "OpEvent",

@@ -122,6 +122,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         await self._run(self._flush())
 
     async def close(self) -> None:
-        """Close every connection pool."""
+        """Close every connection pool, and stop following the view store."""
+        await asyncio.to_thread(self._tracker.close)
         for _, server in self._servers.items():
             await server.backend.close()

@@ -182,7 +182,8 @@ class ShardedClient(ClientCore[FencedBackend]):
         self._run(self._flush())
 
     def close(self) -> None:
-        """Close every connection pool."""
+        """Close every connection pool, and stop following the view store."""
+        self._tracker.close()
         for _, server in self._servers.items():
             server.backend.close()
 

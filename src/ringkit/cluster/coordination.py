@@ -17,6 +17,7 @@ from typing import Protocol
 
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.view import ClusterView
+from ringkit.cluster.viewstore import ViewStore
 from ringkit.errors import ConfigError
 
 __all__ = ["Coordinator", "CoordinatorFactory", "coordinator_for", "register_coordinator"]
@@ -39,23 +40,30 @@ class Coordinator(Protocol):
 
 
 CoordinatorFactory = Callable[
-    [ClusterView, RebalanceOptions | None, Callable[[ClusterView], None]], Coordinator
+    [ClusterView, RebalanceOptions | None, Callable[[ClusterView], None], ViewStore | None],
+    Coordinator,
 ]
 _FACTORY: list[CoordinatorFactory] = []
 
 
 def register_coordinator(factory: CoordinatorFactory) -> None:
-    """Build coordinators with `factory(view, options, on_view)` from now on."""
+    """Build coordinators with `factory(view, options, on_view, view_store)` from now on."""
     _FACTORY[:] = [factory]
 
 
 def coordinator_for(
-    view: ClusterView, options: RebalanceOptions | None, on_view: Callable[[ClusterView], None]
+    view: ClusterView,
+    options: RebalanceOptions | None,
+    on_view: Callable[[ClusterView], None],
+    view_store: ViewStore | None = None,
 ) -> Coordinator:
     """Return a coordinator of a change from `view`; it tells `on_view` of every view.
+
+    `view_store` is the client's: an authoritative one (etcd) is where views are published
+    first, under the coordinator's lock.
 
     :raises ConfigError: when no coordinator is registered
     """
     if not _FACTORY:
         raise ConfigError("no coordinator is registered; import ringkit.cluster first")
-    return _FACTORY[0](view, options, on_view)
+    return _FACTORY[0](view, options, on_view, view_store)

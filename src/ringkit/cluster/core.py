@@ -111,7 +111,8 @@ class ClientCore(Generic[B]):
     - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
-      ``file:///path``) or a :class:`~ringkit.cluster.viewstore.ViewStore`.
+      ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
+      :class:`~ringkit.cluster.viewstore.ViewStore`.
     """
 
     def __init__(
@@ -149,6 +150,7 @@ class ClientCore(Generic[B]):
             timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
         )
         urls = check_server_map(placement, servers)
+        view = ClusterView(0, placement, {n: url_text(u) for n, u in urls.items()}, replicas)
         store = open_view_store(view_store)
         self._index_keys = True
         self._hot = hot_keys
@@ -158,8 +160,9 @@ class ClientCore(Generic[B]):
         self.writer = Writer(
             self._servers, codec, write_quorum=write_quorum, max_value_bytes=max_value_bytes
         )
-        view = ClusterView(0, placement, {n: url_text(u) for n, u in urls.items()}, replicas)
-        self._tracker = ViewTracker(view, self._servers, store, hot_keys=hot_keys)
+        self._tracker = ViewTracker(
+            view, self._servers, store, hot_keys=hot_keys, owns_store=isinstance(view_store, str)
+        )
         self.view_check_s: float | None = None
 
     def _open(self, name: str, url: ServerURL) -> Server[B]:
@@ -328,7 +331,7 @@ class ClientCore(Generic[B]):
         self, view: ClusterView, options: RebalanceOptions | None, change: str, *args: str
     ) -> RebalanceReport:
         """Run membership change `change` (add, remove) with a coordinator; blocks."""
-        coordinator = coordinator_for(view, options, self._tracker.adopt)
+        coordinator = coordinator_for(view, options, self._tracker.adopt, self._tracker.store)
         try:
             report: RebalanceReport = getattr(coordinator, change)(*args)
             return report

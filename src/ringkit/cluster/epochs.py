@@ -8,7 +8,9 @@ meanwhile). A server that has moved to a newer epoch refuses the call
 :class:`~ringkit.cluster.viewstore.ViewStore`, adopts it (opening the servers it brings) and
 retries the call, at most ``MAX_VIEW_RETRIES`` times. A write routed by a stale view is
 therefore refused and redirected, never acknowledged and lost. With ``view_check_s`` the client
-also reads the store at most that often, so a client that only reads converges as well.
+also reads the store at most that often, so a client that only reads converges as well. A store
+that pushes views (:class:`~ringkit.cluster.viewstore.FollowedViewStore`, etcd's watch) is
+followed from construction to ``close``: each new epoch is adopted as it is published.
 
 The tracker is part of the one decision core (:mod:`ringkit.cluster.steps`): the sync and the
 async client run the same refresh and retry.
@@ -26,7 +28,7 @@ from ringkit.cluster.routing import Router
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Steps
 from ringkit.cluster.view import ClusterView
-from ringkit.cluster.viewstore import ViewStore
+from ringkit.cluster.viewstore import FollowedViewStore, Following, ViewStore
 from ringkit.errors import StaleViewError
 
 __all__ = ["MAX_VIEW_RETRIES", "ViewTracker"]
@@ -39,6 +41,7 @@ class ViewTracker:
     """The view a client routes by: adopt a newer one, refresh from the store, retry refused calls.
 
     Reading: ``view``, ``router``. Converging: ``adopt``, ``refresh``. Calling: ``fenced``.
+    ``close`` stops following the store (and closes it when `owns_store`).
     """
 
     def __init__(
@@ -48,15 +51,28 @@ class ViewTracker:
         store: ViewStore,
         *,
         hot_keys: HotKeys | None = None,
+        owns_store: bool = False,
     ) -> None:
         self.servers = servers
         self.store = store
+        self._owns_store = owns_store
         self._hot_keys = hot_keys
         self._lock = threading.Lock()
         self._checked_at = time.monotonic()
         servers.join(view.servers)
         # One reference, read once per call: adopting a view is one assignment.
         self.router = Router(view, hot_keys=hot_keys)
+        self._following: Following | None = None
+        if isinstance(store, FollowedViewStore):
+            self._following = store.follow(self.adopt)
+
+    def close(self) -> None:
+        """Stop following the view store; close it if this tracker opened it."""
+        if self._following is not None:
+            self._following.cancel()
+            self._following = None
+        if self._owns_store and isinstance(self.store, FollowedViewStore):
+            self.store.close()
 
     @property
     def view(self) -> ClusterView:

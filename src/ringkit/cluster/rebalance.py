@@ -18,6 +18,12 @@ itself a rebalance back to the old placement in which writes go to both sides. W
 down (a failed server removed with ``replicas >= 2``), its arcs are rebuilt from the surviving
 copies. Every view and plan goes to the audit log.
 
+With an authoritative view store (``etcd://``, :mod:`ringkit.cluster.etcdviews`) the
+coordinator holds the store's lease lock for the whole change (a second coordinator is refused,
+naming the holder), reads the current view from the store, and publishes each view there first
+(compare-and-swap, epochs only grow), then on the servers, which keep fencing calls by epoch: a
+client refused by a server reads the new view from the store, where it already is.
+
 >>> from ringkit import HashRing
 >>> from ringkit.cluster import ShardedClient
 >>> servers = {name: f"memory://doctest-rebalance-{name}" for name in "abc"}
@@ -36,9 +42,9 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ringkit.cluster.backends import open_backend
 from ringkit.cluster.fencing import FencedBackend, fence
@@ -52,7 +58,7 @@ from ringkit.cluster.progress import (
 )
 from ringkit.cluster.urls import parse_url
 from ringkit.cluster.view import AuditLog, ClusterView
-from ringkit.cluster.viewstore import read_views
+from ringkit.cluster.viewstore import AuthoritativeViewStore, ViewStore, read_views
 from ringkit.errors import BackendError, ConfigError, StaleViewError, UnsupportedError
 from ringkit.movement import Movement, diff
 from ringkit.ring import HashRing
@@ -72,7 +78,8 @@ class Rebalancer:
 
     Changing: ``add``, ``remove``, ``change``. Recovering: ``resume``, ``rollback``.
     ``view`` is the newest view it published or found; `on_view` is told of every view it
-    publishes.
+    publishes. With an authoritative `view_store` (etcd), views are read and published there
+    first, under its lock; other stores (``servers://``, ``file://``) change nothing here.
     """
 
     def __init__(
@@ -81,10 +88,13 @@ class Rebalancer:
         *,
         options: RebalanceOptions | None = None,
         on_view: Callable[[ClusterView], None] | None = None,
+        view_store: ViewStore | None = None,
     ) -> None:
         self.view = view
         self.options = options or RebalanceOptions()
         self._on_view = on_view
+        self._authority = view_store if isinstance(view_store, AuthoritativeViewStore) else None
+        self._lock: Any = None
         self._epoch = view.epoch
         self._backends: dict[str, FencedBackend] = {}
         self._urls: dict[str, str] = dict(view.servers)
@@ -107,12 +117,41 @@ class Rebalancer:
             backend = self._backends[name] = fence(raw, lambda: self._epoch, self._point_of)
         return backend
 
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the authoritative store's lock for the block (once, however deeply nested)."""
+        if self._authority is None or self._lock is not None:
+            yield
+            return
+        self._lock = self._authority.lock()
+        try:
+            with self._lock:
+                yield
+        finally:
+            self._lock = None
+
     def _refresh(self) -> None:
         self._urls.update(self.view.servers)
         found = read_views({name: self.backend(name) for name in self._urls})
+        if self._authority is not None:
+            found = self._authoritative(found)
         if found is not None and found.epoch > self.view.epoch:
             self.view = found
             self._urls.update(found.servers)
+
+    def _authoritative(self, on_servers: ClusterView | None) -> ClusterView | None:
+        """Return the store's view, refusing servers that moved on without the store."""
+        assert self._authority is not None
+        held = self._authority.load()
+        epoch = 0 if held is None else held.epoch
+        if on_servers is not None and on_servers.epoch > epoch:
+            where = "holds no view" if held is None else f"holds epoch {epoch}"
+            raise ConfigError(
+                f"the servers' view must not be newer than the view store's, got epoch "
+                f"{on_servers.epoch} on the servers while {self._authority.url} {where}; "
+                f"import it with `ringkit rebalance --view-store URL --import-from-servers`"
+            )
+        return held
 
     def _probe(self, view: ClusterView) -> None:
         self._urls.update(view.servers)
@@ -133,6 +172,12 @@ class Rebalancer:
         self._epoch = view.epoch
         line = self.audit.record("view", view.to_dict(redact_passwords=True))
         data = view.to_json()
+        if self._authority is not None:
+            # The store first: a client that a server refuses finds this view there.
+            check = getattr(self._lock, "check", None)  # a LeaseLock says if it lost its lease
+            if check is not None:
+                check()
+            self._authority.publish(view, replace=replace)
         # A removed server gets the final view too: a stale client that reaches it learns it.
         for name in sorted(targets or view.servers):
             if name in self._down:
@@ -163,16 +208,18 @@ class Rebalancer:
         :raises DuplicateNodeError: when `name` is already a node
         """
         parse_url(url)
-        new = self._current_ring().add(name)
-        return self.change(new, {**self.view.servers, name: url}, {"add": name})
+        with self._locked():
+            new = self._current_ring().add(name)
+            return self.change(new, {**self.view.servers, name: url}, {"add": name})
 
     def remove(self, name: str) -> RebalanceReport:
         """Remove server `name` from the newest view on the servers, and move its keys.
 
         :raises UnknownNodeError: when `name` is not a node
         """
-        new = self._current_ring().remove(name)
-        return self.change(new, dict(self.view.servers), {"remove": name})
+        with self._locked():
+            new = self._current_ring().remove(name)
+            return self.change(new, dict(self.view.servers), {"remove": name})
 
     def change(
         self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
@@ -182,9 +229,16 @@ class Rebalancer:
         Runtime: one range read per moved arc and source, plus O(k) work for the k keys on
         moved arcs (twice: copy, then cleanup), plus one SCAN per source with ``scan``.
 
-        :raises ConfigError: when a rebalance is in progress (resume or roll it back first)
+        :raises ConfigError: when a rebalance is in progress (resume or roll it back first),
+            or another coordinator holds the view store's lock
         :raises BackendError: when a server of `new` is down, or keys would have no source
         """
+        with self._locked():
+            return self._change(new, servers, change)
+
+    def _change(
+        self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
+    ) -> RebalanceReport:
         self._refresh()
         current = self.view
         if current.transitional:
@@ -205,6 +259,10 @@ class Rebalancer:
 
     def resume(self) -> RebalanceReport:
         """Finish the rebalance in progress (skipping finished transfers), if there is one."""
+        with self._locked():
+            return self._resume()
+
+    def _resume(self) -> RebalanceReport:
         self._refresh()
         if not self.view.transitional:
             # A coordinator may have died while publishing the final view: finish that.
@@ -218,6 +276,10 @@ class Rebalancer:
 
         :raises ConfigError: when no ``moving`` rebalance is in progress
         """
+        with self._locked():
+            return self._rollback()
+
+    def _rollback(self) -> RebalanceReport:
         self._refresh()
         current = self.view
         if current.state != "moving" or current.previous is None:

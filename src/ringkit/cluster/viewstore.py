@@ -12,6 +12,13 @@ ring registers ``etcd://``):
   an old view until the next one is published.
 - ``file:///path/view.json``: a file an operator or a deploy tool keeps (re-read on refresh),
   for static setups (:func:`~ringkit.cluster.view.load_view`).
+- ``etcd://HOST:PORT/PREFIX`` (registered by :mod:`ringkit.cluster`): the view under its own
+  compare-and-swap key in etcd, followed by a watch, and a lease lock for the coordinator
+  (:mod:`ringkit.cluster.etcdviews`).
+
+Two richer forms of the protocol: a :class:`FollowedViewStore` pushes each new view to the
+client (the client follows it from construction to ``close``), and an
+:class:`AuthoritativeViewStore` is where the coordinator publishes views first, under its lock.
 
 >>> open_view_store(None).url, open_view_store("file:///tmp/view.json").url
 ('servers://', 'file:///tmp/view.json')
@@ -24,6 +31,7 @@ ringkit.errors.ConfigError: view store scheme must be one of ..., got 'zk'; ...
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,7 +40,10 @@ from ringkit.cluster.view import ClusterView, load_view
 from ringkit.errors import BackendError, ConfigError
 
 __all__ = [
+    "AuthoritativeViewStore",
     "FileViewStore",
+    "FollowedViewStore",
+    "Following",
     "ServersViewStore",
     "ViewStore",
     "open_view_store",
@@ -51,6 +62,55 @@ class ViewStore(Protocol):
         """Return the newest view; `servers` are the client's, `at_least` an epoch to reach.
 
         :raises BackendError: when the store cannot be reached
+        """
+        ...
+
+
+class Following(Protocol):
+    """What ``FollowedViewStore.follow`` returns: ``cancel()`` stops the callbacks."""
+
+    def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class FollowedViewStore(ViewStore, Protocol):
+    """A view store that tells its followers of every new view (a watch, not polling)."""
+
+    def follow(self, on_view: Callable[[ClusterView], None]) -> Following:
+        """Call `on_view` with the current view, then with every newer one, until cancelled."""
+        ...
+
+    def close(self) -> None:
+        """Stop following and release connections."""
+        ...
+
+
+@runtime_checkable
+class AuthoritativeViewStore(ViewStore, Protocol):
+    """A view store the coordinator publishes to first: the authority on the cluster's view.
+
+    The cache servers still learn each epoch (they fence calls by it); the store decides.
+    """
+
+    def load(self) -> ClusterView | None:
+        """Return the view in the store now (None when there is none); blocks."""
+        ...
+
+    def publish(self, view: ClusterView, *, replace: bool = False) -> None:
+        """Store `view` unless the store holds a newer epoch (or another view at that epoch).
+
+        :raises ViewConflictError: when it does
+        """
+        ...
+
+    def lock(self, holder: str | None = None) -> AbstractContextManager[Any]:
+        """Return the coordinator's lock, taken on entering (a second holder is refused)."""
+        ...
+
+    def import_view(self, view: ClusterView) -> bool:
+        """Store `view` taken from the servers; False when the store holds it already.
+
+        :raises ConfigError: when the store holds a newer epoch
         """
         ...
 

@@ -6,6 +6,11 @@ The current membership comes from ``--servers NAME=URL,…`` (a ring over those 
 ``--add NAME=URL`` or ``--remove NAME`` runs a rebalance (:mod:`ringkit.cluster.rebalance`),
 ``--resume`` finishes an interrupted one, ``--rollback`` undoes one, and ``--status`` prints the
 servers' view. ``--write-view FILE`` saves the final view for static setups.
+
+``--view-store etcd://HOST:PORT/PREFIX`` keeps the view in etcd (:mod:`ringkit.cluster.etcdviews`):
+the current view comes from there (``--servers`` and ``--view`` only start an empty store), the
+coordinator holds etcd's lease lock while it works, and each view is published there first.
+``--import-from-servers`` moves the view the servers hold into etcd, once, to switch stores.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import Any
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport, read_views
 from ringkit.cluster.urls import parse_url
 from ringkit.cluster.view import ClusterView, load_view
+from ringkit.cluster.viewstore import AuthoritativeViewStore, ViewStore, open_view_store
 from ringkit.commands.common import positive_int, print_json, refuse
 from ringkit.commands.output import TransferBar
 from ringkit.hashing import DEFAULT_HASH, HASHERS
@@ -52,6 +58,11 @@ def register(subparsers: Any) -> None:
     add("--servers", type=_servers, help="current servers: NAME=URL,NAME=URL,…")
     add("--view", help="a view file (default: $RINGKIT_VIEW when --servers is not given)")
     add(
+        "--view-store",
+        metavar="URL",
+        help="where the cluster view is kept: servers:// (default) or etcd://HOST:PORT/PREFIX",
+    )
+    add(
         "--vnodes",
         type=positive_int,
         default=None,
@@ -74,7 +85,12 @@ def register(subparsers: Any) -> None:
     action.add_argument("--remove", metavar="NAME", help="server to remove")
     action.add_argument("--resume", action="store_true", help="finish an interrupted rebalance")
     action.add_argument("--rollback", action="store_true", help="undo a rebalance in progress")
-    action.add_argument("--status", action="store_true", help="print the servers' view")
+    action.add_argument("--status", action="store_true", help="print the current view")
+    action.add_argument(
+        "--import-from-servers",
+        action="store_true",
+        help="copy the view the servers hold into --view-store (refused if it holds a newer one)",
+    )
     add("--keys-per-s", type=float, default=None, help="throttle: keys moved per second")
     add("--max-streams", type=positive_int, default=2, help="streams per source (default: 2)")
     add("--batch", type=positive_int, default=500, help="keys per range read (default: 500)")
@@ -86,7 +102,15 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _initial_view(args: argparse.Namespace) -> ClusterView:
+def _initial_view(args: argparse.Namespace, store: ViewStore | None) -> ClusterView:
+    if isinstance(store, AuthoritativeViewStore) and args.servers is None and args.view is None:
+        held = store.load()
+        if held is None:
+            raise refuse(
+                f"view store {store.url} holds no cluster view; give --servers (or --view) to "
+                f"start one, or --import-from-servers to move the servers' view there"
+            )
+        return held
     if args.servers is None:
         for flag in ("vnodes", "hasher", "replicas"):
             if getattr(args, flag) is not None:
@@ -125,9 +149,34 @@ def _act(rebalancer: Rebalancer, args: argparse.Namespace) -> RebalanceReport:
     return rebalancer.rollback()
 
 
+def _import(rebalancer: Rebalancer, store: ViewStore | None, as_json: bool) -> int:
+    if not isinstance(store, AuthoritativeViewStore):
+        raise refuse("--import-from-servers needs --view-store etcd://HOST:PORT/PREFIX")
+    found = read_views({name: rebalancer.backend(name) for name in rebalancer.view.servers})
+    if found is None:
+        raise refuse("the servers hold no cluster view to import; rebalance with --view-store")
+    imported = store.import_view(found)
+    if as_json:
+        print_json({"imported": imported, "epoch": found.epoch, "view_store": store.url})
+    else:
+        done = "imported" if imported else "already held"
+        print(f"{done}: the servers' view at epoch {found.epoch} ({found.state}) in {store.url}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the rebalance the arguments ask for; return the exit status."""
-    view = _initial_view(args)
+    store = None if args.view_store is None else open_view_store(args.view_store)
+    try:
+        return _run(args, store)
+    finally:
+        close = getattr(store, "close", None)
+        if close is not None:
+            close()
+
+
+def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
+    view = _initial_view(args, store)
     show = not args.no_progress and not args.json and sys.stderr.isatty()
     bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
@@ -138,10 +187,15 @@ def run(args: argparse.Namespace) -> int:
         progress=bar,
         audit_path=args.audit,
     )
-    rebalancer = Rebalancer(view, options=options)
+    rebalancer = Rebalancer(view, options=options, view_store=store)
     try:
+        if args.import_from_servers:
+            return _import(rebalancer, store, args.json)
         if args.status:
-            found = read_views({name: rebalancer.backend(name) for name in view.servers})
+            if isinstance(store, AuthoritativeViewStore):
+                found = store.load()
+            else:
+                found = read_views({name: rebalancer.backend(name) for name in view.servers})
             print_json((found or view).to_dict(redact_passwords=True))
             return 0
         with bar or nullcontext():

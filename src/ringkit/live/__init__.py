@@ -23,7 +23,7 @@ from ringkit.live.change import Change, EmptySideMovement, MemberChange, movemen
 from ringkit.live.dispatch import Subscription
 from ringkit.live.member import Member, choose_tokens
 from ringkit.live.snapshot import STATES, MemberInfo, Snapshot
-from ringkit.live.store import Store, connect
+from ringkit.live.store import Store, connect, open_store_backend
 from ringkit.live.urls import StoreURL, parse_store_url
 
 __all__ = [
@@ -40,5 +40,6 @@ __all__ = [
     "choose_tokens",
     "connect",
     "movement_between",
+    "open_store_backend",
     "parse_store_url",
 ]

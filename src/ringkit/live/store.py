@@ -37,7 +37,7 @@ from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_ta
 from ringkit.live.urls import parse_store_url
 from ringkit.placement import Placement
 
-__all__ = ["Store", "connect"]
+__all__ = ["Store", "connect", "open_store_backend"]
 
 _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
@@ -52,7 +52,19 @@ def _compacted(error: BaseException | None) -> bool:
     return False
 
 
-def _open_backend(url: str) -> tuple[Backend, str]:
+def open_store_backend(url: str) -> tuple[Backend, str]:
+    """Open the coordination service `url` names; return it and the URL's key prefix.
+
+    What :func:`connect` opens, for other users of the same service (the cache client keeps
+    its cluster view in etcd through it, :mod:`ringkit.cluster.etcdviews`).
+
+    >>> backend, prefix = open_store_backend("memory://open-doctest")
+    >>> backend.describe(), prefix
+    ('memory://open-doctest', '/')
+
+    :raises ConfigError: for a malformed URL
+    :raises BackendError: when etcd cannot be reached within a few seconds
+    """
     parsed = parse_store_url(url)
     if parsed.scheme == "memory":
         from ringkit.live.memory import MemoryBackend
@@ -78,7 +90,7 @@ def connect(url: str) -> Store:
     :raises BackendError: when etcd cannot be reached within a few seconds (the message names
         the hosts and the cause)
     """
-    backend, prefix = _open_backend(url)
+    backend, prefix = open_store_backend(url)
     return Store(backend, prefix, url)
 
 
