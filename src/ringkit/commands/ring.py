@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import positive_int, print_json, shown_url
 from ringkit.commands.output import console, percent
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
@@ -171,7 +171,7 @@ def run_watch(args: argparse.Namespace) -> int:
     changes: queue.Queue[Change] = queue.Queue()
     store.subscribe(changes.put)
     deadline = None if args.timeout_s is None else time.monotonic() + args.timeout_s
-    print(f"watching {_shown(args.store)} from epoch {store.snapshot().epoch}", flush=True)
+    print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
     seen = 0
     try:
         while args.count is None or seen < args.count:
@@ -195,9 +195,3 @@ def run_watch(args: argparse.Namespace) -> int:
             f"got {seen}"
         )
     return 0
-
-
-def _shown(url: str) -> str:
-    """`url` without its credentials."""
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if "@" in rest else url

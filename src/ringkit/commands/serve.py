@@ -1,8 +1,10 @@
 """``ringkit serve``: run the interactive simulator page and its JSON API on this machine.
 
 Binds 127.0.0.1 unless ``--host`` says otherwise, prints the URL, then serves until interrupted.
-Needs the ``web`` extra (Starlette and uvicorn); without it the command prints a one-line install
-hint and exits 1.
+With ``--store URL`` (a ``ringkit.live`` store) the page shows that live ring and follows its
+changes; the store is opened before the server starts, so a bad or unreachable store exits 1
+with its message. Needs the ``web`` extra (Starlette and uvicorn); without it the command prints
+a one-line install hint and exits 1.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 from typing import Any
+
+import ringkit.live
+from ringkit.commands.common import shown_url
 
 __all__ = ["INSTALL_HINT", "page_url", "register"]
 
@@ -29,6 +34,11 @@ def register(subparsers: Any) -> None:
         help="address to bind (default: 127.0.0.1, this machine only)",
     )
     parser.add_argument("--port", type=_port, default=8000, help="TCP port (default: 8000)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="show this live ring (etcd://HOST:PORT/PREFIX or memory://NAME) and follow it",
+    )
     parser.set_defaults(run=run)
 
 
@@ -54,9 +64,19 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ringkit.web.app import create_app
+        from ringkit.web.live import LiveView
     except ImportError:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
-    print(f"ringkit simulator on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    live = None if args.store is None else LiveView(ringkit.live.connect(args.store))
+    what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
+    print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
+    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
+    if live is not None:
+        options["timeout_graceful_shutdown"] = 1  # long polls wait up to 30 s: not on Ctrl+C
+    try:
+        uvicorn.run(create_app(live), **options)
+    finally:
+        if live is not None:
+            live.close()
     return 0
