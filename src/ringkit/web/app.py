@@ -43,7 +43,11 @@ logger = logging.getLogger("ringkit.web")
 
 
 def _meta(request: Request) -> Response:
-    return JSONResponse({**api.meta(), "live": request.app.state.live is not None})
+    view: LiveView | None = request.app.state.live
+    store = (
+        None if view is None else f"{view.store.backend.describe()} (prefix {view.store.prefix})"
+    )
+    return JSONResponse({**api.meta(), "live": view is not None, "store": store})
 
 
 async def _live(request: Request) -> Response:
