@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +180,23 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
+
+
+def test_ctrl_c_stops_watch_cleanly() -> None:
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ringkit", "ring", "watch", "--store", "memory://ctrl-c"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().startswith("watching memory://ctrl-c from epoch 0")
+    process.send_signal(signal.SIGINT)
+    try:
+        _, err = process.communicate(timeout=10)
+    finally:
+        process.kill()
+    assert process.returncode == 130
+    assert err == "stopped\n"
