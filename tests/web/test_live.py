@@ -1,8 +1,9 @@
 """``/api/live`` and ``ringkit serve --store``: the live ring as JSON, answered by long poll.
 
-The answer equals the store's snapshot (members, shares, tokens, epoch); a long poll with
-``after_epoch`` returns as soon as a member joins (well before its wait ends) with the new
-epoch; without a store, and for bad parameters, a 400 naming the parameter.
+Against ``memory://`` and a real etcd. The answer equals the store's snapshot (members,
+shares, tokens, epoch); a long poll with ``after_epoch`` returns as soon as a member joins
+(well before its wait ends) with the new epoch; without a store, and for bad parameters, a
+400 naming the parameter.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ringkit.live import Snapshot, Store
 from ringkit.ring import HashRing
 from ringkit.web.app import create_app
 from ringkit.web.live import LiveView
+from tests.servers import EtcdCluster, etcd_server
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:Using `httpx` with `starlette.testclient`"),
@@ -37,9 +39,21 @@ pytestmark = [
 _names = itertools.count()
 
 
-@pytest.fixture
-def store() -> Iterator[Store]:
-    opened = ringkit.live.connect(f"memory://web-live-{next(_names)}")
+@pytest.fixture(scope="module")
+def etcd() -> Iterator[EtcdCluster]:
+    with etcd_server() as cluster:
+        yield cluster
+
+
+@pytest.fixture(params=["memory", "etcd"])
+def store(request: pytest.FixtureRequest) -> Iterator[Store]:
+    name = f"web-live-{next(_names)}"
+    if request.param == "memory":
+        url = f"memory://{name}"
+    else:
+        cluster: EtcdCluster = request.getfixturevalue("etcd")
+        url = cluster.url(name)
+    opened = ringkit.live.connect(url)
     yield opened
     opened.close()
 

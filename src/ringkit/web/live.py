@@ -67,6 +67,8 @@ class LiveView:
         return report
 
     def _lease_left(self, name: str) -> float | None:
+        if self._closed:  # a request woken by close: the store may be gone already
+            return None
         try:
             return round(self._store.lease_remaining_s(name), 3)
         except (BackendError, UnknownNodeError):
