@@ -9,10 +9,17 @@ shares, tokens, epoch); a long poll with ``after_epoch`` returns as soon as a me
 from __future__ import annotations
 
 import itertools
+import os
+import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,9 +168,52 @@ def test_serve_with_a_store_passes_it_to_the_app(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uvicorn = pytest.importorskip("uvicorn")
-    apps: list[Any] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: apps.append((app, options)))
+    servers: list[Any] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: servers.append(self))
     assert main(["serve", "--store", "memory://serve-live", "--port", "8123"]) == 0
-    app, options = apps[0]
-    assert isinstance(app.state.live, LiveView) and options["timeout_graceful_shutdown"] == 1
+    config = servers[0].config
+    assert isinstance(config.app.state.live, LiveView) and config.port == 8123
     assert "live ring of memory://serve-live on http://127.0.0.1:8123/" in capsys.readouterr().out
+
+
+def test_ctrl_c_answers_a_waiting_long_poll_and_stops(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[2]
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ringkit", "serve", "--store", "memory://x", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and "live ring of memory://x" in server.stdout.readline()
+        base = f"http://127.0.0.1:{port}/api/live"
+        deadline = time.monotonic() + 20
+        while True:  # until uvicorn listens
+            try:
+                urllib.request.urlopen(base, timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        answers: list[int] = []
+
+        def poll() -> None:
+            with urllib.request.urlopen(f"{base}?after_epoch=0&wait_s=30", timeout=40) as reply:
+                answers.append(reply.status)
+
+        waiting = threading.Thread(target=poll)
+        waiting.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+        server.send_signal(signal.SIGINT)
+        _, err = server.communicate(timeout=15)
+        waiting.join(timeout=5)
+        assert time.monotonic() - started < 5
+        assert server.returncode == 0 and answers == [200]
+        assert "Traceback" not in err and "ERROR" not in err
+    finally:
+        server.kill()

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import ringkit.live
 from ringkit.commands.common import shown_url
+
+if TYPE_CHECKING:
+    from ringkit.web.live import LiveView
 
 __all__ = ["INSTALL_HINT", "page_url", "register"]
 
@@ -72,11 +75,28 @@ def run(args: argparse.Namespace) -> int:
     what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
-    if live is not None:
-        options["timeout_graceful_shutdown"] = 1  # long polls wait up to 30 s: not on Ctrl+C
     try:
-        uvicorn.run(create_app(live), **options)
+        if live is None:
+            uvicorn.run(create_app(), **options)
+        else:
+            _serve_live(uvicorn, create_app(live), live, options)
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl+C it handled: stopping is how serving ends
     finally:
         if live is not None:
             live.close()
     return 0
+
+
+def _serve_live(uvicorn: Any, app: Any, live: LiveView, options: dict[str, Any]) -> None:
+    """Serve `app`; on Ctrl+C, first answer every long poll of ``/api/live`` (close `live`).
+
+    uvicorn waits for requests in flight before it stops, and a long poll waits up to 30 s.
+    """
+
+    class LiveServer(uvicorn.Server):  # type: ignore[misc]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            live.close()  # wakes the waiting requests, which answer at once
+            super().handle_exit(sig, frame)
+
+    LiveServer(uvicorn.Config(app, timeout_graceful_shutdown=2, **options)).run()
