@@ -24,6 +24,7 @@ from ringkit.commands import (
     lookup,
     plan,
     rebalance,
+    ring,
     serve,
     simulate,
     sweep,
@@ -42,6 +43,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     compare,
     plan,
     rebalance,
+    ring,
     serve,
 )
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from ringkit.errors import ConfigError
 
-__all__ = ["node_list", "positive_int", "print_json", "vnode_counts"]
+__all__ = ["node_list", "positive_int", "print_json", "shown_url", "vnode_counts"]
 
 
 def node_list(text: str) -> list[str]:
@@ -42,6 +42,16 @@ def print_json(data: Any) -> None:
 def refuse(message: str) -> ConfigError:
     """Return a ConfigError for a bad argument combination (printed as ``ringkit: error:``)."""
     return ConfigError(message)
+
+
+def shown_url(url: str) -> str:
+    """Return a store URL without its credentials, to print.
+
+    >>> shown_url("etcd://ops:s3cret@h1:2379/ring"), shown_url("memory://demo")
+    ('etcd://h1:2379/ring', 'memory://demo')
+    """
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if "@" in rest else url
 
 
 def vnode_counts(text: str) -> list[int]:

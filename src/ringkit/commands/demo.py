@@ -1,9 +1,13 @@
-"""``ringkit demo cache``: the Gatepass scenario (``ringkit simulate``) on real cache servers.
+"""``ringkit demo``: lessons on real servers and processes.
 
-Fills the servers, warms them, adds servers and replays the reads, for a ring and for
-``hash % N``, then prints the hit rate right after the change, the keys moved, the reads that
-fall through to the database, and the time each phase took. With ``--backend memcached`` or
-``redis`` it starts the servers itself on free loopback ports (and stops them at the end).
+``demo cache`` is the Gatepass scenario (``ringkit simulate``) on real cache servers. Fills the
+servers, warms them, adds servers and replays the reads, for a ring and for ``hash % N``, then
+prints the hit rate right after the change, the keys moved, the reads that fall through to the
+database, and the time each phase took. With ``--backend memcached`` or ``redis`` it starts the
+servers itself on free loopback ports (and stops them at the end).
+
+``demo workers`` is a pool of workers sharing tenants through a live ring
+(:mod:`ringkit.commands.workers`): one is killed with SIGKILL and the pool converges.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from ringkit.cluster.gatepass import (
     memory_urls,
     run_gatepass,
 )
+from ringkit.commands import workers
 from ringkit.commands.common import positive_int, print_json
 
 __all__ = ["register", "render"]
@@ -54,6 +59,7 @@ def register(subparsers: Any) -> None:
     )
     cache.add_argument("--json", action="store_true", help="print JSON")
     cache.set_defaults(run=run)
+    workers.register(scenarios)
 
 
 def render(report: GatepassReport) -> str:

@@ -1,15 +1,23 @@
 """``ringkit serve``: run the interactive simulator page and its JSON API on this machine.
 
 Binds 127.0.0.1 unless ``--host`` says otherwise, prints the URL, then serves until interrupted.
-Needs the ``web`` extra (Starlette and uvicorn); without it the command prints a one-line install
-hint and exits 1.
+With ``--store URL`` (a ``ringkit.live`` store) the page shows that live ring and follows its
+changes; the store is opened before the server starts, so a bad or unreachable store exits 1
+with its message. Needs the ``web`` extra (Starlette and uvicorn); without it the command prints
+a one-line install hint and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import ringkit.live
+from ringkit.commands.common import shown_url
+
+if TYPE_CHECKING:
+    from ringkit.web.live import LiveView
 
 __all__ = ["INSTALL_HINT", "page_url", "register"]
 
@@ -29,6 +37,11 @@ def register(subparsers: Any) -> None:
         help="address to bind (default: 127.0.0.1, this machine only)",
     )
     parser.add_argument("--port", type=_port, default=8000, help="TCP port (default: 8000)")
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help="show this live ring (etcd://HOST:PORT/PREFIX or memory://NAME) and follow it",
+    )
     parser.set_defaults(run=run)
 
 
@@ -54,9 +67,36 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ringkit.web.app import create_app
+        from ringkit.web.live import LiveView
     except ImportError:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
-    print(f"ringkit simulator on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level="warning")
+    live = None if args.store is None else LiveView(ringkit.live.connect(args.store))
+    what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
+    print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
+    options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
+    try:
+        if live is None:
+            uvicorn.run(create_app(), **options)
+        else:
+            _serve_live(uvicorn, create_app(live), live, options)
+    except KeyboardInterrupt:
+        pass  # uvicorn re-raises the Ctrl+C it handled: stopping is how serving ends
+    finally:
+        if live is not None:
+            live.close()
     return 0
+
+
+def _serve_live(uvicorn: Any, app: Any, live: LiveView, options: dict[str, Any]) -> None:
+    """Serve `app`; on Ctrl+C, first answer every long poll of ``/api/live`` (close `live`).
+
+    uvicorn waits for requests in flight before it stops, and a long poll waits up to 30 s.
+    """
+
+    class LiveServer(uvicorn.Server):  # type: ignore[misc]
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            live.close()  # wakes the waiting requests, which answer at once
+            super().handle_exit(sig, frame)
+
+    LiveServer(uvicorn.Config(app, timeout_graceful_shutdown=2, **options)).run()

@@ -62,7 +62,8 @@ class Member:
     """This process's membership of a live ring, made by ``store.join``.
 
     Looking up: ``owns``, ``state``, ``info``. Following: ``on_change``. Changing state:
-    ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit).
+    ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit);
+    ``abandon`` stops renewing without a word, as a crash does.
     """
 
     def __init__(self, store: Store, info: MemberInfo) -> None:
@@ -284,6 +285,19 @@ class Member:
             subscription.cancel()
         with contextlib.suppress(BackendError):  # else the lease runs out by itself
             self._store.backend.revoke(self._info.lease)
+        self._heartbeat = None
+
+    def abandon(self) -> None:
+        """Stop the heartbeat *without* revoking the lease, as a crashed process would.
+
+        The record stays until its lease runs out (its TTL, plus the service's expiry check),
+        then the member leaves every ring at one epoch: a crash to rehearse in one process
+        (``ringkit demo workers`` with ``memory://``), where SIGKILL would end every member.
+        """
+        self._closed = True
+        self._wake.set()
+        for subscription in self._subscriptions:
+            subscription.cancel()
         self._heartbeat = None
 
     def __enter__(self) -> Member:

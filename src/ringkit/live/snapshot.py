@@ -27,7 +27,15 @@ from ringkit.ring import HashRing
 from ringkit.strategies.allocation import AllocatedRing
 from ringkit.strategies.fixed import FixedPartitions
 
-__all__ = ["STATES", "MemberInfo", "Snapshot", "decode_member", "decode_table", "encode_table"]
+__all__ = [
+    "STATES",
+    "MemberInfo",
+    "Snapshot",
+    "decode_member",
+    "decode_table",
+    "encode_table",
+    "snapshot_dict",
+]
 
 #: A member's states, in the order it passes through them.
 STATES = ("joining", "active", "leaving")
@@ -199,3 +207,51 @@ class Snapshot:
         states = ", ".join(f"{n}={m.state}" for n, m in list(self.members.items())[:5])
         more = f", … and {len(self.members) - 5} more" if len(self.members) > 5 else ""
         return f"Snapshot(epoch={self.epoch}, members=[{states}{more}])"
+
+
+def snapshot_dict(snapshot: Snapshot) -> dict[str, Any]:
+    """Return `snapshot` as JSON-ready data: epoch, members with their shares, the ring's tokens.
+
+    What ``ringkit ring status --json`` prints and the page's ``/api/live`` answers (dskit's
+    ``/ring`` page and Cassandra's ``nodetool ring`` show the same facts). ``share`` is the
+    member's exact fraction of the keyspace in ``snapshot.ring.shares()`` (0.0 for a member
+    not in the ring); ``tokens`` is its token count and ``ring.tokens`` / ``ring.owners`` the
+    ring's sorted tokens and owner indices into ``ring.nodes`` (``null`` for a table).
+
+    >>> info = MemberInfo("a", "active", "z1", 1.0, None, (10, 2**63), 5.0, 7)
+    >>> report = snapshot_dict(Snapshot.build(3, {"a": info}, None))
+    >>> report["epoch"], report["members"][0]["share"], report["ring"]["owners"]
+    (3, 1.0, [0, 0])
+    """
+    ring = snapshot.ring
+    shares = ring.shares() if len(ring) else {}
+    members = [
+        {
+            "name": m.name,
+            "state": m.state,
+            "zone": m.zone,
+            "weight": m.weight,
+            "data": m.data,
+            "tokens": len(m.tokens),
+            "share": shares.get(m.name, 0.0),
+            "ttl_s": m.ttl_s,
+            "lease": m.lease,
+            "holder": m.holder,
+        }
+        for m in snapshot.members.values()
+    ]
+    tokens: list[int] | None = None
+    owners: list[int] | None = None
+    if isinstance(ring, HashRing):
+        tokens, owners = ring.tokens.tolist(), ring.token_owners.tolist()
+    return {
+        "epoch": snapshot.epoch,
+        "table": snapshot.table,
+        "members": members,
+        "ring": {
+            "nodes": [node.name for node in ring.nodes],
+            "space": ring.space if isinstance(ring, HashRing) else None,
+            "tokens": tokens,
+            "owners": owners,
+        },
+    }

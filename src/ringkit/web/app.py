@@ -1,7 +1,8 @@
 """The Starlette app: the simulator page and its JSON API (needs the ``web`` extra).
 
 Routes: ``/`` (the page), ``/static/*`` (its script and style), and ``GET /api/meta``,
-``/api/ring``, ``/api/lookup`` (documented in docs/web.md). Handlers only parse
+``/api/ring``, ``/api/lookup`` and, for ``ringkit serve --store``, ``/api/live`` (a long poll
+on a live ring, :mod:`ringkit.web.live`; documented in docs/web.md). Handlers only parse
 (:mod:`ringkit.web.params`), call :mod:`ringkit.web.api` and answer JSON. A bad parameter is a
 400 naming it; anything unexpected is a generic 500 and a log entry with the traceback, so no
 internals reach the client. The computing handlers are plain functions, which Starlette runs in
@@ -19,6 +20,7 @@ import logging
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -26,7 +28,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ringkit.web import api
-from ringkit.web.params import ParamError, parse_lookup_query, parse_ring_query
+from ringkit.web.live import LiveView
+from ringkit.web.params import (
+    ParamError,
+    parse_live_query,
+    parse_lookup_query,
+    parse_ring_query,
+)
 
 __all__ = ["STATIC", "create_app"]
 
@@ -35,7 +43,26 @@ logger = logging.getLogger("ringkit.web")
 
 
 def _meta(request: Request) -> Response:
-    return JSONResponse(api.meta())
+    view: LiveView | None = request.app.state.live
+    store = (
+        None if view is None else f"{view.store.backend.describe()} (prefix {view.store.prefix})"
+    )
+    return JSONResponse({**api.meta(), "live": view is not None, "store": store})
+
+
+async def _live(request: Request) -> Response:
+    query = parse_live_query(request.query_params.multi_items())
+    view: LiveView | None = request.app.state.live
+    if view is None:
+        raise ParamError(
+            "store",
+            "the live view needs a store, got none; start the server with "
+            "ringkit serve --store etcd://HOST:PORT/PREFIX (or memory://NAME)",
+            None,
+        )
+    # Blocking waits and lease reads run in the thread pool, never on the event loop.
+    snapshot = await run_in_threadpool(view.wait_after, query.after_epoch, query.wait_s)
+    return JSONResponse(await run_in_threadpool(view.report, snapshot))
 
 
 def _ring(request: Request) -> Response:
@@ -72,14 +99,20 @@ async def _unexpected(request: Request, error: Exception) -> Response:
     return JSONResponse(body, status_code=500)
 
 
-def create_app() -> Starlette:
-    """Return the app: the page at ``/``, its files at ``/static``, the API under ``/api``."""
+def create_app(live: LiveView | None = None) -> Starlette:
+    """Return the app: the page at ``/``, its files at ``/static``, the API under ``/api``.
+
+    With `live`, ``/api/live`` shows that store and the page switches to the live view.
+    """
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/api/meta", _meta, methods=["GET"]),
         Route("/api/ring", _ring, methods=["GET"]),
         Route("/api/lookup", _lookup, methods=["GET"]),
+        Route("/api/live", _live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
-    return Starlette(routes=routes, exception_handlers=handlers)
+    app = Starlette(routes=routes, exception_handlers=handlers)
+    app.state.live = live
+    return app

@@ -44,10 +44,12 @@ __all__ = [
     "DEFAULTS",
     "LIMITS",
     "Change",
+    "LiveQuery",
     "LookupQuery",
     "ParamError",
     "PlacementQuery",
     "RingQuery",
+    "parse_live_query",
     "parse_lookup_query",
     "parse_ring_query",
 ]
@@ -61,6 +63,8 @@ MAX_ZIPF = 4.0
 MAX_KEY_LENGTH = 256
 MAX_PREFIX_LENGTH = 32
 MAX_VALUE_LENGTH = 8192
+MAX_WAIT_S = 30.0
+LIVE_WAIT_S = 20.0
 
 LIMITS: Mapping[str, float] = {
     "nodes": MAX_NODES,
@@ -88,6 +92,8 @@ DEFAULTS: Mapping[str, str] = {
 _COMMON = ("nodes", "vnodes", "hasher", "strategy")
 _RING_PARAMS = frozenset((*_COMMON, "keys", "prefix", "zipf", "add", "remove", "reweight"))
 _LOOKUP_PARAMS = frozenset((*_COMMON, "key", "replicas"))
+_LIVE_PARAMS = frozenset(("after_epoch", "wait_s"))
+_EPOCH = re.compile(r"[0-9]{1,18}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}")
 _INT = re.compile(r"[0-9]{1,9}")
 _DECIMAL = re.compile(r"[0-9]{1,6}(\.[0-9]{1,6})?")
@@ -173,6 +179,36 @@ def parse_lookup_query(params: Params) -> LookupQuery:
         )
     replicas = _int(values, "replicas", 1, MAX_NODES) if "replicas" in values else None
     return LookupQuery(placement, key, replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class LiveQuery:
+    """``GET /api/live``: answer at once, or once the epoch is past `after_epoch` (long poll).
+
+    `after_epoch` is None for "now"; `wait_s` bounds the wait (then the current snapshot).
+    """
+
+    after_epoch: int | None
+    wait_s: float
+
+
+def parse_live_query(params: Params) -> LiveQuery:
+    """Return the validated ``/api/live`` query.
+
+    >>> parse_live_query({"after_epoch": "12"})
+    LiveQuery(after_epoch=12, wait_s=20.0)
+
+    :raises ParamError: for an unknown or repeated parameter, an epoch that is not a
+        non-negative integer, or a wait outside [0, 30] seconds
+    """
+    values = _collect(params, _LIVE_PARAMS)
+    after = values.get("after_epoch")
+    if after is not None and not _EPOCH.fullmatch(after):
+        raise ParamError(
+            "after_epoch", f"after_epoch must be an integer >= 0, got {after!r}", after
+        )
+    wait_s = _decimal(values, "wait_s", 0.0, MAX_WAIT_S) if "wait_s" in values else LIVE_WAIT_S
+    return LiveQuery(None if after is None else int(after), wait_s)
 
 
 def _collect(params: Params, known: frozenset[str]) -> dict[str, str]:

@@ -1,6 +1,7 @@
 // The simulator page: it keeps the settings, asks the JSON API and draws the answer.
 // It computes nothing about placement itself: owners, counts, fair shares, ratios, moved keys
 // and walks all come from the server, which asks the ringkit library (docs/web.md).
+import { startLive } from "./live.js";
 import { drawRing as ringView } from "./ring.js";
 
 const state = {
@@ -368,6 +369,10 @@ async function start() {
     state.meta = await getJSON("/api/meta", {});
   } catch (error) {
     showError(error);
+    return;
+  }
+  if (state.meta.live) {
+    startLive(state.meta, showError); // ringkit serve --store: the live ring instead
     return;
   }
   const defaults = state.meta.defaults;

@@ -120,3 +120,19 @@ export function drawRing(svg, report, { colours, moved, lookup }) {
   const sub = el("text", { x: 0, y: 14, class: "centre sub" }, settings.join(" · "));
   svg.append(centre, sub);
 }
+
+/**
+ * Draw a live ring (an /api/live answer's `ring`) into `svg`: the ownership band and token
+ * ticks coloured by member, and `caption` in the centre.
+ */
+export function drawLiveRing(svg, ring, colours, caption) {
+  for (const child of [...svg.children]) if (child.tagName !== "title") child.remove();
+  svg.append(el("circle", { cx: 0, cy: 0, r: R, class: "track" }));
+  if (ring.positions && ring.positions.length) {
+    const report = { tokens: { positions: ring.positions, owners: ring.owners },
+      nodes: ring.nodes.map((name) => ({ name })) };
+    drawOwnership(svg, report, colours);
+  }
+  svg.append(el("text", { x: 0, y: -6, class: "centre" }, caption[0]),
+    el("text", { x: 0, y: 14, class: "centre sub" }, caption[1]));
+}

@@ -1,0 +1,197 @@
+"""``ringkit ring status`` and ``ringkit ring watch``: a live ring as an operator sees it.
+
+``status`` is Cassandra's ``nodetool ring`` and Grafana dskit's ``/ring`` page for a
+``ringkit.live`` store: each member's state, zone, weight, token count, exact share of the
+keyspace (the ring's ``shares()``), its lease's TTL and the seconds it has left (a heartbeat is
+a lease renewal, so the time since the last one is about TTL minus that), at one epoch.
+``watch`` prints one line per new epoch: who joined, left or changed state, and the share of
+the keyspace that moved beside the least any placement could move (``change.movement``). It
+stops after ``--count`` changes or ``--timeout-s`` seconds, or on Ctrl-C (exit status 130).
+"""
+
+from __future__ import annotations
+
+import argparse
+import queue
+import sys
+import time
+from typing import Any
+
+from rich.table import Table
+
+from ringkit.commands.common import positive_int, print_json, shown_url
+from ringkit.commands.output import console, percent
+from ringkit.errors import BackendError, ConfigError
+from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
+from ringkit.live.snapshot import snapshot_dict
+
+__all__ = ["describe_change", "register", "status_rows"]
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``ring`` subcommand and its ``status`` and ``watch`` actions."""
+    parser = subparsers.add_parser(
+        "ring",
+        help="show or follow a live ring (ringkit.live)",
+        description="Show or follow a live ring kept in etcd or memory (docs/live.md).",
+    )
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    status = actions.add_parser(
+        "status",
+        help="members, states, shares and leases at the current epoch",
+        description="Show the members of a live ring at its current epoch (like nodetool ring).",
+    )
+    _store_argument(status)
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(run=run_status)
+    watch = actions.add_parser(
+        "watch",
+        help="print one line per change of a live ring",
+        description="Print one line per new epoch: who joined, left or changed state, and "
+        "the share of the keyspace that moved against the least possible.",
+    )
+    _store_argument(watch)
+    watch.add_argument("--count", type=positive_int, help="stop after this many changes")
+    watch.add_argument(
+        "--timeout-s", type=_seconds, help="stop after this many seconds (default: never)"
+    )
+    watch.set_defaults(run=run_watch)
+
+
+def _store_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        required=True,
+        metavar="URL",
+        help="etcd://HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+    return value
+
+
+def _open(url: str) -> Store:
+    """Connect to `url`; errors name the store (a password never shown)."""
+    parse_store_url(url)  # a malformed URL: ConfigError naming it
+    try:
+        return connect(url)
+    except BackendError as error:
+        raise BackendError(f"cannot read the live ring: {error}") from error
+
+
+def _lease_left(store: Store, name: str) -> float | None:
+    try:
+        return store.lease_remaining_s(name)
+    except (BackendError, KeyError):
+        return None
+
+
+def status_rows(store: Store, snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Return ``snapshot_dict``'s members, each with ``lease_remaining_s`` asked of the store."""
+    rows: list[dict[str, Any]] = snapshot_dict(snapshot)["members"]
+    for row in rows:
+        row["lease_remaining_s"] = _lease_left(store, row["name"])
+    return rows
+
+
+def _status_table(snapshot: Snapshot, rows: list[dict[str, Any]]) -> Table:
+    table = Table(title=f"live ring at epoch {snapshot.epoch}: {len(snapshot.ring)} in the ring")
+    for header in ("member", "state", "zone", "weight", "tokens", "owns", "TTL", "lease left"):
+        table.add_column(header, justify="left" if header in {"member", "state"} else "right")
+    for row in rows:
+        left = row["lease_remaining_s"]
+        table.add_row(
+            row["name"],
+            row["state"],
+            row["zone"] or "–",
+            f"{row['weight']:g}",
+            f"{row['tokens']:,}",
+            percent(row["share"]),
+            f"{row['ttl_s']:g} s",
+            "–" if left is None else f"{left:.1f} s",
+        )
+    return table
+
+
+def run_status(args: argparse.Namespace) -> int:
+    """Print the members of the ring at ``args.store`` at its current epoch."""
+    store = _open(args.store)
+    try:
+        snapshot = store.snapshot()
+        rows = status_rows(store, snapshot)
+    finally:
+        store.close()
+    if args.json:
+        ring = {"nodes": [node.name for node in snapshot.ring.nodes]}
+        print_json(
+            {"epoch": snapshot.epoch, "table": snapshot.table, "members": rows, "ring": ring}
+        )
+        return 0
+    if not rows:
+        print(f"epoch {snapshot.epoch}: no members")
+        return 0
+    console().print(_status_table(snapshot, rows))
+    return 0
+
+
+def describe_change(change: Change) -> str:
+    """Return one line for `change`: epoch, members in and out, share moved against the least.
+
+    Members that appeared are ``+name``, that disappeared ``-name``, whose state changed
+    ``name joining→active``; one that rejoined under a new lease is ``name rejoined``.
+    """
+    old, new = change.old.members, change.new.members
+    events = [f"+{name} ({new[name].state})" for name in new.keys() - old.keys()]
+    events += [f"-{name}" for name in old.keys() - new.keys()]
+    for name in sorted(new.keys() & old.keys()):
+        if old[name].state != new[name].state:
+            events.append(f"{name} {old[name].state}→{new[name].state}")
+        elif old[name].lease != new[name].lease:
+            events.append(f"{name} rejoined")
+    events.sort(key=lambda event: event.lstrip("+-"))
+    movement = change.movement
+    least = getattr(movement, "optimum_fraction", movement.moved_fraction)
+    return (
+        f"epoch {change.new.epoch}: {', '.join(events) or 'table published'}; "
+        f"ring {len(change.new.ring)} members; moved {percent(movement.moved_fraction)} "
+        f"of the keyspace (least possible {percent(least)})"
+    )
+
+
+def run_watch(args: argparse.Namespace) -> int:
+    """Print a line per change of ``args.store`` until --count, --timeout-s or Ctrl-C."""
+    store = _open(args.store)
+    changes: queue.Queue[Change] = queue.Queue()
+    store.subscribe(changes.put)
+    deadline = None if args.timeout_s is None else time.monotonic() + args.timeout_s
+    print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
+    seen = 0
+    try:
+        while args.count is None or seen < args.count:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                break
+            try:
+                change = changes.get(timeout=wait)
+            except queue.Empty:
+                break
+            print(describe_change(change), flush=True)
+            seen += 1
+    except KeyboardInterrupt:
+        print("stopped", file=sys.stderr)
+        return 130
+    finally:
+        store.close()
+    if args.count is not None and seen < args.count:
+        raise ConfigError(
+            f"--count {args.count} changes must arrive within --timeout-s {args.timeout_s:g}, "
+            f"got {seen}"
+        )
+    return 0
