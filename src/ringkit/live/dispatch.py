@@ -41,8 +41,10 @@ class Subscription:
         dispatcher: Dispatcher,
         callback: Callable[[Change], None],
         on_close: Callable[[], None] | None = None,
+        after_epoch: int = 0,
     ) -> None:
         self._dispatcher, self.callback, self.on_close = dispatcher, callback, on_close
+        self.after_epoch = after_epoch
 
     def cancel(self) -> None:
         """Stop calling the callback (a call under way finishes)."""
@@ -70,10 +72,18 @@ class Dispatcher:
         self._queue.put(change)
 
     def subscribe(
-        self, callback: Callable[[Change], None], on_close: Callable[[], None] | None = None
+        self,
+        callback: Callable[[Change], None],
+        on_close: Callable[[], None] | None = None,
+        *,
+        after_epoch: int = 0,
     ) -> Subscription:
-        """Call `callback(change)` for every change queued from now on."""
-        subscription = Subscription(self, callback, on_close)
+        """Call `callback(change)` for every change to an epoch later than `after_epoch`.
+
+        The store passes the epoch of the snapshot its caller can already see, so a change that
+        is still queued for delivery when the subscription starts is not replayed to it.
+        """
+        subscription = Subscription(self, callback, on_close, after_epoch)
         with self._lock:
             self._subscribers.append(subscription)
         return subscription
@@ -94,6 +104,8 @@ class Dispatcher:
             with self._lock:
                 subscribers = list(self._subscribers)
             for subscription in subscribers:
+                if change.new.epoch <= subscription.after_epoch:
+                    continue  # the subscriber started from a snapshot that already held it
                 try:
                     subscription.callback(change)
                 except Exception:  # a subscriber's bug must not stop the others

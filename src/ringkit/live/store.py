@@ -299,10 +299,12 @@ class Store:
     def subscribe(self, callback: Callable[[Change], None]) -> Subscription:
         """Call `callback(change)` on every new epoch from now on, in order.
 
-        Calls come from this store's one dispatcher thread (:mod:`ringkit.live.dispatch`); an
-        exception in a callback is logged and does not stop the others.
+        "From now on" means every epoch after the one ``snapshot()`` returns at the time of the
+        call, even if an earlier change is still queued for delivery. Calls come from this
+        store's one dispatcher thread (:mod:`ringkit.live.dispatch`); an exception in a
+        callback is logged and does not stop the others.
         """
-        return self._dispatcher.subscribe(callback)
+        return self._dispatcher.subscribe(callback, after_epoch=self.snapshot().epoch)
 
     def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
         """Block until every subscriber has been called for `epoch`; return whether it was."""
@@ -323,7 +325,7 @@ class Store:
         def end() -> None:
             loop.call_soon_threadsafe(inbox.put_nowait, None)
 
-        subscription = self._dispatcher.subscribe(hand_over, end)
+        subscription = self._dispatcher.subscribe(hand_over, end, after_epoch=self.snapshot().epoch)
         try:
             while not self._closed:
                 change = await inbox.get()
