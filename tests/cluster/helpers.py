@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
+import random
 import threading
+import time
 from collections.abc import Coroutine, Mapping
 from typing import Any, TypeVar
 
@@ -121,3 +123,61 @@ def new_client(flavor: str, placement: Placement, urls: Mapping[str, str], **opt
     if flavor == "sync":
         return ShardedClient(placement, urls, **options)
     return SyncFacade(AsyncShardedClient(placement, urls, **options))
+
+
+class Load:
+    """Bounded readers and writers over `keys`: each writer owns the keys i % writers == its number.
+
+    Each thread reads a random key (a miss is a failed read: every key was written before) and
+    every third step writes one of its own keys; it stops after `steps` steps or `deadline_s`.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        keys: list[str],
+        *,
+        writers: int = 2,
+        steps: int = 20_000,
+        deadline_s: float = 30.0,
+    ) -> None:
+        self.client, self.keys, self.writers = client, keys, writers
+        self.steps, self.deadline_s = steps, deadline_s
+        self.latest: dict[str, int] = {}
+        self.failed_reads: list[str] = []
+        self.errors: list[BaseException] = []
+        self.states: set[str] = set()  # the view states the load ran under
+        self.stop = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
+        ]
+
+    def _run(self, number: int) -> None:
+        rng = random.Random(number)
+        mine = [key for i, key in enumerate(self.keys) if i % self.writers == number]
+        deadline = time.monotonic() + self.deadline_s  # bounded in time and in count
+        for step in range(self.steps):
+            if self.stop.is_set() or time.monotonic() > deadline:
+                return
+            try:
+                key = rng.choice(self.keys)
+                self.states.add(self.client.view.state)
+                if self.client.get(key) is None:
+                    self.failed_reads.append(key)
+                if step % 3 == 0:
+                    target = rng.choice(mine)
+                    self.client.set(target, {"key": target, "n": step})
+                    self.latest[target] = step
+            except Exception as error:  # any failure is a test failure, reported below
+                self.errors.append(error)
+                return
+
+    def __enter__(self) -> Load:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)

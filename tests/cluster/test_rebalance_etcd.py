@@ -9,7 +9,6 @@ publication in etcd, from the watch alone (``view_check_s=None``).
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -29,6 +28,7 @@ from ringkit.cluster.fencing import EPOCH_KEY
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.steps import Steps
 from ringkit.errors import ConfigError
+from tests.cluster.helpers import Load
 from tests.servers import Server, redis_server
 
 pytestmark = pytest.mark.timeout(120)
@@ -97,51 +97,6 @@ class _Watcher:
         self._thread.join()
 
 
-class _Load:
-    """Bounded readers and writers: each writer owns the keys i % writers == its number."""
-
-    def __init__(self, client: Any, writers: int = 2) -> None:
-        self.client, self.writers = client, writers
-        self.latest: dict[str, int] = {}
-        self.failed_reads: list[str] = []
-        self.errors: list[BaseException] = []
-        self.states: set[str] = set()
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
-        ]
-
-    def _run(self, number: int) -> None:
-        rng = random.Random(number)
-        mine = [key for i, key in enumerate(KEYS) if i % self.writers == number]
-        deadline = time.monotonic() + 40
-        for step in range(30_000):
-            if self.stop.is_set() or time.monotonic() > deadline:
-                return
-            try:
-                key = rng.choice(KEYS)
-                self.states.add(self.client.view.state)
-                if self.client.get(key) is None:
-                    self.failed_reads.append(key)
-                if step % 3 == 0:
-                    target = rng.choice(mine)
-                    self.client.set(target, {"key": target, "n": step})
-                    self.latest[target] = step
-            except Exception as error:  # any failure is a test failure, reported below
-                self.errors.append(error)
-                return
-
-    def __enter__(self) -> _Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-
-
 def _check_all(urls: dict[str, str], etcd_url: str, latest: dict[str, int]) -> None:
     """Read every key with a fresh client that learns the view from etcd alone."""
     first = _pick(urls, ("s1",))
@@ -165,7 +120,10 @@ def test_add_then_remove_under_load_with_the_view_in_etcd(
     observer = new(HashRing(list(three)), three, view_store=etcd_url)
     assert observer.view_check_s is None  # periodic checks off: the watch alone
     slow = RebalanceOptions(keys_per_s=2500)  # a move long enough for the load to meet it
-    with _Watcher(observer) as watcher, _Load(load_client) as load:
+    with (
+        _Watcher(observer) as watcher,
+        Load(load_client, KEYS, steps=30_000, deadline_s=40.0) as load,
+    ):
         admin.add_server("s4", urls["s4"], options=slow)
         admin.remove_server("s1", options=slow)
         time.sleep(0.2)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -17,6 +15,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
+from tests.cluster.helpers import Load
 from tests.servers import Server, redis_server
 
 NAMES = ("s1", "s2", "s3", "s4")
@@ -54,51 +53,6 @@ def _raw(url: str) -> redis.Redis:
     return redis.Redis(host=host, port=int(port))
 
 
-class _Load:
-    """Bounded readers and writers: each writer owns the keys i % writers == its number."""
-
-    def __init__(self, client: ShardedClient, writers: int = 2) -> None:
-        self.client, self.writers = client, writers
-        self.latest: dict[str, int] = {}
-        self.failed_reads: list[str] = []
-        self.errors: list[BaseException] = []
-        self.states: set[str] = set()  # the view states the load ran under
-        self.stop = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(writers)
-        ]
-
-    def _run(self, number: int) -> None:
-        rng = random.Random(number)
-        mine = [key for i, key in enumerate(KEYS) if i % self.writers == number]
-        deadline = time.monotonic() + 30  # bounded in time and in count
-        for step in range(20_000):
-            if self.stop.is_set() or time.monotonic() > deadline:
-                return
-            try:
-                key = rng.choice(KEYS)
-                self.states.add(self.client.view.state)
-                if self.client.get(key) is None:
-                    self.failed_reads.append(key)
-                if step % 3 == 0:
-                    target = rng.choice(mine)
-                    self.client.set(target, {"key": target, "n": step})
-                    self.latest[target] = step
-            except Exception as error:  # any failure is a test failure, reported below
-                self.errors.append(error)
-                return
-
-    def __enter__(self) -> _Load:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop.set()
-        for thread in self.threads:
-            thread.join(timeout=30)
-
-
 def _check_all(urls: dict[str, str], names: tuple[str, ...], latest: dict[str, int]) -> None:
     fresh = _client(ShardedClient, urls, names)  # the checker is the sync client, for both
     found = fresh.get_many(KEYS)
@@ -120,7 +74,7 @@ def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str], new: New
     load_client = _client(new, urls, ("s1", "s2", "s3"))
     old = admin.view.placement
     slow = RebalanceOptions(keys_per_s=2000)  # a move long enough for the load to meet it
-    with _Load(load_client) as load:
+    with Load(load_client, KEYS) as load:
         added = admin.add_server("s4", urls["s4"], options=slow)
         middle = admin.view.placement
         removed = admin.remove_server("s1", options=slow)
@@ -150,7 +104,7 @@ def test_killed_coordinator_resumes_and_nothing_is_lost(urls: dict[str, str], ne
 
     load_client = _client(new, urls, ("s1", "s2", "s3"))
     old = admin.view.placement
-    with _Load(load_client) as load:
+    with Load(load_client, KEYS) as load:
         with pytest.raises(Killed):
             admin.add_server(
                 "s4", urls["s4"], options=RebalanceOptions(on_transfer=kill, checkpoint_s=0)
