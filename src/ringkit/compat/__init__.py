@@ -18,6 +18,7 @@ from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.maglev import envoy_maglev
+from ringkit.compat.pylibmc_behaviors import from_pylibmc_behaviors
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 from ringkit.compat.uhashring import UhashringRing, uhashring
 
@@ -31,6 +32,7 @@ __all__ = [
     "cassandra_ring",
     "envoy_maglev",
     "envoy_ring",
+    "from_pylibmc_behaviors",
     "guava_consistent_hash",
     "ketama",
     "redis_cluster",
