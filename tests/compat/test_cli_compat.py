@@ -99,3 +99,60 @@ def test_compat_report_refuses_an_unknown_mode() -> None:
 
     with pytest.raises(ConfigError, match="unknown mode 'memcache'; known: ring, libketama"):
         compat_report("memcache", "a:1", "k", 1)
+
+
+# -- issue 14: plain (unweighted) ketama from the command line, and pasted ellipses ----------
+
+_PLAIN = "cache-a:11211,cache-b:11212,cache-c:22122"
+
+
+def test_lookup_libmemcached_assumed_weighted_ketama_now_unweighted_flag_matches_libmemcached(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Regression (issue 14): against plain ketama (pylibmc behaviors={"ketama": True}) the CLI
+    # agreed on 21 of 60 keys, having no way to ask for it.
+    from ringkit.commands.compat_lookup import compat_report
+    from tests.compat import _libmemcached as lm
+
+    keys = [f"user:{i}:{i * 7919 % 10007:x}" for i in range(10_000)]
+    behaviors = [(lm.BEHAVIOR_DISTRIBUTION, lm.DISTRIBUTION_CONSISTENT_KETAMA)]
+    with lm.client(_PLAIN, behaviors) as real:
+        expected = real.servers_for(key.encode() for key in keys)
+    # The CLI itself on the symptom's 60 keys, then the report it prints on all 10,000.
+    for key, server in zip(keys[:60], expected, strict=False):
+        status, out, _ = _run(
+            capsys, key, "--mode", "libmemcached", "--unweighted", "--servers", _PLAIN, "--json"
+        )
+        assert status == 0 and json.loads(out)["owner"] == server, key
+    ours = [compat_report("libmemcached", _PLAIN, key, 1, weighted=False)["owner"] for key in keys]
+    assert ours == expected
+
+
+def test_lookup_unweighted_flag_refused_outside_libmemcached_and_spy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status, _, err = _run(
+        capsys, "k", "--mode", "twemproxy", "--unweighted", "--servers", "a:1:1 mc1"
+    )
+    assert status == 1
+    assert "--unweighted is for libmemcached and spy, not 'twemproxy'" in err
+
+
+@pytest.mark.parametrize("placeholder", ["…", "...", " … "])
+def test_lookup_servers_with_pasted_ellipsis_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str], placeholder: str
+) -> None:
+    # Regression (issue 14): the docs' "10.0.1.1:11211 600,…" took "…" as a server name.
+    servers = f"10.0.1.1:11211 600,{placeholder}"
+    status, out, err = _run(capsys, "k", "--mode", "libmemcached", "--servers", servers)
+    assert status == 1 and out == ""
+    assert f"--servers item {placeholder.strip()!r} is a placeholder, not a server" in err
+    assert "list every server" in err
+
+
+def test_ketama_server_spec_ellipsis_is_a_clear_error() -> None:
+    from ringkit.compat import ketama
+    from ringkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"server spec '\.\.\.' is a placeholder, not a server"):
+        ketama(["10.0.1.1:11211", "..."])

@@ -15,7 +15,7 @@ import argparse
 from typing import Any
 
 from ringkit.compat import cassandra_ring, envoy_ring, ketama, redis_cluster
-from ringkit.compat.ketama import KETAMA_VARIANTS
+from ringkit.compat.ketama import KETAMA_VARIANTS, PLACEHOLDERS
 from ringkit.errors import ConfigError
 
 __all__ = ["COMPAT_MODES", "add_compat_arguments", "compat_report", "print_compat_report"]
@@ -24,7 +24,7 @@ COMPAT_MODES = (*KETAMA_VARIANTS, "envoy", "cassandra", "redis")
 
 
 def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--mode``, ``--servers`` and ``--key-hash`` to the ``lookup`` parser."""
+    """Add ``--mode``, ``--servers``, ``--unweighted`` and ``--key-hash`` to ``lookup``."""
     parser.add_argument(
         "--mode",
         choices=("ring", *COMPAT_MODES),
@@ -34,7 +34,13 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--servers",
         metavar="SPEC",
-        help='servers of a --mode other than ring, e.g. "10.0.1.1:11211 600,..."',
+        help='servers of a --mode other than ring, e.g. "10.0.1.1:11211 600,10.0.1.2:11211 300"',
+    )
+    parser.add_argument(
+        "--unweighted",
+        action="store_true",
+        help="libmemcached / spy: plain ketama (pylibmc behaviors={'ketama': True}), "
+        "100 points per server, not ketama_weighted",
     )
     parser.add_argument(
         "--key-hash",
@@ -70,19 +76,42 @@ def _envoy_hosts(text: str) -> dict[str, int]:
     return hosts
 
 
+def _check_no_placeholder(servers: str) -> None:
+    """Refuse an ellipsis pasted from an example as if it were a server."""
+    for item in servers.split(","):
+        if item.strip() in PLACEHOLDERS:
+            raise ConfigError(
+                f"--servers item {item.strip()!r} is a placeholder, not a server, got "
+                f"{servers!r}; list every server, e.g. "
+                f'"10.0.1.1:11211 600,10.0.1.2:11211 300"'
+            )
+
+
 def compat_report(
-    mode: str, servers: str, key: str, replicas: int, *, key_hash: str | None = None
+    mode: str,
+    servers: str,
+    key: str,
+    replicas: int,
+    *,
+    key_hash: str | None = None,
+    weighted: bool = True,
 ) -> dict[str, Any]:
     """Return what ``lookup --mode`` prints: owner, key hash and the point or slot chosen.
 
-    :raises ConfigError: for an unknown mode, a bad ``--servers`` spec, or a key hash given to a
-        mode that has none to choose
+    `weighted=False` (``--unweighted``) is libmemcached's plain ketama behaviour.
+
+    :raises ConfigError: for an unknown mode, a bad ``--servers`` spec (an ellipsis among
+        them), a key hash given to a mode that has none to choose, or ``--unweighted`` given
+        to a mode other than libmemcached and spy
     """
+    _check_no_placeholder(servers)
     if key_hash is not None and mode not in ("libmemcached", "spy", "twemproxy"):
         raise ConfigError(f"--key-hash is for libmemcached, spy and twemproxy, not {mode!r}")
+    if not weighted and mode not in ("libmemcached", "spy"):
+        raise ConfigError(f"--unweighted is for libmemcached and spy, not {mode!r}")
     if mode in KETAMA_VARIANTS or mode == "envoy":
         layout = (
-            ketama(servers, variant=mode, hash=key_hash)
+            ketama(servers, variant=mode, hash=key_hash, weighted=weighted)
             if mode != "envoy"
             else envoy_ring(_envoy_hosts(servers))
         )

@@ -149,7 +149,12 @@ def _run_compat(args: argparse.Namespace) -> int:
             f'--servers "10.0.1.1:11211 600,10.0.1.2:11211 300"'
         )
     report = compat_report(
-        args.mode, args.servers, args.key, args.replicas or 1, key_hash=args.key_hash
+        args.mode,
+        args.servers,
+        args.key,
+        args.replicas or 1,
+        key_hash=args.key_hash,
+        weighted=not args.unweighted,
     )
     if args.json:
         print_json(report)

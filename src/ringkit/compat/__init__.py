@@ -1,4 +1,4 @@
-"""Exact layouts of other systems: ketama, Envoy ring hash and maglev, Cassandra, Redis, Guava.
+"""Exact layouts of other systems: ketama, uhashring, Envoy ring hash and maglev, Cassandra, Redis.
 
 Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
 source; docs/compatibility.md says what was checked against what.
@@ -18,7 +18,9 @@ from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.maglev import envoy_maglev
+from ringkit.compat.pylibmc_behaviors import from_pylibmc_behaviors
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
+from ringkit.compat.uhashring import UhashringRing, uhashring
 
 __all__ = [
     "KETAMA_VARIANTS",
@@ -26,11 +28,14 @@ __all__ = [
     "Continuum",
     "RedisCluster",
     "TokenRange",
+    "UhashringRing",
     "cassandra_ring",
     "envoy_maglev",
     "envoy_ring",
+    "from_pylibmc_behaviors",
     "guava_consistent_hash",
     "ketama",
     "redis_cluster",
     "redis_slot",
+    "uhashring",
 ]

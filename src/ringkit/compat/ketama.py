@@ -45,11 +45,20 @@ from ringkit.errors import ConfigError
 from ringkit.hashing import Hasher
 from ringkit.nodes import Node
 
-__all__ = ["KETAMA_VARIANTS", "MEMCACHED_DEFAULT_PORT", "Server", "ketama", "parse_servers"]
+__all__ = [
+    "KETAMA_VARIANTS",
+    "MEMCACHED_DEFAULT_PORT",
+    "PLACEHOLDERS",
+    "Server",
+    "ketama",
+    "parse_servers",
+]
 
 KETAMA_VARIANTS = ("libketama", "libmemcached", "spy", "twemproxy")
 MEMCACHED_DEFAULT_PORT = 11211
 _UNWEIGHTED_POINTS = 100  # libmemcached MEMCACHED_POINTS_PER_SERVER
+# An ellipsis pasted from an example ("10.0.1.1:11211 600,...") is not a server (issue 14).
+PLACEHOLDERS = ("...", "\u2026")
 _SPEC_FORMS = "'host[:port] weight', 'host[:port]:weight' or a {server: weight} mapping"
 
 ServersLike = str | Mapping[str, int] | Iterable[str | Node]
@@ -92,6 +101,11 @@ def _split_address(name: str, *, verbatim: bool) -> tuple[str, int]:
 def _parse_item(item: str, *, verbatim: bool, aliases: bool) -> Server:
     """Parse one ``"host:port weight"`` / ``"host:port:weight [alias]"`` item."""
     fields = item.split()
+    if fields and fields[0] in PLACEHOLDERS:
+        raise ConfigError(
+            f"server spec {item.strip()!r} is a placeholder, not a server; list every server, "
+            f"e.g. '10.0.1.1:11211 600,10.0.1.2:11211 300'"
+        )
     if not fields or len(fields) > 2:
         raise ConfigError(f"unparsable server spec {item!r}; expected {_SPEC_FORMS}")
     address, weight_text, alias = fields[0], "1", None
