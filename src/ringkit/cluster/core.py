@@ -24,7 +24,7 @@ from ringkit.cluster.coordination import coordinator_for
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
-from ringkit.cluster.keys import key_bytes, route_key
+from ringkit.cluster.keys import key_bytes, route_key, user_key
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
@@ -257,7 +257,7 @@ class ClientCore(Generic[B]):
                 yield from self._servers.attempt(name, call, [data])
 
     def _get(self, key: str | bytes) -> Steps[Any]:
-        data = key_bytes(key)
+        data = user_key(key)
 
         def op(router: Router) -> Steps[Any]:
             if self._hot is not None:
@@ -268,7 +268,7 @@ class ClientCore(Generic[B]):
         return None if found is None else found.value
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
-        given = {key_bytes(key): key for key in keys}
+        given = {user_key(key): key for key in keys}
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
@@ -292,7 +292,7 @@ class ClientCore(Generic[B]):
         return bool((yield from self._each(data, "add", (data, stored, ttl_s)))[0])
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
-        data = key_bytes(key)
+        data = user_key(key)
         return any((yield from self._each(data, "delete", (data,))))
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
@@ -302,14 +302,14 @@ class ClientCore(Generic[B]):
                 "incr/decr cannot be reconciled by version with read='all'; "
                 "use a client with read='first' for counters"
             )
-        data = key_bytes(key)
+        data = user_key(key)
         answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
         if check_ttl(ttl_s) is None:
             raise ConfigError("ttl_s must be a number > 0, got None")
-        data = key_bytes(key)
+        data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
 
     def _check_health(self) -> Steps[list[str]]:

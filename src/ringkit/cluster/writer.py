@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Set
 from typing import Any
 
-from ringkit.cluster.keys import key_bytes
+from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Codec, VersionClock
 from ringkit.cluster.servers import ServerSet
@@ -80,12 +80,13 @@ class Writer:
     def encode_many(self, items: Mapping[Any, object], ttl_s: float | None) -> dict[bytes, bytes]:
         """Validate and encode every item before anything is written.
 
-        :raises ConfigError: when a value is too large or `ttl_s` is not > 0
+        :raises ConfigError: when a key is invalid or reserved (``ringkit:``), a value is too
+            large or `ttl_s` is not > 0
         :raises TypeError: when the serializer cannot encode a value
         """
         check_ttl(ttl_s)
         return {
-            (data := key_bytes(key)): self._encode(data, value, ttl_s)
+            (data := user_key(key)): self._encode(data, value, ttl_s)
             for key, value in items.items()
         }
 
