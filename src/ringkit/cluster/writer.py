@@ -103,7 +103,8 @@ class Writer:
         if failed:
             raise QuorumError(
                 f"{len(failed)} keys were acknowledged by fewer than write_quorum="
-                f"{quorum} replicas, first: {failed[0]!r}",
+                f"{quorum} replicas, first: {failed[0]!r}"
+                f"{self.servers.causes(replicas[failed[0]])}",
                 failed,
             )
 
