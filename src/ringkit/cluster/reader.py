@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Codec, Decoded
+from ringkit.cluster.serializers import Decoded, ValueCodec
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.view import ClusterView
@@ -37,14 +37,14 @@ def _unreachable(keys: list[bytes], causes: str) -> BackendError:
 
 
 class Reader:
-    """Reads of keys from a :class:`ServerSet`, decoded by a :class:`Codec`.
+    """Reads of keys from a :class:`ServerSet`, decoded by a :class:`ValueCodec`.
 
     Reading: ``get`` (one key), ``get_many``. Deciding: ``repairs`` (whether a read repairs
     under a view).
     """
 
     def __init__(
-        self, servers: ServerSet[Any], codec: Codec, *, read_all: bool, read_repair: bool
+        self, servers: ServerSet[Any], codec: ValueCodec, *, read_all: bool, read_repair: bool
     ) -> None:
         self.servers = servers
         self.codec = codec

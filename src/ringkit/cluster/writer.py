@@ -21,7 +21,7 @@ from typing import Any
 
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Codec, VersionClock
+from ringkit.cluster.serializers import ValueCodec, VersionClock
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
@@ -52,14 +52,14 @@ def check_ttl(ttl_s: float | None) -> float | None:
 
 
 class Writer:
-    """Writes of keys to a :class:`ServerSet`, encoded by a :class:`Codec`.
+    """Writes of keys to a :class:`ServerSet`, encoded by a :class:`ValueCodec`.
 
     Encoding: ``encode_many``. Writing: ``set_many``, ``each`` (one key, every target, the
     replicas' answers). Deciding: ``check_quorum``.
     """
 
     def __init__(
-        self, servers: ServerSet[Any], codec: Codec, *, write_quorum: int, max_value_bytes: int
+        self, servers: ServerSet[Any], codec: ValueCodec, *, write_quorum: int, max_value_bytes: int
     ) -> None:
         self.servers = servers
         self.codec = codec
