@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,8 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import memory_store
+from ringkit.cluster.backends import server_failed
+from ringkit.cluster.urls import parse_url
 from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls
 from tests.servers import free_port
@@ -51,3 +54,15 @@ def test_an_unavailable_memory_server_is_named(new: Callable[..., Any]) -> None:
     memory_store(urls["s1"].removeprefix("memory://")).unavailable = True
     with pytest.raises(BackendError, match=f"cause: server {urls['s1']} is unavailable"):
         client.get("k")
+
+
+def test_an_async_timeout_is_reported_as_a_timeout_not_a_cancellation() -> None:
+    async def cut_short() -> None:
+        await asyncio.wait_for(asyncio.sleep(1), 0.001)
+
+    url = parse_url("memcached://127.0.0.1:11211")
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(cut_short())
+    assert str(server_failed(url, raised.value)) == (
+        "server memcached://127.0.0.1:11211 failed: TimeoutError: no answer in time"
+    )

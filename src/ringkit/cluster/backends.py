@@ -121,7 +121,9 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
     cause, seen = error, {id(error)}
     while True:
         inner = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
-        if inner is None or id(inner) in seen:
+        # NOTE: not into a BaseException: asyncio.wait_for raises TimeoutError from the
+        # CancelledError of the call it cut short, which says nothing.
+        if not isinstance(inner, Exception) or id(inner) in seen:
             break
         cause = inner
         seen.add(id(cause))
