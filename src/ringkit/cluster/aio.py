@@ -103,6 +103,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         self, name: str, url: str, *, options: RebalanceOptions | None = None
     ) -> RebalanceReport:
         """Add server `name` at `url` and move its keys to it while traffic goes on."""
+        self._check_change("add")
         view = await self.refresh_view()
         return await asyncio.to_thread(self._change, view, options, "add", name, url)
 
@@ -110,6 +111,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         self, name: str, *, options: RebalanceOptions | None = None
     ) -> RebalanceReport:
         """Remove server `name`, moving its keys to their new owners while traffic goes on."""
+        self._check_change("remove")
         view = await self.refresh_view()
         return await asyncio.to_thread(self._change, view, options, "remove", name)
 

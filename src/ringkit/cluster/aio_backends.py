@@ -32,6 +32,7 @@ from ringkit.cluster.backends import (
     open_kind,
     redis_options,
     require_redis,
+    server_failed,
 )
 from ringkit.cluster.memory import MemoryBackend, _not_integer
 from ringkit.cluster.urls import ServerURL
@@ -133,9 +134,7 @@ class AsyncRedisBackend:
         try:
             return await action(self._client)
         except self._errors as error:
-            raise BackendError(
-                f"server {self.url} failed: {type(error).__name__}: {error}"
-            ) from None
+            raise server_failed(self.url, error) from None
 
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         values = await self._call(lambda client: client.mget(keys))
@@ -224,9 +223,7 @@ class AsyncMemcachedBackend:
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as error:
                 if connection is not None:
                     connection[1].close()
-                raise BackendError(
-                    f"server {self.url} failed: {type(error).__name__}: {error}"
-                ) from None
+                raise server_failed(self.url, error) from None
             self._idle.append(connection)
             return result
 

@@ -39,6 +39,7 @@ __all__ = [
     "memory_store",
     "open_backend",
     "parse_url",
+    "server_failed",
 ]
 
 T = TypeVar("T")
@@ -101,6 +102,35 @@ return n
 """
 
 
+def server_failed(url: ServerURL, error: BaseException) -> BackendError:
+    """Return the BackendError for a call to `url` that failed with `error`.
+
+    The message names the server (password hidden) and the root cause: the innermost error of
+    the chain, such as the ``ConnectionRefusedError`` under redis-py's ``ConnectionError``.
+
+    >>> from ringkit.cluster.urls import parse_url
+    >>> try:
+    ...     try:
+    ...         raise ConnectionRefusedError(111, "Connection refused")
+    ...     except OSError:
+    ...         raise RuntimeError("Error 111 connecting to 127.0.0.1:1")
+    ... except RuntimeError as outer:
+    ...     print(server_failed(parse_url("redis://:secret@127.0.0.1:1/0"), outer))
+    server redis://:***@127.0.0.1:1/0 failed: ConnectionRefusedError: [Errno 111] Connection refused
+    """
+    cause, seen = error, {id(error)}
+    while True:
+        inner = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
+        # NOTE: not into a BaseException: asyncio.wait_for raises TimeoutError from the
+        # CancelledError of the call it cut short, which says nothing.
+        if not isinstance(inner, Exception) or id(inner) in seen:
+            break
+        cause = inner
+        seen.add(id(cause))
+    text = str(cause) or ("no answer in time" if isinstance(cause, TimeoutError) else "no detail")
+    return BackendError(f"server {url} failed: {type(cause).__name__}: {text}")
+
+
 def require_redis(url: ServerURL) -> Any:
     """Return the ``redis`` package (redis-py, with ``redis.asyncio``).
 
@@ -142,9 +172,7 @@ class RedisBackend:
         except self._response_error as error:
             raise BackendError(f"server {self.url} refused the command: {error}") from None
         except self._errors as error:
-            raise BackendError(
-                f"server {self.url} failed: {type(error).__name__}: {error}"
-            ) from None
+            raise server_failed(self.url, error) from None
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         values = self._call(lambda client: client.mget(keys))
@@ -239,9 +267,7 @@ class MemcachedBackend:
         try:
             return action(self._client)
         except self._errors as error:
-            raise BackendError(
-                f"server {self.url} failed: {type(error).__name__}: {error}"
-            ) from None
+            raise server_failed(self.url, error) from None
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         result: dict[bytes, bytes] = self._call(lambda client: client.get_many(keys))

@@ -68,6 +68,8 @@ class ShardedClient(ClientCore[FencedBackend]):
     def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it.
 
+        With ``serializer="raw"`` the value is the stored bytes, whatever their writer.
+
         Runtime: one round trip when the first replica answers; one more per fallback.
 
         :raises BackendError: when no replica of the key could be reached
@@ -152,10 +154,12 @@ class ShardedClient(ClientCore[FencedBackend]):
         transitional view, streams exactly the moved arcs, publishes the final view, then
         deletes the moved copies from their old owners. Returns what was moved.
 
+        :raises UnsupportedError: with ``serializer="raw"`` (values carry no version)
         :raises DuplicateNodeError: when `name` is already a node
         :raises ConfigError: when a rebalance is already in progress (resume or roll it back)
         :raises BackendError: when a server the change needs cannot be reached
         """
+        self._check_change("add")
         return self._change(self.refresh_view(), options, "add", name, url)
 
     def remove_server(
@@ -169,6 +173,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises UnknownNodeError: when `name` is not a node
         :raises BackendError: when the server is down and its keys have no other copy
         """
+        self._check_change("remove")
         return self._change(self.refresh_view(), options, "remove", name)
 
     # -- operating -----------------------------------------------------------------------------

@@ -24,11 +24,11 @@ from ringkit.cluster.coordination import coordinator_for
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
-from ringkit.cluster.keys import key_bytes, route_key
+from ringkit.cluster.keys import key_bytes, route_key, user_key
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Codec, Serializer, get_serializer
+from ringkit.cluster.serializers import RAW, Codec, RawCodec, Serializer, ValueCodec, get_serializer
 from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.urls import ServerURL, url_text
@@ -74,6 +74,27 @@ def check_delta(delta: object) -> int:
     return delta
 
 
+# Why a raw client refuses what needs versions (issue 14, part 6); named in each refusal.
+_RAW_WHY = "raw values carry no version to reconcile copies by; use serializer='json'"
+
+
+def _raw_codec(replicas: int, read: str, hot_keys: HotKeys | None) -> ValueCodec:
+    """Return the raw codec once the options that need versions are known to be off.
+
+    :raises ConfigError: naming the option and why
+    """
+    if replicas > 1:
+        raise ConfigError(f"replicas must be 1 with serializer='raw', got {replicas}; {_RAW_WHY}")
+    if read != "first":
+        raise ConfigError(f"read must be 'first' with serializer='raw', got {read!r}; {_RAW_WHY}")
+    if hot_keys is not None:
+        raise ConfigError(
+            f"hot_keys must be None with serializer='raw', got {hot_keys!r}; "
+            f"hot-key copies could serve stale values: {_RAW_WHY}"
+        )
+    return RawCodec()
+
+
 @dataclass(frozen=True, slots=True)
 class ServerOptions:
     """How a client opens its servers; a server that joins through a new view opens alike."""
@@ -104,7 +125,9 @@ class ClientCore(Generic[B]):
     - `write_quorum`: replicas that must acknowledge a write (<= replicas), else QuorumError;
     - `read`: ``"first"`` (first healthy replica, fall back on miss / error / timeout) or
       ``"all"`` (ask every replica, keep the highest version); `read_repair` fixes the rest;
-    - `serializer`: ``"json"`` (default), ``"pickle"`` or a :class:`Serializer`;
+    - `serializer`: ``"json"`` (default), ``"pickle"``, a :class:`Serializer`, or ``"raw"``:
+      bytes, str (UTF-8) and ints stored as is, readable by other languages' clients; reads
+      return bytes; refuses ``replicas > 1``, ``read="all"``, `hot_keys` and online rebalancing;
     - `timeout_s`, `connect_timeout_s`: per call (pymemcache's timeout / connect_timeout);
     - `dead_timeout_s`: how long a failed server is skipped before a probe; `max_hints`: keys
       remembered per down server, deleted there on re-admission;
@@ -155,7 +178,10 @@ class ClientCore(Generic[B]):
         self._index_keys = True
         self._hot = hot_keys
         self._servers: ServerSet[B] = ServerSet(self._open)
-        codec = Codec(get_serializer(serializer))
+        self._raw = serializer == RAW
+        codec: ValueCodec = (
+            _raw_codec(replicas, read, hot_keys) if self._raw else Codec(get_serializer(serializer))
+        )
         self.reader = Reader(self._servers, codec, read_all=read == "all", read_repair=read_repair)
         self.writer = Writer(
             self._servers, codec, write_quorum=write_quorum, max_value_bytes=max_value_bytes
@@ -257,7 +283,7 @@ class ClientCore(Generic[B]):
                 yield from self._servers.attempt(name, call, [data])
 
     def _get(self, key: str | bytes) -> Steps[Any]:
-        data = key_bytes(key)
+        data = user_key(key)
 
         def op(router: Router) -> Steps[Any]:
             if self._hot is not None:
@@ -268,7 +294,7 @@ class ClientCore(Generic[B]):
         return None if found is None else found.value
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
-        given = {key_bytes(key): key for key in keys}
+        given = {user_key(key): key for key in keys}
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
@@ -292,7 +318,7 @@ class ClientCore(Generic[B]):
         return bool((yield from self._each(data, "add", (data, stored, ttl_s)))[0])
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
-        data = key_bytes(key)
+        data = user_key(key)
         return any((yield from self._each(data, "delete", (data,))))
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
@@ -302,14 +328,14 @@ class ClientCore(Generic[B]):
                 "incr/decr cannot be reconciled by version with read='all'; "
                 "use a client with read='first' for counters"
             )
-        data = key_bytes(key)
+        data = user_key(key)
         answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
         if check_ttl(ttl_s) is None:
             raise ConfigError("ttl_s must be a number > 0, got None")
-        data = key_bytes(key)
+        data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
 
     def _check_health(self) -> Steps[list[str]]:
@@ -326,6 +352,17 @@ class ClientCore(Generic[B]):
 
     def _refresh(self, at_least: int) -> Steps[ClusterView]:
         return self._tracker.refresh(at_least)
+
+    def _check_change(self, change: str) -> None:
+        """Refuse membership change `change` (add, remove) before anything is read or moved.
+
+        :raises UnsupportedError: with ``serializer="raw"``, naming why
+        """
+        if self._raw:
+            raise UnsupportedError(
+                f"{change}_server cannot move keys safely with serializer='raw': a moved copy "
+                f"could overwrite a newer write ({_RAW_WHY}); change the servers offline"
+            )
 
     def _change(
         self, view: ClusterView, options: RebalanceOptions | None, change: str, *args: str

@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend
+from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
 from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
 from ringkit.cluster.keys import (
     AUDIT_KEY,
@@ -45,7 +45,7 @@ from ringkit.cluster.keys import (
     VIEW_KEY,
 )
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError, StaleViewError, UnsupportedError, ViewConflictError
+from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
 
 if TYPE_CHECKING:
     from ringkit.cluster.aio_backends import AsyncBackend
@@ -263,7 +263,7 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
     if "not an integer" in text:
         key = script.keys[-1] if script.keys else b""
         return ValueError(f"value of key {key!r} is not a decimal integer; incr/decr need one")
-    return BackendError(f"server {url} failed: {type(error).__name__}: {text}")
+    return server_failed(url, error)
 
 
 class EpochGate:

@@ -29,6 +29,7 @@ __all__ = [
     "VIEW_KEY",
     "key_bytes",
     "route_key",
+    "user_key",
 ]
 
 RESERVED_PREFIX = b"ringkit:"
@@ -66,6 +67,32 @@ def key_bytes(key: object) -> bytes:
         )
     if _FORBIDDEN.search(data):
         raise ConfigError(f"key must have no whitespace or control characters, got {key!r}")
+    return data
+
+
+def user_key(key: object) -> bytes:
+    """Return `key` as bytes if it is a valid key outside the reserved ``ringkit:`` prefix.
+
+    Every verb of the sharded clients checks its keys here, once, before any server is asked:
+    a user write to ``ringkit:epoch`` would otherwise fence the client out of its own servers.
+
+    >>> user_key("booking:42")
+    b'booking:42'
+    >>> user_key("ringkit:epoch")
+    Traceback (most recent call last):
+    ...
+    ringkit.errors.ConfigError: key must not start with the reserved prefix 'ringkit:', \
+got 'ringkit:epoch'; that prefix holds the cluster's own bookkeeping, pick another key
+
+    :raises TypeError: when `key` is not str or bytes
+    :raises ConfigError: when `key` is invalid (see :func:`key_bytes`) or reserved
+    """
+    data = key_bytes(key)
+    if data.startswith(RESERVED_PREFIX):
+        raise ConfigError(
+            f"key must not start with the reserved prefix {RESERVED_PREFIX.decode()!r}, "
+            f"got {key!r:.60}; that prefix holds the cluster's own bookkeeping, pick another key"
+        )
     return data
 
 

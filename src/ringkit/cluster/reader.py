@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Codec, Decoded
+from ringkit.cluster.serializers import Decoded, ValueCodec
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.view import ClusterView
@@ -29,22 +29,22 @@ from ringkit.errors import BackendError
 __all__ = ["Reader"]
 
 
-def _unreachable(keys: list[bytes]) -> BackendError:
+def _unreachable(keys: list[bytes], causes: str) -> BackendError:
     return BackendError(
         f"no replica of {len(keys)} keys could be reached, first: {keys[0]!r}; "
-        f"every server holding them is down"
+        f"every server holding them is down{causes}"
     )
 
 
 class Reader:
-    """Reads of keys from a :class:`ServerSet`, decoded by a :class:`Codec`.
+    """Reads of keys from a :class:`ServerSet`, decoded by a :class:`ValueCodec`.
 
     Reading: ``get`` (one key), ``get_many``. Deciding: ``repairs`` (whether a read repairs
     under a view).
     """
 
     def __init__(
-        self, servers: ServerSet[Any], codec: Codec, *, read_all: bool, read_repair: bool
+        self, servers: ServerSet[Any], codec: ValueCodec, *, read_all: bool, read_repair: bool
     ) -> None:
         self.servers = servers
         self.codec = codec
@@ -54,6 +54,10 @@ class Reader:
     def repairs(self, view: ClusterView) -> bool:
         """Return True if reads under `view` repair stale copies (never while data moves)."""
         return self.read_repair and not view.transitional
+
+    def _causes(self, router: Router, key: bytes) -> str:
+        """Return why the servers of `key` failed last (regression: issue 14, part 12)."""
+        return self.servers.causes(router.read_order(key))
 
     def _usable(self, name: str, epoch: int) -> Steps[bool]:
         server = self.servers.server(name)
@@ -86,7 +90,7 @@ class Reader:
                 yield from self._repair(router, key, stored, decoded, missed)
             return decoded
         if not answered:
-            raise _unreachable([key])
+            raise _unreachable([key], self._causes(router, key))
         return None
 
     def get_many(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
@@ -141,7 +145,7 @@ class Reader:
                         pending.append(key)
         unreachable = [key for key in keys if key not in answered]
         if unreachable:
-            raise _unreachable(unreachable)
+            raise _unreachable(unreachable, self._causes(router, unreachable[0]))
         if self.repairs(router.view):
             for key, names in missed.items():
                 if key in found:
@@ -163,7 +167,7 @@ class Reader:
                     answers.setdefault(key, {})[name] = values.get(key)
         unreachable = [key for key in keys if key not in answers]
         if unreachable:
-            raise _unreachable(unreachable)
+            raise _unreachable(unreachable, self._causes(router, unreachable[0]))
         found: dict[bytes, Decoded] = {}
         for key, by_server in answers.items():
             copies = {

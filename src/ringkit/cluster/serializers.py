@@ -9,7 +9,9 @@ Every stored value is one of two forms, so that any backend can hold it as plain
   and the payload. The version lets replicas be reconciled (highest wins); the expiry lets a
   read repair copy a value with the TTL it has left.
 
-A value written by another program (neither form) reads back as raw bytes. Objects go through a
+A value written by another program (neither form) reads back as raw bytes. :class:`RawCodec`
+(``serializer="raw"``) writes no envelope at all, so that clients in other languages sharing the
+servers read the values too; it gives up the version and expiry. Objects go through a
 :class:`Serializer`: JSON by default; pickle only when asked for, because unpickling runs code
 chosen by whoever wrote the value. A value stored by one serializer is refused by a client that
 uses another, never guessed at.
@@ -31,11 +33,22 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from ringkit.errors import ConfigError
 
-__all__ = ["JSON", "PICKLE", "Codec", "Decoded", "Serializer", "VersionClock", "get_serializer"]
+__all__ = [
+    "JSON",
+    "PICKLE",
+    "RAW",
+    "Codec",
+    "Decoded",
+    "RawCodec",
+    "Serializer",
+    "ValueCodec",
+    "VersionClock",
+    "get_serializer",
+]
 
 _MARK = 0xFE
 _HEADER = struct.Struct(">BQQc")  # marker, version, expires_at_ms, kind
@@ -67,6 +80,8 @@ def _json_dumps(value: Any) -> bytes:
 JSON = Serializer("json", b"j", _json_dumps, json.loads)
 PICKLE = Serializer("pickle", b"p", lambda value: pickle.dumps(value, protocol=5), pickle.loads)
 _NAMED = {"json": JSON, "pickle": PICKLE}
+# The name of the envelope-free codec (RawCodec): not a Serializer, since it has no kind byte.
+RAW = "raw"
 
 
 def get_serializer(spec: str | Serializer) -> Serializer:
@@ -77,7 +92,8 @@ def get_serializer(spec: str | Serializer) -> Serializer:
     if isinstance(spec, Serializer):
         return spec
     if spec not in _NAMED:
-        raise ConfigError(f"unknown serializer {spec!r}; known: {', '.join(sorted(_NAMED))}")
+        known = ", ".join(sorted([*_NAMED, RAW]))
+        raise ConfigError(f"unknown serializer {spec!r}; known: {known}")
     return _NAMED[spec]
 
 
@@ -106,6 +122,18 @@ class VersionClock:
         with self._lock:
             self._last = max(self._last + 1, now)
             return self._last
+
+
+class ValueCodec(Protocol):
+    """What the reader and the writer need: values to stored bytes and back."""
+
+    def encode(self, value: object, *, version: int, expires_at_ms: int) -> bytes:
+        """Return the stored form of `value`."""
+        ...  # pragma: no cover
+
+    def decode(self, data: bytes) -> Decoded:
+        """Return the value stored as `data`, with its version and expiry."""
+        ...  # pragma: no cover
 
 
 class Codec:
@@ -169,3 +197,39 @@ class Codec:
 def _is_decimal(data: bytes) -> bool:
     digits = data[1:] if data[:1] == b"-" else data
     return 0 < len(digits) <= 20 and digits.isdigit()
+
+
+class RawCodec:
+    """Values stored exactly as given, with no envelope: what other languages' clients read.
+
+    ``bytes`` are stored as is, ``str`` as UTF-8 and an ``int`` (64-bit) as its decimal digits
+    (so ``incr`` / ``decr`` count it); anything else is refused. Reads return the stored bytes,
+    whatever wrote them. No version and no expiry are stored, so copies cannot be reconciled,
+    read-repaired or moved safely: the client refuses the options that need them.
+
+    >>> codec = RawCodec()
+    >>> [codec.encode(value, version=7, expires_at_ms=0) for value in ("café", 41)]
+    [b'caf\\xc3\\xa9', b'41']
+    >>> codec.decode(b"caf\\xc3\\xa9")
+    Decoded(value=b'caf\\xc3\\xa9', version=0, expires_at_ms=0)
+    """
+
+    def encode(self, value: object, *, version: int, expires_at_ms: int) -> bytes:
+        """Return `value` as the bytes stored (`version` and `expires_at_ms` are not kept).
+
+        :raises TypeError: when `value` is not bytes, str or a 64-bit int (named by its type)
+        """
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        if isinstance(value, str):
+            return value.encode()
+        if type(value) is int and _INT_MIN <= value <= _INT_MAX:
+            return str(value).encode()
+        raise TypeError(
+            f"value must be bytes, str or a 64-bit int with serializer='raw', got "
+            f"{type(value).__name__}; encode it yourself, or use serializer='json'"
+        )
+
+    def decode(self, data: bytes) -> Decoded:
+        """Return the stored bytes themselves, with no version and no expiry."""
+        return Decoded(data, 0, 0)

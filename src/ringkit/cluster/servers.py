@@ -16,7 +16,7 @@ are deleted there, then re-admission: hinted handoff as invalidation, after DeCa
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
@@ -50,7 +50,7 @@ B = TypeVar("B", bound=Fenced)
 class Server(Generic[B]):
     """One backend server of a client, with its health, counters and hooks (no I/O here)."""
 
-    __slots__ = ("backend", "health", "hooks", "name", "stats")
+    __slots__ = ("backend", "health", "hooks", "last_error", "name", "stats")
 
     def __init__(self, name: str, backend: B, health: ServerHealth, hooks: Sequence[Hook]) -> None:
         self.name = name
@@ -58,6 +58,9 @@ class Server(Generic[B]):
         self.health = health
         self.stats = ServerStats()
         self.hooks = tuple(hooks)
+        # The message of the latest failure (it names the URL and the cause), for the errors
+        # of calls that found every server of a key down.
+        self.last_error: str | None = None
 
     @property
     def url(self) -> ServerURL:
@@ -75,6 +78,7 @@ class Server(Generic[B]):
     def failed(self, op: str, elapsed_s: float, error: Exception) -> None:
         """Count a failed call and mark the server down."""
         self.health.mark_down(now=time.monotonic())
+        self.last_error = str(error)
         self.stats.record(elapsed_s, error=True)
         self._tell(OpEvent(self.name, op, "error", elapsed_s, str(error)))
 
@@ -142,6 +146,20 @@ class ServerSet(Generic[B]):
         health.readmit()
         server.stats.bump("readmissions")
         return True
+
+    def causes(self, names: Iterable[str]) -> str:
+        """Return why the servers `names` that are down failed last, as ``"; cause: …"`` text.
+
+        The empty string when none of them is down with a recorded failure.
+        """
+        seen = dict.fromkeys(names)
+        errors = [
+            error
+            for name in seen
+            if not (server := self._servers[name]).health.up
+            and (error := server.last_error) is not None
+        ]
+        return "".join(f"; cause: {error}" for error in errors)
 
     def attempt(self, name: str, call: Call, keys: Sequence[bytes]) -> Steps[tuple[bool, object]]:
         """Run write `call` on `name`; on failure or when it is down, hint `keys` there.

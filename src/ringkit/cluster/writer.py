@@ -19,9 +19,9 @@ import time
 from collections.abc import Mapping, Set
 from typing import Any
 
-from ringkit.cluster.keys import key_bytes
+from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Codec, VersionClock
+from ringkit.cluster.serializers import ValueCodec, VersionClock
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
@@ -52,14 +52,14 @@ def check_ttl(ttl_s: float | None) -> float | None:
 
 
 class Writer:
-    """Writes of keys to a :class:`ServerSet`, encoded by a :class:`Codec`.
+    """Writes of keys to a :class:`ServerSet`, encoded by a :class:`ValueCodec`.
 
     Encoding: ``encode_many``. Writing: ``set_many``, ``each`` (one key, every target, the
     replicas' answers). Deciding: ``check_quorum``.
     """
 
     def __init__(
-        self, servers: ServerSet[Any], codec: Codec, *, write_quorum: int, max_value_bytes: int
+        self, servers: ServerSet[Any], codec: ValueCodec, *, write_quorum: int, max_value_bytes: int
     ) -> None:
         self.servers = servers
         self.codec = codec
@@ -80,12 +80,13 @@ class Writer:
     def encode_many(self, items: Mapping[Any, object], ttl_s: float | None) -> dict[bytes, bytes]:
         """Validate and encode every item before anything is written.
 
-        :raises ConfigError: when a value is too large or `ttl_s` is not > 0
+        :raises ConfigError: when a key is invalid or reserved (``ringkit:``), a value is too
+            large or `ttl_s` is not > 0
         :raises TypeError: when the serializer cannot encode a value
         """
         check_ttl(ttl_s)
         return {
-            (data := key_bytes(key)): self._encode(data, value, ttl_s)
+            (data := user_key(key)): self._encode(data, value, ttl_s)
             for key, value in items.items()
         }
 
@@ -102,7 +103,8 @@ class Writer:
         if failed:
             raise QuorumError(
                 f"{len(failed)} keys were acknowledged by fewer than write_quorum="
-                f"{quorum} replicas, first: {failed[0]!r}",
+                f"{quorum} replicas, first: {failed[0]!r}"
+                f"{self.servers.causes(replicas[failed[0]])}",
                 failed,
             )
 
