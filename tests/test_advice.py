@@ -213,3 +213,11 @@ def test_advise_when_no_vnode_count_is_enough(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "none ≤ 4,096 vnodes" in out
     assert "≤ 1.001 not drawn" in out
+
+
+def test_advice_has_a_recommendation_attribute_not_only_in_the_cli_json() -> None:
+    """Regression: #14 — the recommendation existed only as a key the CLI added to its JSON."""
+    assert advise(4, target=1.5, draws=20, seed=0).recommendation == "ring"
+    static = advise(4, target=1.5, draws=20, seed=0, static=True)
+    assert static.recommendation == "modulo"
+    assert main(["advise", "--nodes", "4", "--draws", "20", "--static", "--json"]) == 0

@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         data = asdict(advice)
-        data["recommendation"] = "modulo" if args.static else "ring"
+        data["recommendation"] = advice.recommendation
         print_json(data)
         return 0
     out = console()
