@@ -40,6 +40,7 @@ __all__ = [
     "percent",
     "pyplot",
     "save_figure",
+    "unicode_stdout",
 ]
 
 PLOT_HINT = "--plot needs matplotlib; install it with: pip install 'ringkit[plot]'"
@@ -62,12 +63,28 @@ def bar(ratio: float) -> str:
     >>> bar(2.5)
     '████████████████████▶'
     """
+    block, fair, more = "█┆▶" if unicode_stdout() else "#|>"
     cells = round(ratio * _BAR_FAIR)
     if cells > 2 * _BAR_FAIR:
-        return "█" * (2 * _BAR_FAIR) + "▶"
+        return block * (2 * _BAR_FAIR) + more
     if cells >= _BAR_FAIR:
-        return "█" * cells
-    return "█" * cells + " " * (_BAR_FAIR - cells - 1) + "┆"
+        return block * cells
+    return block * cells + " " * (_BAR_FAIR - cells - 1) + fair
+
+
+def unicode_stdout() -> bool:
+    """Return whether stdout can show the bars' block characters (not ``PYTHONIOENCODING=ascii``).
+
+    A stream with no encoding (``io.StringIO``, captured output) takes any character.
+    """
+    encoding = getattr(sys.stdout, "encoding", None)
+    if not encoding:
+        return True
+    try:
+        "█┆▶".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def percent(fraction: float | None) -> str:
