@@ -98,6 +98,11 @@ def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
     old = build_placement(args.strategy, args.nodes, options)
     new = old
+    if set(args.nodes) <= set(args.remove) and not args.add:
+        raise refuse(
+            f"--remove {','.join(args.remove)} leaves no nodes; a plan needs a node after"
+            " the change"
+        )
     for name in args.remove:
         new = new.remove(name)
     for name in args.add:
@@ -160,11 +165,46 @@ def run(args: argparse.Namespace) -> int:
         "hasher": None if hasher is None else hasher.name,
         "seed": args.seed,
     }
+    report["notes"] = degenerate_notes(
+        report["replicas"], len(report["nodes_before"]), len(report["nodes_after"])
+    )
     if args.json:
         print_json(report)
         return 0
     _render(report, args.top)
     return 0
+
+
+def degenerate_notes(replicas: int, before: int, after: int) -> list[str]:
+    """Return the notes for a change whose figures cannot tell placements apart.
+
+    With as many replicas as nodes (one node and one replica included) every node holds
+    every key, so any placement moves the same copies: a ring and ``hash % N`` agree.
+
+    >>> [note.split(":")[0] for note in degenerate_notes(3, 3, 4)]
+    ['replicas 3 >= 3 nodes before']
+    >>> [note.split(":")[0] for note in degenerate_notes(1, 1, 2)], degenerate_notes(1, 4, 5)
+    (['replicas 1 >= 1 node before'], [])
+    """
+    notes = []
+    for side, nodes in (("before", before), ("after", after)):
+        if replicas >= nodes:
+            counted = f"{nodes} node" if nodes == 1 else f"{nodes} nodes"
+            notes.append(
+                f"replicas {replicas} >= {counted} {side}: every node holds every key, so every"
+                " placement moves the same copies; these figures do not compare placements"
+            )
+            break
+    return notes
+
+
+def _plural(count: int, word: str) -> str:
+    """Return ``"1 wave"`` or ``"3 waves"``.
+
+    >>> _plural(1, "wave"), _plural(1_000, "wave")
+    ('1 wave', '1,000 waves')
+    """
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 def _percent(value: float | None) -> str:
@@ -192,19 +232,23 @@ def _render(report: dict[str, Any], top: int) -> None:
     steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
     hasher = f", hasher {change['hasher']}" if change["hasher"] else ""
     console.print(
-        f"{change['strategy']}: {len(before)} -> {len(after)} nodes ({', '.join(steps)}), "
-        f"replicas {report['replicas']}{hasher}, "
-        f"{report['movement']['keys_total']:,} keys (seed {change['seed']}); "
+        f"{change['strategy']}: {len(before)} -> {_plural(len(after), 'node')} "
+        f"({', '.join(steps)}), replicas {report['replicas']}{hasher}, "
+        f"{_plural(report['movement']['keys_total'], 'key')} (seed {change['seed']}); "
         f"compared {_BASIS[report['basis']]}"
     )
+    for note in report["notes"]:
+        console.print(f"note: {note}")
     console.print(_summary(report))
-    console.print(_pair_table(report["pairs"]))
+    # Arcs are counted only where the placement has arcs (a ring's points basis).
+    console.print(_pair_table(report["pairs"], arcs=report["basis"] == "points"))
     console.print(_transfer_table(report["largest_transfers"][:top]))
     plan = report["plan"]
     console.print(
-        f"plan: {plan['transfers']:,} transfers in {plan['waves']:,} waves "
-        f"(<= {plan['max_streams_per_source']} streams per source), "
-        f"{plan['sources']:,} sources -> {plan['destinations']:,} destinations, "
+        f"plan: {_plural(plan['transfers'], 'transfer')} in {_plural(plan['waves'], 'wave')} "
+        f"(<= {_plural(plan['max_streams_per_source'], 'stream')} per source), "
+        f"{_plural(plan['sources'], 'source')} -> "
+        f"{_plural(plan['destinations'], 'destination')}, "
         f"{_count(plan['total_keys'])} keys, {_count(plan['total_bytes'])} bytes, "
         f"about {plan['duration_s']:,.1f} s"
     )
@@ -216,9 +260,12 @@ def _summary(report: dict[str, Any]) -> Table:
     for column in ("", "keyspace (exact)", "key sample"):
         table.add_column(column, justify="right" if column else "left")
     sample = moved["keys_total"] * min(report["replicas"], len(report["nodes_after"]))
+    # regression: #14 — modulo's sampled figure sat under "keyspace (exact)": over a key
+    # sample there is no exact figure, only the sample's (in the next column).
+    exact = None if report["basis"] == "keys" else moved["moved_fraction"]
     table.add_row(
         "this placement",
-        _percent(moved["moved_fraction"]),
+        _percent(exact),
         f"{_count(moved['keys_moved'])} ({_percent(moved['keys_moved'] / sample)})",
     )
     table.add_row("optimum (fair-share change)", _percent(moved["optimum_fraction"]), "")
@@ -231,16 +278,18 @@ def _summary(report: dict[str, Any]) -> Table:
     return table
 
 
-def _pair_table(pairs: list[dict[str, Any]]) -> Table:
+def _pair_table(pairs: list[dict[str, Any]], *, arcs: bool) -> Table:
     table = Table(title="per source -> destination")
-    for column in ("source", "destination", "arcs", "keyspace", "keys", "bytes"):
+    columns = ("source", "destination", "arcs", "keyspace", "keys", "bytes")
+    for column in columns if arcs else tuple(c for c in columns if c != "arcs"):
         left = column in ("source", "destination")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for pair in pairs:
+        cells = [_count(pair["arcs"])] if arcs else []
         table.add_row(
             pair["source"],
             pair["destination"],
-            _count(pair["arcs"]),
+            *cells,
             _percent(pair["fraction"]),
             _count(pair["keys"]),
             _count(pair["bytes"]),
