@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from ringkit import HashRing, Modulo
-from ringkit.cli import main
+from ringkit.cli import HASHER_WARNINGS, main
 from tests.servers import unavailable
 
 
@@ -143,3 +143,15 @@ def test_serve_on_a_busy_port_fails_before_printing_its_url(
     assert captured.err == (
         f"ringkit: error: port {port} on 127.0.0.1 is in use; choose another with --port\n"
     )
+
+
+def test_plain_fnv1a_32_prints_a_warning_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% with no warning."""
+    shares = HashRing(["A", "B", "C", "D"], vnodes=160, hasher="fnv1a_32").shares()
+    assert max(shares.values()) > 0.4  # the clustering the warning is about
+    assert main(["lookup", "k", "--nodes", "A,B,C,D", "--hasher", "fnv1a_32"]) == 0
+    err = capsys.readouterr().err
+    assert err == f"ringkit: warning: {HASHER_WARNINGS['fnv1a_32']}\n"
+    assert "use fnv1a_32_mix or xxh3_64" in err
+    assert main(["lookup", "k", "--nodes", "A,B,C,D", "--hasher", "fnv1a_32_mix"]) == 0
+    assert capsys.readouterr().err == ""

@@ -38,7 +38,7 @@ from ringkit.commands import (
 )
 from ringkit.errors import RingkitError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "HASHER_WARNINGS", "build_parser", "main"]
 
 # One module per subcommand, in the order ``--help`` lists them; each has register(subparsers).
 COMMANDS: tuple[ModuleType, ...] = (
@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     _replace_unencodable()
+    warning = HASHER_WARNINGS.get(getattr(args, "hasher", None) or "")
+    if warning is not None:
+        print(f"ringkit: warning: {warning}", file=sys.stderr)
     try:
         status: int = args.run(args)
         sys.stdout.flush()  # a closed pipe fails here, inside the try, not at interpreter exit
@@ -105,6 +108,13 @@ def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
 
 
 codecs.register_error("ringkit-ascii", _ascii_fallback)
+
+
+# regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% at 160 vnodes, unannounced
+HASHER_WARNINGS = {
+    "fnv1a_32": "fnv1a_32 clusters the tokens of similar short labels, so shares can be far"
+    " from fair; use fnv1a_32_mix or xxh3_64 unless a client needs fnv1a_32 (docs/ring.md)",
+}
 
 
 def _replace_unencodable() -> None:
