@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ringkit.cli import main
 from ringkit.commands.output import Ticker, TransferBar, bar, percent
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,3 +83,33 @@ def test_simulate_on_an_ascii_only_stdout_prints_ascii_bars_not_unicode_error() 
     assert err.decode() == ""
     text = out.decode("ascii")  # every byte is ASCII
     assert "#####" in text and "x fair" in text
+
+
+_NARROW_COMMANDS = {
+    "simulate": (["simulate"], ["A", "B", "C", "D"]),
+    "simulate-hot-keys": (["simulate", "hot-keys"], ["cache-a", "cache-g"]),
+    "plan": (
+        ["plan", "--nodes", "cache-east-1,cache-east-2,cache-east-3", "--add", "cache-east-4"],
+        ["cache-east-1", "cache-east-4"],
+    ),
+    "compare": (["compare", "--keys", "2000"], ["allocated", "multiprobe", "rendezvous"]),
+    "sweep": (["sweep", "--draws", "20"], ["1/sqrt(V)"]),
+    "advise": (["advise", "--draws", "20"], ["partitions"]),
+    "lookup": (["lookup", "k", "--nodes", "cache-east-1,cache-east-2", "--replicas", "2"], []),
+}
+
+
+@pytest.mark.parametrize("command", sorted(_NARROW_COMMANDS))
+def test_tables_fit_80_columns_without_cutting_names(
+    command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: #14 — tables were 95-120 wide, and names were cut to ``cache…`` at 80."""
+    argv, names = _NARROW_COMMANDS[command]
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    too_wide = [line for line in out.splitlines() if len(line) > 80]
+    assert too_wide == []
+    assert "…" not in out  # nothing cut short, header or cell
+    for name in names:
+        assert name in out

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json
-from ringkit.commands.output import Ticker, console, percent, pyplot, save_figure
+from ringkit.commands.output import Ticker, console, fit, percent, pyplot, save_figure
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES
 from ringkit.sim.compare import CHANGES, Comparison, compare
@@ -83,7 +83,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
         "moved",
         "lookup ns/key",
         "batch ns/key",
-        "memory",
+        "memory bytes",
         "build ms",
     ):
         table.add_column(column, justify="left" if column == "strategy" else "right")
@@ -98,7 +98,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
             percent(row.moved),
             _cell(row.lookup_ns, ",.0f"),
             _cell(row.batch_ns, ",.0f"),
-            _cell(row.memory_bytes, ",") + " B",
+            _cell(row.memory_bytes, ","),
             _cell(row.build_ms, ",.2f"),
         )
     return table
@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     out = console()
-    out.print(_table(args, rows))
+    out.print(fit(_table(args, rows), out.width, names=("strategy",)))
     if args.plot:
         out.print(f"plot written to {args.plot}")
     return 0

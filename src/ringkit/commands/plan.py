@@ -19,7 +19,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from ringkit.commands import output
 from ringkit.commands.common import node_list, positive_int, print_json, refuse
+from ringkit.commands.output import fit
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
 from ringkit.movement.plan import (
@@ -224,9 +226,7 @@ _BASIS = {
 
 
 def _render(report: dict[str, Any], top: int) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=140)  # pipes and files: wide enough for the tables
+    console = output.console()
     change = report["change"]
     before, after = report["nodes_before"], report["nodes_after"]
     steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
@@ -239,10 +239,12 @@ def _render(report: dict[str, Any], top: int) -> None:
     )
     for note in report["notes"]:
         console.print(f"note: {note}")
-    console.print(_summary(report))
+    console.print(fit(_summary(report), console.width))
     # Arcs are counted only where the placement has arcs (a ring's points basis).
-    console.print(_pair_table(report["pairs"], arcs=report["basis"] == "points"))
-    console.print(_transfer_table(report["largest_transfers"][:top]))
+    pairs = _pair_table(report["pairs"], arcs=report["basis"] == "points")
+    console.print(fit(pairs, console.width, names=("source", "destination")))
+    transfers = _transfer_table(report["largest_transfers"][:top])
+    console.print(fit(transfers, console.width, names=("source", "destination")))
     plan = report["plan"]
     console.print(
         f"plan: {_plural(plan['transfers'], 'transfer')} in {_plural(plan['waves'], 'wave')} "

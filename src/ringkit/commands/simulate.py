@@ -21,7 +21,16 @@ from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json, refuse, vnode_counts
 from ringkit.commands.lookup import lookup_report
-from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
+from ringkit.commands.output import (
+    Ticker,
+    bar,
+    bar_cells,
+    console,
+    fit,
+    percent,
+    pyplot,
+    save_figure,
+)
 from ringkit.hashing import HASHERS
 from ringkit.sim import (
     Run,
@@ -39,6 +48,8 @@ from ringkit.strategies.registry import build_placement
 __all__ = ["register", "run", "run_json"]
 
 _GATEPASS_VNODES = (1, 8, 32, 128)
+# Notes stay one line each on wide output (to grep); narrower consoles wrap them.
+_WRAP_NOTES = 100
 
 
 def register(subparsers: Any) -> None:
@@ -183,7 +194,7 @@ def _hasher_name(scenario: Scenario) -> str:
     return hasher if isinstance(hasher, str) else getattr(hasher, "name", "custom")
 
 
-def _table(run: Run) -> Table:
+def _table(run: Run, *, fair: int) -> Table:
     scenario = run.scenario
     rich_metrics = scenario.population.zipf > 0 or scenario.population.sizes.distribution != "fixed"
     table = Table(
@@ -191,7 +202,11 @@ def _table(run: Run) -> Table:
         f"{scenario.population.count:,} keys",
         title_justify="left",
     )
-    for column in ("step", "node", "keys", "", "× fair"):
+    # Half-length bars (a narrow console) beside three ratios add little: the ratios say it.
+    bars = not rich_metrics or fair >= bar_cells(_WRAP_NOTES)
+    for column in (
+        ("step", "node", "keys", "", "× fair") if bars else ("step", "node", "keys", "× fair")
+    ):
         table.add_column(column, justify="right" if column in ("keys", "× fair") else "left")
     if rich_metrics:
         table.add_column("bytes × fair", justify="right")
@@ -207,13 +222,8 @@ def _table(run: Run) -> Table:
         moved = step.event != "start" and step.stale is None
         for i, name in enumerate(step.nodes):
             ratio = keys.loads[name] / keys.fair[name] if keys.fair[name] else 1.0
-            row = [
-                step.event if i == 0 else "",
-                name,
-                f"{int(keys.loads[name]):,}",
-                bar(ratio),
-                f"{ratio:.2f}",
-            ]
+            row = [step.event if i == 0 else "", name, f"{int(keys.loads[name]):,}"]
+            row += [bar(ratio, fair=fair), f"{ratio:.2f}"] if bars else [f"{ratio:.2f}"]
             if rich_metrics:
                 row += [f"{_ratio(step, m, name):.2f}" for m in ("bytes", "requests")]
             row.append(percent(step.moved["keys"]) if i == 0 and moved else "")
@@ -362,9 +372,9 @@ def run(args: argparse.Namespace) -> int:
         if len(results) > 1:
             out.print(f"scenario {source}", style="bold")
         for r in batch:
-            out.print(_table(r))
+            out.print(fit(_table(r, fair=bar_cells(out.width)), out.width, names=("node",)))
             for line in _notes(r):
-                out.print(line, soft_wrap=True)
+                out.print(line, soft_wrap=out.width >= _WRAP_NOTES)
             out.print()
     if trace is not None:
         out.print(
