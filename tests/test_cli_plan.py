@@ -224,3 +224,13 @@ def test_plan_over_a_key_sample_shows_no_exact_figure_no_arcs_and_pluralises(
     assert "in 1 wave " in out and "-> 4 destinations" in out
     status, out, _ = run(capsys, "plan", "--nodes", "A,B", "--remove", "B", "--keys", "200")
     assert "2 -> 1 node (-B)" in out and "arcs" in out
+
+
+def test_plan_progress_pulses_through_the_slow_step_instead_of_sitting_at_0_percent(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: #14 — the bar sat at 0% through the diff, which reports no progress."""
+    monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
+    assert _steps(True, [("drawing", lambda: 1), ("diffing", lambda: 2)]) == [1, 2]
+    err = capsys.readouterr().err
+    assert "step 2 of 2" in err and "0%" not in err

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ringkit.commands import output
@@ -118,27 +118,45 @@ def _keys(count: int, seed: int) -> list[str]:
 
 
 def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[Any]:
-    """Run `steps` in order, behind a progress bar on stderr when `show`."""
+    """Run `steps` in order, behind a progress bar on stderr when `show`.
+
+    A step reports no progress of its own (``diff`` has no callback), so while one runs the
+    bar pulses beside the step's name, its number and the time elapsed, instead of sitting
+    at 0% through the slow part.
+    """
+    # regression: #14 — the bar sat at 0% through the diff, the slow phase
     console = Console(stderr=True)
-    bar = Progress(console=console, transient=True) if show and console.is_terminal else None
+    bar = (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("step {task.fields[step]} of {task.fields[steps]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        if show and console.is_terminal
+        else None
+    )
     results = []
     with bar or nullcontext():
-        task = bar.add_task("planning", total=len(steps)) if bar else None
-        for description, step in steps:
+        task = bar.add_task("planning", total=None, step=1, steps=len(steps)) if bar else None
+        for number, (description, step) in enumerate(steps, start=1):
             if bar is not None and task is not None:
-                bar.update(task, description=description)
+                bar.update(task, description=description, step=number)
             results.append(step())
-            if bar is not None and task is not None:
-                bar.advance(task)
     return results
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the movement report and plan for the membership change in `args`."""
     old, new = _placements(args)
-    keys = _keys(args.keys, args.seed)
-    sizes = [args.value_bytes] * len(keys)
+    keys: list[str] = []
     holder: dict[str, Movement] = {}
+
+    def sample() -> None:
+        keys.extend(_keys(args.keys, args.seed))
 
     def measure() -> Movement:
         holder["movement"] = diff(old, new, replicas=args.replicas or 1, keys=keys)
@@ -147,15 +165,19 @@ def run(args: argparse.Namespace) -> int:
     def schedule() -> MigrationPlan:
         return holder["movement"].plan(
             keys,
-            sizes,
+            [args.value_bytes] * len(keys),
             max_streams_per_source=args.max_streams,
             setup_s=args.setup_s,
             bandwidth_bytes_per_s=args.bandwidth,
         )
 
-    movement, plan = _steps(
+    _, movement, plan = _steps(
         args.keys >= _PROGRESS_KEYS,
-        [("diffing and counting keys", measure), ("planning transfers", schedule)],
+        [
+            ("drawing the key sample", sample),
+            ("diffing and counting keys", measure),
+            ("planning transfers", schedule),
+        ],
     )
     report = movement_report(movement, plan)
     ring, hasher = old.ring, old.hasher
