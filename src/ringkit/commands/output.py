@@ -74,7 +74,7 @@ def fit(table: Table, width: int, *, names: Collection[str] = ()) -> Table:
     """Return `table` made to fit `width` columns without cutting the columns `names`.
 
     Below 100 columns the table drops its edge and vertical rules (a space between columns),
-    which saves two characters a column; no header word is cut, and the columns whose headers
+    which saves three characters a column; no header word is cut, and the columns whose headers
     are in `names` (node and strategy names) keep their longest cell whole, so rich wraps the
     others.
     """
@@ -83,6 +83,7 @@ def fit(table: Table, width: int, *, names: Collection[str] = ()) -> Table:
         table.box = box.SIMPLE_HEAD
         table.show_edge = False
         table.pad_edge = False
+        table.collapse_padding = True
     for column in table.columns:
         # A header may wrap between words, never inside one ("reque…").
         column.min_width = max((len(word) for word in str(column.header).split()), default=0)

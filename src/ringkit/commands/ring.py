@@ -138,7 +138,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"epoch {snapshot.epoch}: no members")
         return 0
     out = console()
-    out.print(fit(_status_table(snapshot, rows), out.width, names=("member",)))
+    out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
     return 0
 
 
