@@ -213,3 +213,41 @@ def test_advise_when_no_vnode_count_is_enough(capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "none ≤ 4,096 vnodes" in out
     assert "≤ 1.001 not drawn" in out
+
+
+def test_advice_has_a_recommendation_attribute_not_only_in_the_cli_json() -> None:
+    """Regression: #14 — the recommendation existed only as a key the CLI added to its JSON."""
+    assert advise(4, target=1.5, draws=20, seed=0).recommendation == "ring"
+    static = advise(4, target=1.5, draws=20, seed=0, static=True)
+    assert static.recommendation == "modulo"
+    assert main(["advise", "--nodes", "4", "--draws", "20", "--static", "--json"]) == 0
+
+
+def test_compare_explains_the_range_placements_busiest_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Regression: #14 — ranges showed 10x busiest with no word of why."""
+    args = ["compare", "--nodes", "4", "--keys", "2000", "--repeats", "1"]
+    assert main([*args, "--strategies", "ranges,ring"]) == 0
+    out = capsys.readouterr().out
+    assert "ranges: busiest" in out and "not a fault" in out and "split_hot()" in out
+    assert main([*args, "--strategies", "ring"]) == 0
+    assert "not a fault" not in capsys.readouterr().out
+
+
+def test_compare_plot_clips_the_busiest_axis_and_labels_the_cut_bar() -> None:
+    """Regression: #14 — the range placement's 10x bar squashed the others to the floor."""
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ringkit.commands.compare import _BUSIEST_CLIP, _clip
+
+    figure, ax = plt.subplots()
+    ax.bar(range(3), [1.1, 10.0, 1.2])
+    _clip(ax, [1.1, 10.0, 1.2], _BUSIEST_CLIP)
+    assert ax.get_ylim() == (0.0, _BUSIEST_CLIP)
+    assert [text.get_text() for text in ax.texts] == ["10.0×"]
+    plt.close(figure)

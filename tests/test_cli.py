@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import socket
 
 import pytest
 
 from ringkit import HashRing, Modulo
-from ringkit.cli import main
+from ringkit.cli import HASHER_WARNINGS, main
+from tests.servers import unavailable
 
 
 def test_lookup_prints_point_token_and_owner(capsys: pytest.CaptureFixture[str]) -> None:
@@ -122,3 +125,33 @@ def test_vnodes_help_shows_the_librarys_default(capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit):
         main(["lookup", "--help"])
     assert "(default: 160)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_serve_on_a_busy_port_fails_before_printing_its_url(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Regression: #14 — a busy port printed the URL, then uvicorn's [Errno 98], exit 3."""
+    if importlib.util.find_spec("uvicorn") is None:
+        unavailable("ringkit serve needs uvicorn (the web extra)")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["serve", "--port", str(port)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"ringkit: error: port {port} on 127.0.0.1 is in use; choose another with --port\n"
+    )
+
+
+def test_plain_fnv1a_32_prints_a_warning_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% with no warning."""
+    shares = HashRing(["A", "B", "C", "D"], vnodes=160, hasher="fnv1a_32").shares()
+    assert max(shares.values()) > 0.4  # the clustering the warning is about
+    assert main(["lookup", "k", "--nodes", "A,B,C,D", "--hasher", "fnv1a_32"]) == 0
+    err = capsys.readouterr().err
+    assert err == f"ringkit: warning: {HASHER_WARNINGS['fnv1a_32']}\n"
+    assert "use fnv1a_32_mix or xxh3_64" in err
+    assert main(["lookup", "k", "--nodes", "A,B,C,D", "--hasher", "fnv1a_32_mix"]) == 0
+    assert capsys.readouterr().err == ""

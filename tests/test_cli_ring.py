@@ -200,3 +200,18 @@ def test_ctrl_c_stops_watch_cleanly() -> None:
         process.kill()
     assert process.returncode == 130
     assert err == "stopped\n"
+
+
+def test_status_table_fits_80_columns_without_cutting_member_names(
+    store: Store, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: #14 — the status table was wider than 80 columns and cut names short."""
+    store.join("cache-eu-west-1a-0001", zone="eu-west-1a", ttl_s=5)
+    store.join("cache-eu-west-1b-0002", zone="eu-west-1b", ttl_s=5)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["ring", "status", "--store", url]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if len(line) > 80] == []
+    assert "cache-eu-west-1a-0001" in out and "cache-eu-west-1b-0002" in out
+    assert "eu-west-1a" in out
+    assert "…" not in out

@@ -202,3 +202,29 @@ def test_baseline_equal_to_strategy_gets_its_own_key(
     step = _json(capsys, "simulate", str(path), "--json")["steps"][1]
     assert step["moved_modulo"] == step["moved_baseline"]
     assert "stale_None" not in step
+
+
+def test_simulate_several_files_runs_each_in_turn(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: #14 — ``ringkit simulate examples/*.toml`` failed: one file only."""
+    paths = [str(EXAMPLES / "gatepass.toml"), str(EXAMPLES / "cascade.toml")]
+    assert main(["simulate", *paths, "--json"]) == 0
+    docs = json.loads(capsys.readouterr().out)
+    alone = [_json(capsys, "simulate", path, "--json") for path in paths]
+    assert docs == alone
+    assert main(["simulate", *paths]) == 0
+    out = capsys.readouterr().out
+    assert "gatepass" in out and "cascade" in out
+
+
+def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """Regression: #14 — the examples were not in the wheel; they ship inside the package."""
+    assert main(["simulate", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in listed] == ["cascade", "gatepass", "hot-keys"]
+    by_name = _json(capsys, "simulate", "gatepass", "--json")
+    assert by_name == _json(capsys, "simulate", str(EXAMPLES / "gatepass.toml"), "--json")
+    assert main(["simulate", "gatepas"]) == 1
+    assert capsys.readouterr().err == (
+        "ringkit: error: no scenario file or bundled scenario 'gatepas'; "
+        "bundled: cascade, gatepass, hot-keys\n"
+    )

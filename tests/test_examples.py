@@ -21,3 +21,15 @@ def test_example_runs(script: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip()
+
+
+def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
+    """Regression: #14 — the scenarios were only in examples/, outside the wheel.
+
+    They ship in ``ringkit/sim/scenarios`` (loaded by name); ``examples/`` keeps copies for
+    ``ringkit simulate examples/*.toml``, which must not drift from the shipped files.
+    """
+    shipped = {p.name: p.read_bytes() for p in (ROOT / "src/ringkit/sim/scenarios").glob("*.toml")}
+    copies = {p.name: p.read_bytes() for p in (ROOT / "examples").glob("*.toml")}
+    assert shipped == copies
+    assert sorted(shipped) == ["cascade.toml", "gatepass.toml", "hot-keys.toml"]

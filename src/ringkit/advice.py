@@ -200,6 +200,15 @@ class Advice:
     allocated_table_bytes: int | None
     static: bool
 
+    @property
+    def recommendation(self) -> str:
+        """Return the placement advised: ``"modulo"`` for a static cluster, else ``"ring"``.
+
+        A cluster that never changes membership moves no keys, so ``hash % N`` balances
+        exactly with no table; any other cluster gets a ring with ``vnodes`` per node.
+        """
+        return "modulo" if self.static else "ring"
+
 
 def _meets(n: int, v: int, spec: tuple[float, float, int, int, int]) -> float:
     """The fraction of seeded rings whose busiest node is within the target."""

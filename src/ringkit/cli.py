@@ -7,11 +7,18 @@ for ``serve``, matplotlib for ``--plot``) are imported only when a command needs
 missing extra gives a one-line install hint instead of breaking every command. This module only
 parses, dispatches and turns a ``RingkitError`` into ``ringkit: error: <message>`` with exit
 status 1 (usage errors exit 2, as argparse does). ``--debug`` shows the traceback instead.
+
+Output goes where a command-line tool's output goes: into ``head``, which closes the pipe early
+(a quiet exit, no ``BrokenPipeError`` traceback), and onto terminals whose encoding is ASCII
+(characters it cannot show are replaced, never an ``UnicodeEncodeError``; bars use ``#``).
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import io
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -31,7 +38,7 @@ from ringkit.commands import (
 )
 from ringkit.errors import RingkitError
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "HASHER_WARNINGS", "build_parser", "main"]
 
 # One module per subcommand, in the order ``--help`` lists them; each has register(subparsers).
 COMMANDS: tuple[ModuleType, ...] = (
@@ -69,11 +76,66 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    _replace_unencodable()
+    warning = HASHER_WARNINGS.get(getattr(args, "hasher", None) or "")
+    if warning is not None:
+        print(f"ringkit: warning: {warning}", file=sys.stderr)
     try:
         status: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe fails here, inside the try, not at interpreter exit
     except RingkitError as error:
         if args.debug:
             raise
         print(f"ringkit: error: {error}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # regression: #14 — `ringkit simulate --json | head -1` ended in a traceback
+        _discard_stdout()
+        return 1
     return status
+
+
+# What an ASCII stdout shows for the few non-ASCII characters ringkit prints; others become "?".
+_ASCII = {"×": "x", "·": "-", "–": "-", "—": "-", "→": "->", "…": "...", "≥": ">=", "≤": "<="}
+
+
+def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
+    """Encode-error handler: spell the characters of `_ASCII` in ASCII, others as ``?``."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    bad = error.object[error.start : error.end]
+    return "".join(_ASCII.get(char, "?") for char in bad), error.end
+
+
+codecs.register_error("ringkit-ascii", _ascii_fallback)
+
+
+# regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% at 160 vnodes, unannounced
+HASHER_WARNINGS = {
+    "fnv1a_32": "fnv1a_32 clusters the tokens of similar short labels, so shares can be far"
+    " from fair; use fnv1a_32_mix or xxh3_64 unless a client needs fnv1a_32 (docs/ring.md)",
+}
+
+
+def _replace_unencodable() -> None:
+    """Let stdout replace what its encoding cannot show (``PYTHONIOENCODING=ascii``)."""
+    # regression: #14 — simulate crashed with UnicodeEncodeError on an ASCII-only stdout
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
+        try:
+            "█·×–→".encode(sys.stdout.encoding)
+        except (UnicodeEncodeError, LookupError):
+            sys.stdout.reconfigure(errors="ringkit-ascii")
+
+
+def _discard_stdout() -> None:
+    """Point stdout at devnull so the interpreter's final flush does not fail again.
+
+    The recipe of the Python docs (``signal`` module, "Note on SIGPIPE").
+    """
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # a captured stdout (tests) has no descriptor to replace
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, descriptor)
+    os.close(devnull)

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from ringkit.advice import Advice, advise
 from ringkit.commands.common import positive_int, print_json
-from ringkit.commands.output import Ticker, console
+from ringkit.commands.output import Ticker, console, fit
 
 __all__ = ["register", "run"]
 
@@ -173,11 +173,11 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.json:
         data = asdict(advice)
-        data["recommendation"] = "modulo" if args.static else "ring"
+        data["recommendation"] = advice.recommendation
         print_json(data)
         return 0
     out = console()
-    out.print(_table(advice))
+    out.print(fit(_table(advice), out.width))
     for note in _notes(advice):
-        out.print(f"  {note}", soft_wrap=True)
+        out.print(f"  {note}", soft_wrap=out.width >= 100)
     return 0

@@ -14,13 +14,15 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json
-from ringkit.commands.output import Ticker, console, percent, pyplot, save_figure
+from ringkit.commands.output import Ticker, console, fit, percent, pyplot, save_figure
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES
 from ringkit.sim.compare import CHANGES, Comparison, compare
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
 
 __all__ = ["register", "run"]
+
+_BUSIEST_CLIP = 3.0  # × fair: the busiest panel's top, above which bars are cut and labelled
 
 
 # (flag, type, default, help): the valued options, added in one loop.
@@ -83,7 +85,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
         "moved",
         "lookup ns/key",
         "batch ns/key",
-        "memory",
+        "memory bytes",
         "build ms",
     ):
         table.add_column(column, justify="left" if column == "strategy" else "right")
@@ -98,7 +100,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
             percent(row.moved),
             _cell(row.lookup_ns, ",.0f"),
             _cell(row.batch_ns, ",.0f"),
-            _cell(row.memory_bytes, ",") + " B",
+            _cell(row.memory_bytes, ","),
             _cell(row.build_ms, ",.2f"),
         )
     return table
@@ -109,19 +111,49 @@ def _plot(args: argparse.Namespace, rows: list[Comparison]) -> None:
     ok = [row for row in rows if row.error is None]
     names = [row.strategy for row in ok]
     figure, axes = plt.subplots(1, 4, figsize=(14, 3.6))
-    panels = [
+    panels: list[tuple[str, list[Any], float | None]] = [
         ("busiest × fair share", [row.busiest_ratio for row in ok], 1.0),
         ("moved fraction", [row.moved for row in ok], rows[0].optimum),
         ("lookup ns/key (one at a time)", [row.lookup_ns for row in ok], None),
         ("memory (bytes)", [row.memory_bytes for row in ok], None),
     ]
     for ax, (title, values, line) in zip(axes, panels, strict=True):
-        ax.bar(names, values)
+        ax.bar(range(len(names)), values)
         if line is not None:
             ax.axhline(line, color="black", linestyle="--", linewidth=0.8)
+        if title.startswith("busiest"):
+            _clip(ax, values, _BUSIEST_CLIP)
         ax.set_title(title, fontsize=9)
-        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+        # regression: #14 — labels rotated about their centres overlapped their neighbours
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
     save_figure(plt, figure, args.plot)
+
+
+def _clip(ax: Any, values: list[float | None], top: float) -> None:
+    """Cut the axis at `top` and write the value over each bar it cuts."""
+    # regression: #14 — the range placement's 10x busiest squashed every other bar to the floor
+    if max((v for v in values if v is not None), default=0.0) <= top:
+        return
+    ax.set_ylim(0, top)
+    for x, value in enumerate(values):
+        if value is not None and value > top:
+            ax.text(
+                x, top * 0.97, f"{value:.1f}×", ha="center", va="top", fontsize=7, color="white"
+            )
+
+
+def _notes(rows: list[Comparison]) -> list[str]:
+    """Explain figures that look like errors (the range placement's busiest node)."""
+    notes = []
+    for row in rows:
+        if row.strategy == "ranges" and row.error is None and (row.busiest_ratio or 0) > 2:
+            notes.append(
+                f"ranges: busiest {row.busiest_ratio:.1f}× fair is not a fault: range "
+                "partitions place keys by their order, not a hash, and every key here shares "
+                "the prefix 'key-', so one default range holds them all; split_hot() splits it "
+                "(docs/strategies.md)"
+            )
+    return notes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -153,7 +185,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     out = console()
-    out.print(_table(args, rows))
+    out.print(fit(_table(args, rows), out.width, names=("strategy",)))
+    for note in _notes(rows):
+        out.print(f"  {note}", soft_wrap=out.width >= 100)
     if args.plot:
         out.print(f"plot written to {args.plot}")
     return 0

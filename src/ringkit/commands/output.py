@@ -11,12 +11,15 @@ hint.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import time
+from collections.abc import Collection
 from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -27,6 +30,7 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 from ringkit.errors import ConfigError
@@ -36,38 +40,101 @@ __all__ = [
     "Ticker",
     "TransferBar",
     "bar",
+    "bar_cells",
     "console",
+    "fit",
     "percent",
     "pyplot",
     "save_figure",
+    "unicode_stdout",
 ]
 
 PLOT_HINT = "--plot needs matplotlib; install it with: pip install 'ringkit[plot]'"
 _PLOT_SUFFIXES = (".png", ".svg")
 _BAR_FAIR = 10  # characters for a fair share; the bar is twice that wide
+_WIDE = 100  # narrower consoles get compact tables and half-length bars
 
 
 def console() -> Console:
-    """Return a console on the current stdout (tests swap stdout; read it each time)."""
-    # Piped output gets 120 columns, not rich's 80, so the tables keep their bars.
-    width = None if sys.stdout.isatty() else 120
+    """Return a console on the current stdout (tests swap stdout; read it each time).
+
+    A terminal's own width; piped output 120 columns (rich's default is 80), unless
+    ``COLUMNS`` says otherwise. Every table fits 80 columns without cutting a name.
+    """
+    width = None if sys.stdout.isatty() else _columns(120)
     return Console(file=sys.stdout, highlight=False, width=width)
 
 
-def bar(ratio: float) -> str:
+def _columns(default: int) -> int:
+    text = os.environ.get("COLUMNS", "")
+    return int(text) if text.isdigit() and int(text) > 0 else default
+
+
+def fit(table: Table, width: int, *, names: Collection[str] = ()) -> Table:
+    """Return `table` made to fit `width` columns without cutting the columns `names`.
+
+    Below 100 columns the table drops its edge and vertical rules (a space between columns),
+    which saves three characters a column; no header word is cut, and the columns whose headers
+    are in `names` (node and strategy names) keep their longest cell whole, so rich wraps the
+    others.
+    """
+    # regression: #14 — tables 95-120 wide cut names to "cache…" on an 80-column terminal
+    if width < _WIDE:
+        table.box = box.SIMPLE_HEAD
+        table.show_edge = False
+        table.pad_edge = False
+        table.collapse_padding = True
+    for column in table.columns:
+        # A header may wrap between words, never inside one ("reque…").
+        column.min_width = max((len(word) for word in str(column.header).split()), default=0)
+        if column.header in names:
+            longest = max((len(str(cell)) for cell in column.cells), default=0)
+            column.min_width = max(column.min_width, longest)
+            column.no_wrap = True
+    return table
+
+
+def bar_cells(width: int) -> int:
+    """Return the cells of a fair share in a bar for a console `width` (half below 100).
+
+    >>> bar_cells(120), bar_cells(80)
+    (10, 5)
+    """
+    return _BAR_FAIR if width >= _WIDE else _BAR_FAIR // 2
+
+
+def bar(ratio: float, *, fair: int = _BAR_FAIR) -> str:
     """Return a bar for load / fair share `ratio`; ``┆`` marks the fair share when short of it.
+
+    A fair share is `fair` cells; the bar is at most twice that, then ``▶``.
 
     >>> bar(0.5)
     '█████    ┆'
     >>> bar(2.5)
     '████████████████████▶'
     """
-    cells = round(ratio * _BAR_FAIR)
-    if cells > 2 * _BAR_FAIR:
-        return "█" * (2 * _BAR_FAIR) + "▶"
-    if cells >= _BAR_FAIR:
-        return "█" * cells
-    return "█" * cells + " " * (_BAR_FAIR - cells - 1) + "┆"
+    block, mark, more = "█┆▶" if unicode_stdout() else "#|>"
+    cells = round(ratio * fair)
+    if cells > 2 * fair:
+        return block * (2 * fair) + more
+    if cells >= fair:
+        return block * cells
+    return block * cells + " " * (fair - cells - 1) + mark
+
+
+def unicode_stdout() -> bool:
+    """Return whether stdout can show the bars' block characters (not ``PYTHONIOENCODING=ascii``).
+
+    A stream with no encoding (``io.StringIO``, captured output) takes any character.
+    """
+    encoding = getattr(sys.stdout, "encoding", None)
+    if not encoding:
+        return True
+    try:
+        "█┆▶".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
 
 
 def percent(fraction: float | None) -> str:

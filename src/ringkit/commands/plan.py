@@ -16,10 +16,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from ringkit.commands import output
 from ringkit.commands.common import node_list, positive_int, print_json, refuse
+from ringkit.commands.output import fit
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
 from ringkit.movement.plan import (
@@ -98,6 +100,11 @@ def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
     old = build_placement(args.strategy, args.nodes, options)
     new = old
+    if set(args.nodes) <= set(args.remove) and not args.add:
+        raise refuse(
+            f"--remove {','.join(args.remove)} leaves no nodes; a plan needs a node after"
+            " the change"
+        )
     for name in args.remove:
         new = new.remove(name)
     for name in args.add:
@@ -111,27 +118,45 @@ def _keys(count: int, seed: int) -> list[str]:
 
 
 def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[Any]:
-    """Run `steps` in order, behind a progress bar on stderr when `show`."""
+    """Run `steps` in order, behind a progress bar on stderr when `show`.
+
+    A step reports no progress of its own (``diff`` has no callback), so while one runs the
+    bar pulses beside the step's name, its number and the time elapsed, instead of sitting
+    at 0% through the slow part.
+    """
+    # regression: #14 — the bar sat at 0% through the diff, the slow phase
     console = Console(stderr=True)
-    bar = Progress(console=console, transient=True) if show and console.is_terminal else None
+    bar = (
+        Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("step {task.fields[step]} of {task.fields[steps]}"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        if show and console.is_terminal
+        else None
+    )
     results = []
     with bar or nullcontext():
-        task = bar.add_task("planning", total=len(steps)) if bar else None
-        for description, step in steps:
+        task = bar.add_task("planning", total=None, step=1, steps=len(steps)) if bar else None
+        for number, (description, step) in enumerate(steps, start=1):
             if bar is not None and task is not None:
-                bar.update(task, description=description)
+                bar.update(task, description=description, step=number)
             results.append(step())
-            if bar is not None and task is not None:
-                bar.advance(task)
     return results
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the movement report and plan for the membership change in `args`."""
     old, new = _placements(args)
-    keys = _keys(args.keys, args.seed)
-    sizes = [args.value_bytes] * len(keys)
+    keys: list[str] = []
     holder: dict[str, Movement] = {}
+
+    def sample() -> None:
+        keys.extend(_keys(args.keys, args.seed))
 
     def measure() -> Movement:
         holder["movement"] = diff(old, new, replicas=args.replicas or 1, keys=keys)
@@ -140,15 +165,19 @@ def run(args: argparse.Namespace) -> int:
     def schedule() -> MigrationPlan:
         return holder["movement"].plan(
             keys,
-            sizes,
+            [args.value_bytes] * len(keys),
             max_streams_per_source=args.max_streams,
             setup_s=args.setup_s,
             bandwidth_bytes_per_s=args.bandwidth,
         )
 
-    movement, plan = _steps(
+    _, movement, plan = _steps(
         args.keys >= _PROGRESS_KEYS,
-        [("diffing and counting keys", measure), ("planning transfers", schedule)],
+        [
+            ("drawing the key sample", sample),
+            ("diffing and counting keys", measure),
+            ("planning transfers", schedule),
+        ],
     )
     report = movement_report(movement, plan)
     ring, hasher = old.ring, old.hasher
@@ -160,11 +189,46 @@ def run(args: argparse.Namespace) -> int:
         "hasher": None if hasher is None else hasher.name,
         "seed": args.seed,
     }
+    report["notes"] = degenerate_notes(
+        report["replicas"], len(report["nodes_before"]), len(report["nodes_after"])
+    )
     if args.json:
         print_json(report)
         return 0
     _render(report, args.top)
     return 0
+
+
+def degenerate_notes(replicas: int, before: int, after: int) -> list[str]:
+    """Return the notes for a change whose figures cannot tell placements apart.
+
+    With as many replicas as nodes (one node and one replica included) every node holds
+    every key, so any placement moves the same copies: a ring and ``hash % N`` agree.
+
+    >>> [note.split(":")[0] for note in degenerate_notes(3, 3, 4)]
+    ['replicas 3 >= 3 nodes before']
+    >>> [note.split(":")[0] for note in degenerate_notes(1, 1, 2)], degenerate_notes(1, 4, 5)
+    (['replicas 1 >= 1 node before'], [])
+    """
+    notes = []
+    for side, nodes in (("before", before), ("after", after)):
+        if replicas >= nodes:
+            counted = f"{nodes} node" if nodes == 1 else f"{nodes} nodes"
+            notes.append(
+                f"replicas {replicas} >= {counted} {side}: every node holds every key, so every"
+                " placement moves the same copies; these figures do not compare placements"
+            )
+            break
+    return notes
+
+
+def _plural(count: int, word: str) -> str:
+    """Return ``"1 wave"`` or ``"3 waves"``.
+
+    >>> _plural(1, "wave"), _plural(1_000, "wave")
+    ('1 wave', '1,000 waves')
+    """
+    return f"{count:,} {word}" if count == 1 else f"{count:,} {word}s"
 
 
 def _percent(value: float | None) -> str:
@@ -184,27 +248,31 @@ _BASIS = {
 
 
 def _render(report: dict[str, Any], top: int) -> None:
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=140)  # pipes and files: wide enough for the tables
+    console = output.console()
     change = report["change"]
     before, after = report["nodes_before"], report["nodes_after"]
     steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
     hasher = f", hasher {change['hasher']}" if change["hasher"] else ""
     console.print(
-        f"{change['strategy']}: {len(before)} -> {len(after)} nodes ({', '.join(steps)}), "
-        f"replicas {report['replicas']}{hasher}, "
-        f"{report['movement']['keys_total']:,} keys (seed {change['seed']}); "
+        f"{change['strategy']}: {len(before)} -> {_plural(len(after), 'node')} "
+        f"({', '.join(steps)}), replicas {report['replicas']}{hasher}, "
+        f"{_plural(report['movement']['keys_total'], 'key')} (seed {change['seed']}); "
         f"compared {_BASIS[report['basis']]}"
     )
-    console.print(_summary(report))
-    console.print(_pair_table(report["pairs"]))
-    console.print(_transfer_table(report["largest_transfers"][:top]))
+    for note in report["notes"]:
+        console.print(f"note: {note}")
+    console.print(fit(_summary(report), console.width))
+    # Arcs are counted only where the placement has arcs (a ring's points basis).
+    pairs = _pair_table(report["pairs"], arcs=report["basis"] == "points")
+    console.print(fit(pairs, console.width, names=("source", "destination")))
+    transfers = _transfer_table(report["largest_transfers"][:top])
+    console.print(fit(transfers, console.width, names=("source", "destination")))
     plan = report["plan"]
     console.print(
-        f"plan: {plan['transfers']:,} transfers in {plan['waves']:,} waves "
-        f"(<= {plan['max_streams_per_source']} streams per source), "
-        f"{plan['sources']:,} sources -> {plan['destinations']:,} destinations, "
+        f"plan: {_plural(plan['transfers'], 'transfer')} in {_plural(plan['waves'], 'wave')} "
+        f"(<= {_plural(plan['max_streams_per_source'], 'stream')} per source), "
+        f"{_plural(plan['sources'], 'source')} -> "
+        f"{_plural(plan['destinations'], 'destination')}, "
         f"{_count(plan['total_keys'])} keys, {_count(plan['total_bytes'])} bytes, "
         f"about {plan['duration_s']:,.1f} s"
     )
@@ -216,9 +284,12 @@ def _summary(report: dict[str, Any]) -> Table:
     for column in ("", "keyspace (exact)", "key sample"):
         table.add_column(column, justify="right" if column else "left")
     sample = moved["keys_total"] * min(report["replicas"], len(report["nodes_after"]))
+    # regression: #14 — modulo's sampled figure sat under "keyspace (exact)": over a key
+    # sample there is no exact figure, only the sample's (in the next column).
+    exact = None if report["basis"] == "keys" else moved["moved_fraction"]
     table.add_row(
         "this placement",
-        _percent(moved["moved_fraction"]),
+        _percent(exact),
         f"{_count(moved['keys_moved'])} ({_percent(moved['keys_moved'] / sample)})",
     )
     table.add_row("optimum (fair-share change)", _percent(moved["optimum_fraction"]), "")
@@ -231,16 +302,18 @@ def _summary(report: dict[str, Any]) -> Table:
     return table
 
 
-def _pair_table(pairs: list[dict[str, Any]]) -> Table:
+def _pair_table(pairs: list[dict[str, Any]], *, arcs: bool) -> Table:
     table = Table(title="per source -> destination")
-    for column in ("source", "destination", "arcs", "keyspace", "keys", "bytes"):
+    columns = ("source", "destination", "arcs", "keyspace", "keys", "bytes")
+    for column in columns if arcs else tuple(c for c in columns if c != "arcs"):
         left = column in ("source", "destination")
         table.add_column(column, justify="left" if left else "right", no_wrap=True)
     for pair in pairs:
+        cells = [_count(pair["arcs"])] if arcs else []
         table.add_row(
             pair["source"],
             pair["destination"],
-            _count(pair["arcs"]),
+            *cells,
             _percent(pair["fraction"]),
             _count(pair["keys"]),
             _count(pair["bytes"]),

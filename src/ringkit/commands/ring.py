@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json, shown_url
-from ringkit.commands.output import console, percent
+from ringkit.commands.output import console, fit, percent
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
 from ringkit.live.snapshot import snapshot_dict
@@ -137,7 +137,8 @@ def run_status(args: argparse.Namespace) -> int:
     if not rows:
         print(f"epoch {snapshot.epoch}: no members")
         return 0
-    console().print(_status_table(snapshot, rows))
+    out = console()
+    out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
     return 0
 
 

@@ -10,16 +10,18 @@ a one-line install hint and exits 1.
 from __future__ import annotations
 
 import argparse
+import errno
+import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
 import ringkit.live
-from ringkit.commands.common import shown_url
+from ringkit.commands.common import refuse, shown_url
 
 if TYPE_CHECKING:
     from ringkit.web.live import LiveView
 
-__all__ = ["INSTALL_HINT", "page_url", "register"]
+__all__ = ["INSTALL_HINT", "check_port_free", "page_url", "register"]
 
 INSTALL_HINT = "ringkit serve needs the web extra: pip install 'ringkit[web]'"
 
@@ -61,6 +63,32 @@ def page_url(host: str, port: int) -> str:
     return f"http://{shown}:{port}/"
 
 
+def check_port_free(host: str, port: int) -> None:
+    """Bind `host`:`port` once and release it, before the URL is printed.
+
+    uvicorn reports a busy port only after the URL is on screen, as ``[Errno 98]`` and exit 3.
+
+    :raises ConfigError: when the port is in use or the address cannot be bound
+    """
+    # regression: #14 — a busy port printed the URL, then uvicorn's error, and exited 3
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise refuse(f"cannot bind {host!r}: {error.strerror}") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        # uvicorn sets SO_REUSEADDR too: a port in TIME_WAIT is free for it, and so for us.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                raise refuse(
+                    f"port {port} on {host} is in use; choose another with --port"
+                ) from None
+            raise refuse(f"cannot bind {host}:{port}: {error.strerror}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve the page on ``args.host``:``args.port`` until interrupted; return the exit status."""
     try:
@@ -71,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
+    check_port_free(args.host, args.port)
     live = None if args.store is None else LiveView(ringkit.live.connect(args.store))
     what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)

@@ -1,4 +1,7 @@
-"""``ringkit simulate [SCENARIO.toml]``: replay the Gatepass lesson, or a scenario file.
+"""``ringkit simulate [SCENARIO ...]``: replay the Gatepass lesson, or scenario files in turn.
+
+A scenario is a TOML file or the name of one shipped with ringkit (``ringkit simulate --list``:
+cascade, gatepass, hot-keys; ``examples/`` holds copies of the same files).
 
 With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
 ``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
@@ -11,20 +14,42 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from ringkit.commands.common import positive_int, print_json, refuse, vnode_counts
 from ringkit.commands.lookup import lookup_report
-from ringkit.commands.output import Ticker, bar, console, percent, pyplot, save_figure
+from ringkit.commands.output import (
+    Ticker,
+    bar,
+    bar_cells,
+    console,
+    fit,
+    percent,
+    pyplot,
+    save_figure,
+)
 from ringkit.hashing import HASHERS
-from ringkit.sim import Run, Scenario, Step, gatepass, load_scenario, run_scenario, with_vnodes
+from ringkit.sim import (
+    Run,
+    Scenario,
+    Step,
+    bundled_scenarios,
+    gatepass,
+    load_bundled_scenario,
+    load_scenario,
+    run_scenario,
+    with_vnodes,
+)
 from ringkit.strategies.registry import build_placement
 
 __all__ = ["register", "run", "run_json"]
 
 _GATEPASS_VNODES = (1, 8, 32, 128)
+# Notes stay one line each on wide output (to grep); narrower consoles wrap them.
+_WRAP_NOTES = 100
 
 
 def register(subparsers: Any) -> None:
@@ -34,7 +59,12 @@ def register(subparsers: Any) -> None:
         help="replay the Gatepass lesson (no file) or a TOML scenario, step by step",
         description="Simulate membership changes and measure balance and movement.",
     )
-    parser.add_argument("scenario", nargs="?", help="scenario file (TOML); default: Gatepass")
+    parser.add_argument(
+        "scenario",
+        nargs="*",
+        help="scenario files (TOML) or bundled scenario names, run in turn; default: Gatepass",
+    )
+    parser.add_argument("--list", action="store_true", help="list the bundled scenarios")
     parser.add_argument(
         "--vnodes",
         type=vnode_counts,
@@ -60,13 +90,28 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _scenarios(args: argparse.Namespace) -> list[Scenario]:
-    if args.scenario is None:
-        return gatepass(
-            vnodes=args.vnodes or _GATEPASS_VNODES,
-            keys=args.keys or 300,
-            hasher=args.hasher or "fnv1a_32_mix",
-        )
+def _batches(args: argparse.Namespace) -> list[list[Scenario]]:
+    """The scenarios of each file or name in `args`, in order (Gatepass when none is given)."""
+    if not args.scenario:
+        return [
+            gatepass(
+                vnodes=args.vnodes or _GATEPASS_VNODES,
+                keys=args.keys or 300,
+                hasher=args.hasher or "fnv1a_32_mix",
+            )
+        ]
+    return [_scenarios(args, source) for source in args.scenario]
+
+
+def _load(source: str) -> list[Scenario]:
+    """Load a scenario file, or the bundled scenario of that name when no such file exists."""
+    # regression: #14 — the examples were not in the wheel; they ship in ringkit/sim/scenarios
+    if Path(source).exists() or source.endswith(".toml"):
+        return load_scenario(source)
+    return load_bundled_scenario(source)
+
+
+def _scenarios(args: argparse.Namespace, source: str) -> list[Scenario]:
     for flag, value, field in (
         ("--keys", args.keys, "keys.count"),
         ("--hasher", args.hasher, "strategy.hasher"),
@@ -75,7 +120,7 @@ def _scenarios(args: argparse.Namespace) -> list[Scenario]:
         if value is not None:
             where = f"; set {field} in the scenario file" if field else ""
             raise refuse(f"{flag} applies to the default run only, got {value!r}{where}")
-    scenarios = load_scenario(args.scenario)
+    scenarios = _load(source)
     if args.seed is not None:
         scenarios = [
             replace(s, population=replace(s.population, seed=args.seed)) for s in scenarios
@@ -149,7 +194,7 @@ def _hasher_name(scenario: Scenario) -> str:
     return hasher if isinstance(hasher, str) else getattr(hasher, "name", "custom")
 
 
-def _table(run: Run) -> Table:
+def _table(run: Run, *, fair: int) -> Table:
     scenario = run.scenario
     rich_metrics = scenario.population.zipf > 0 or scenario.population.sizes.distribution != "fixed"
     table = Table(
@@ -157,7 +202,11 @@ def _table(run: Run) -> Table:
         f"{scenario.population.count:,} keys",
         title_justify="left",
     )
-    for column in ("step", "node", "keys", "", "× fair"):
+    # Half-length bars (a narrow console) beside three ratios add little: the ratios say it.
+    bars = not rich_metrics or fair >= bar_cells(_WRAP_NOTES)
+    for column in (
+        ("step", "node", "keys", "", "× fair") if bars else ("step", "node", "keys", "× fair")
+    ):
         table.add_column(column, justify="right" if column in ("keys", "× fair") else "left")
     if rich_metrics:
         table.add_column("bytes × fair", justify="right")
@@ -173,13 +222,8 @@ def _table(run: Run) -> Table:
         moved = step.event != "start" and step.stale is None
         for i, name in enumerate(step.nodes):
             ratio = keys.loads[name] / keys.fair[name] if keys.fair[name] else 1.0
-            row = [
-                step.event if i == 0 else "",
-                name,
-                f"{int(keys.loads[name]):,}",
-                bar(ratio),
-                f"{ratio:.2f}",
-            ]
+            row = [step.event if i == 0 else "", name, f"{int(keys.loads[name]):,}"]
+            row += [bar(ratio, fair=fair), f"{ratio:.2f}"] if bars else [f"{ratio:.2f}"]
             if rich_metrics:
                 row += [f"{_ratio(step, m, name):.2f}" for m in ("bytes", "requests")]
             row.append(percent(step.moved["keys"]) if i == 0 and moved else "")
@@ -296,25 +340,42 @@ def _plot(runs: list[Run], path: str) -> None:
     save_figure(plt, figure, path)
 
 
+def _print_list() -> None:
+    out = console()
+    for name, summary in bundled_scenarios().items():
+        out.print(f"{name:<10} {summary}", soft_wrap=True)
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the default lesson or the scenario file and print tables or JSON."""
+    """Run the default lesson or each scenario in turn and print tables or JSON.
+
+    ``--json`` prints one document for one scenario, a list of them for several.
+    """
+    if args.list:
+        _print_list()
+        return 0
     if args.plot:
         pyplot(args.plot)  # fail on a bad file name before the long part
-    scenarios = _scenarios(args)
+    batches = _batches(args)  # every file is read and checked before the first one runs
     with Ticker("simulating") as ticker:
-        runs = [run_scenario(s, progress=ticker) for s in scenarios]
-    trace = _trace(runs, args.trace) if args.scenario is None else None
+        results = [[run_scenario(s, progress=ticker) for s in batch] for batch in batches]
+    runs = [r for batch in results for r in batch]
+    trace = _trace(runs, args.trace) if not args.scenario else None
     if args.plot:
         _plot(runs, args.plot)
     if args.json:
-        print_json(run_json(runs, default=args.scenario is None, trace=trace))
+        docs = [run_json(b, default=not args.scenario, trace=trace) for b in results]
+        print_json(docs[0] if len(docs) == 1 else docs)
         return 0
     out = console()
-    for r in runs:
-        out.print(_table(r))
-        for line in _notes(r):
-            out.print(line, soft_wrap=True)
-        out.print()
+    for source, batch in zip(args.scenario or [None], results, strict=True):
+        if len(results) > 1:
+            out.print(f"scenario {source}", style="bold")
+        for r in batch:
+            out.print(fit(_table(r, fair=bar_cells(out.width)), out.width, names=("node",)))
+            for line in _notes(r):
+                out.print(line, soft_wrap=out.width >= _WRAP_NOTES)
+            out.print()
     if trace is not None:
         out.print(
             f"Look up {trace['key']}: hash = {trace['hash']} → walk clockwise to token "

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from ringkit.advice import SweepRow, sweep
 from ringkit.commands.common import positive_int, print_json, vnode_counts
-from ringkit.commands.output import Ticker, console, pyplot, save_figure
+from ringkit.commands.output import Ticker, console, fit, pyplot, save_figure
 
 __all__ = ["register", "run"]
 
@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     out = console()
-    out.print(_table(args, rows))
+    out.print(fit(_table(args, rows), out.width))
     out.print(
         f"With one token per node the expected busiest node is H_N = "
         f"{rows[0].largest_theory:.3f} × fair (H_N / N of the circle)."

@@ -96,6 +96,9 @@ def check_space(space: object) -> int:
     return space
 
 
+_KIND_NAMES = {"U": "str keys", "S": "bytes keys", "O": "objects"}
+
+
 class HashRing(PlacementBase):
     """A consistent-hash ring of nodes with virtual nodes; an immutable value.
 
@@ -322,9 +325,18 @@ class HashRing(PlacementBase):
         [1, 0, 0]
 
         :raises EmptyRingError: when the ring has no nodes
+        :raises TypeError: when given keys (str or bytes) instead of points
         """
         self._require_nodes("owner_indices")
-        array = np.asarray(points, dtype=np.uint64)
+        array = np.asarray(points)
+        if array.dtype.kind in "USO":
+            # regression: #14 — keys here failed with numpy's "invalid literal for int()"
+            raise TypeError(
+                "owner_indices() takes points (uint64 hashes), got"
+                f" {_KIND_NAMES[array.dtype.kind]};"
+                " for keys use node_for_many(keys) or owner_indices(ring.points_for(keys))"
+            )
+        array = array.astype(np.uint64, copy=False)
         return self._table.owners[self._table.search_many(array)]
 
     def owner_indices_for_hashes(self, hashes: UInt64Array) -> IndexArray:
@@ -529,7 +541,15 @@ class HashRing(PlacementBase):
         return (self._nodes, self._space, self._hasher, self.tokens, self.token_owners)
 
     def _repr_options(self) -> str:
-        return f", vnodes={self._vnodes}, hasher={self._hasher.name!r}, tokens={len(self.tokens)}"
+        # regression: #14 — a from_tokens ring showed vnodes=160, an option it never used
+        explicit = len(self._explicit)
+        if explicit and explicit == len(self._names):
+            placed = "explicit tokens"
+        elif explicit:
+            placed = f"vnodes={self._vnodes} ({explicit} with explicit tokens)"
+        else:
+            placed = f"vnodes={self._vnodes}"
+        return f", {placed}, hasher={self._hasher.name!r}, tokens={len(self.tokens)}"
 
     # -- serialising -----------------------------------------------------------------------------
 

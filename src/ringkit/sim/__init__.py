@@ -27,7 +27,12 @@ from __future__ import annotations
 from ringkit.sim.compare import Comparison, compare
 from ringkit.sim.population import Population, Sizes
 from ringkit.sim.scenario import Event, Run, Scenario, Step, gatepass, run_scenario, with_vnodes
-from ringkit.sim.scenario_file import load_scenario, parse_scenario
+from ringkit.sim.scenario_file import (
+    bundled_scenarios,
+    load_bundled_scenario,
+    load_scenario,
+    parse_scenario,
+)
 
 __all__ = [
     "Comparison",
@@ -37,8 +42,10 @@ __all__ = [
     "Scenario",
     "Sizes",
     "Step",
+    "bundled_scenarios",
     "compare",
     "gatepass",
+    "load_bundled_scenario",
     "load_scenario",
     "parse_scenario",
     "run_scenario",

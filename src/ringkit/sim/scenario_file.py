@@ -4,6 +4,8 @@ Every field is checked once, here; a mistake is one :class:`~ringkit.errors.Conf
 message names the file, the field and the accepted values, e.g.
 ``cascade.toml: events[2].type must be one of add, remove, reweight, fail, stale; got 'explode'``.
 ``strategy.vnodes`` may be a list: the scenario then runs once per vnode count, side by side.
+The scenarios shipped with ringkit (``ringkit/sim/scenarios/*.toml``, copied to ``examples/``)
+load by name: :func:`bundled_scenarios`, :func:`load_bundled_scenario`.
 
 >>> text = '''
 ... nodes = ["A", "B", "C"]
@@ -22,6 +24,8 @@ message names the file, the field and the accepted values, e.g.
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,8 +40,9 @@ from ringkit.stats import METRICS
 from ringkit.strategies.options import OPTION_NAMES, StrategyOptions
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement, resolve_options
 
-__all__ = ["load_scenario", "parse_scenario"]
+__all__ = ["bundled_scenarios", "load_bundled_scenario", "load_scenario", "parse_scenario"]
 
+_SENTENCE_END = re.compile(r"(?<! al)\.\s+(?=[A-Z])")
 _TOP = ("name", "seed", "hot_keys", "baseline", "keys", "nodes", "strategy", "events")
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
@@ -262,3 +267,42 @@ def load_scenario(path: str | Path) -> list[Scenario]:
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: scenario file must be UTF-8 text") from None
     return parse_scenario(text, str(path))
+
+
+def _bundled_files() -> dict[str, importlib.resources.abc.Traversable]:
+    folder = importlib.resources.files("ringkit.sim").joinpath("scenarios")
+    return {f.name.removesuffix(".toml"): f for f in folder.iterdir() if f.name.endswith(".toml")}
+
+
+def bundled_scenarios() -> dict[str, str]:
+    """Return the scenarios shipped with ringkit, by name, with the first sentence of each.
+
+    >>> sorted(bundled_scenarios())
+    ['cascade', 'gatepass', 'hot-keys']
+    """
+    found = {}
+    for name, file in sorted(_bundled_files().items()):
+        lines = file.read_text(encoding="utf-8").splitlines()
+        comment = []
+        for line in lines:
+            if not line.startswith("#"):
+                break
+            comment.append(line.removeprefix("#").strip())
+        # The first sentence: up to a full stop before a capital, except "et al. 2007".
+        found[name] = _SENTENCE_END.split(" ".join(comment), maxsplit=1)[0].removesuffix(".")
+    return found
+
+
+def load_bundled_scenario(name: str) -> list[Scenario]:
+    """Parse the scenario shipped with ringkit under `name` (e.g. ``"gatepass"``).
+
+    >>> len(load_bundled_scenario("gatepass")) >= 1
+    True
+
+    :raises ConfigError: when no bundled scenario has that name
+    """
+    files = _bundled_files()
+    if name not in files:
+        known = ", ".join(sorted(files))
+        raise ConfigError(f"no scenario file or bundled scenario {name!r}; bundled: {known}")
+    return parse_scenario(files[name].read_text(encoding="utf-8"), f"{name}.toml")
