@@ -12,6 +12,13 @@ from ringkit.cli import main
 uvicorn = pytest.importorskip("uvicorn", reason="needs the web extra")
 
 
+@pytest.fixture(autouse=True)
+def _ports_are_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    # These tests stub uvicorn and must not depend on ports 8000 / 8123 being free on the
+    # machine; the busy-port refusal has its own test on a port it holds itself.
+    monkeypatch.setattr("ringkit.commands.serve.check_port_free", lambda host, port: None)
+
+
 def test_serve_binds_loopback_and_prints_the_url(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
