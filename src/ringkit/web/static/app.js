@@ -15,6 +15,7 @@ const state = {
   zipf: null,
   colours: new Map(), // node name -> palette index, kept while the node lives
   report: null,
+  preview: null, // before any change: what adding the suggested node would move
   lookup: null,
 };
 
@@ -87,6 +88,7 @@ async function refresh(change) {
     state.nodes = report.nodes.map(({ name, weight, zone }) => ({ name, weight, zone }));
     forgetColours();
     showError(null);
+    state.preview = change ? null : await previewAdd(params);
     render();
     await lookupNow();
   } catch (error) {
@@ -94,6 +96,16 @@ async function refresh(change) {
     syncControls();
   }
   document.body.dataset.busy = "false";
+}
+
+// The cards about movement would show "–" until a first change (issue 13): before one, they show
+// what adding the node the form suggests would move, as the server computes it for a real add.
+async function previewAdd(params) {
+  try {
+    return (await getJSON("/api/ring", { ...params, add: suggestName() })).change;
+  } catch {
+    return null; // e.g. the page is at the node limit: no preview, and nothing for a banner
+  }
 }
 
 async function lookup() {
@@ -179,20 +191,26 @@ function percent(fraction) {
 }
 
 function renderChange() {
-  const change = state.report.change;
+  const real = state.report.change;
+  const change = real || state.preview;
   const ring = state.report.strategy === "ring";
+  const what = { add: "added", remove: "removed", reweight: `weight ${real?.weight} for` };
+  $("last-change").textContent = real ? `${(100 * real.moved_fraction).toFixed(1)}%` :
+    "no change yet";
+  $("last-change-note").textContent = real ? `of the keys moved: ${what[real.kind]} ${real.node}` :
+    "add, remove or reweight a node";
+  const when = !real && change ? ` if ${change.node} is added` : "";
   $("moved-ring-title").textContent =
-    ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`;
+    (ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`) + when;
+  $("moved-modulo-title").textContent = `Moved with hash % N${when}`;
   $("moved-ring-note").textContent = ring ? "consistent hashing" : "the chosen strategy";
   if (!change) {
-    for (const id of ["last-change", "moved-ring", "moved-modulo"]) $(id).textContent = "–";
+    for (const id of ["moved-ring", "moved-modulo"]) $(id).textContent = "–";
     for (const id of ["moved-ring-fraction", "moved-modulo-fraction", "transfers"]) {
       $(id).textContent = "";
     }
     return;
   }
-  const what = { add: "added", remove: "removed", reweight: `weight ${change.weight} for` };
-  $("last-change").textContent = `${what[change.kind]} ${change.node}`;
   $("moved-ring").textContent = String(change.moved);
   $("moved-ring-fraction").textContent = percent(change.moved_fraction);
   $("moved-modulo").textContent = String(change.moved_modulo);
@@ -204,8 +222,9 @@ function renderChange() {
       `${space}; least possible ${(100 * change.optimum_share).toFixed(1)}%`;
   }
   const transfers = Object.entries(change.transfers).map(([path, count]) => `${path} ${count}`);
+  const lead = real ? "Moved keys" : `Keys that would move if ${change.node} is added`;
   $("transfers").textContent = transfers.length
-    ? `Moved keys, from → to: ${transfers.join(", ")}` : "No key moved.";
+    ? `${lead}, from → to: ${transfers.join(", ")}` : "No key moved.";
 }
 
 function renderNodes() {
@@ -358,6 +377,9 @@ function buildControls(meta) {
       zone: $("add-zone").value.trim() || null };
     refresh({ kind: "add", value: nodeSpec(node) });
   });
+  // A refresh looks the key up again with these fields: a fixed field must clear its error
+  // without another submit (issue 13).
+  $("lookup-replicas").addEventListener("change", lookup);
   $("lookup-form").addEventListener("submit", (event) => {
     event.preventDefault();
     lookup();
