@@ -133,7 +133,7 @@ def test_the_lesson_scenario_shows_the_librarys_numbers(page: Page, shots: Path)
     assert page.input_value("#add-name") == "D"
     page.click("#add-button")
     settle(page)
-    assert text(page, "#last-change") == "added D"
+    assert text(page, "#last-change-note") == "of the keys moved: added D"
     assert text(page, "#moved-ring") == str(moved(ring, ring.add("D")))
     assert text(page, "#moved-modulo") == str(moved(modulo, modulo.add("D")))
     page.screenshot(path=str(shots / "web-add-d.png"))
@@ -153,7 +153,7 @@ def test_the_lesson_scenario_shows_the_librarys_numbers(page: Page, shots: Path)
     page.fill("input[aria-label='Weight of node A']", "2")
     page.press("input[aria-label='Weight of node A']", "Tab")
     settle(page)
-    assert text(page, "#last-change") == "weight 2 for A"
+    assert text(page, "#last-change-note") == "of the keys moved: weight 2 for A"
     assert text(page, "#moved-ring") == str(moved(ring, ring.reweight("A", 2.0)))
     assert text(page, "#moved-modulo") == "0"
     page.fill("input[aria-label='Weight of node A']", "1")
@@ -166,7 +166,7 @@ def test_the_lesson_scenario_shows_the_librarys_numbers(page: Page, shots: Path)
     fine = HashRing(["A", "C", "D"], vnodes=128, hasher=HASHER)
     busiest = max(Counter(fine.node_for_many(SEED_KEYS)).values())
     assert text(page, "#busiest-ratio") == f"{busiest / 100:.2f}"
-    assert text(page, "#last-change") == "–"
+    assert text(page, "#last-change") == "no change yet"
 
     # Look up a key, typed and submitted from the keyboard.
     page.fill("#lookup-key", "booking-0042")
@@ -247,3 +247,83 @@ def test_strategies_without_vnodes_get_none_sent(page: Page) -> None:
     page.select_option("#strategy", "ring")
     settle(page)
     assert not page.is_disabled("input[name=vnodes][value='8']")
+
+
+# -- issue 13: layout and state faults, each checked where it showed -----------------------------
+
+
+def test_keys_per_node_panel_has_no_scrollbar(page: Page) -> None:
+    # The fair-share marks stuck out of the last bar row by a few pixels and the panel scrolled.
+    for vnodes in ("1", "128"):
+        page.check(f"input[name=vnodes][value='{vnodes}']")
+        settle(page)
+        sizes = page.evaluate(
+            "(() => { const b = document.getElementById('bars');"
+            " return [b.scrollHeight, b.clientHeight]; })()"
+        )
+        assert sizes[0] <= sizes[1], sizes
+
+
+def test_error_banner_goes_once_the_input_is_valid(page: Page) -> None:
+    # A refresh also looks the key up again: with replicas 0 that lookup fails. Fixing the
+    # replicas field must clear the banner without another submit.
+    page.fill("#lookup-replicas", "0")
+    page.fill("#keys", "200")
+    page.press("#keys", "Tab")
+    page.wait_for_function("document.body.dataset.busy === 'false'")
+    assert "replicas" in text(page, "#error")
+    page.fill("#lookup-replicas", "2")
+    page.press("#lookup-replicas", "Tab")
+    settle(page)
+    # A refused setting: the banner goes with the next valid value.
+    page.fill("#keys", "0")
+    page.press("#keys", "Tab")
+    page.wait_for_function("document.body.dataset.busy === 'false'")
+    assert page.is_visible("#error")
+    page.fill("#keys", "300")
+    page.press("#keys", "Tab")
+    settle(page)
+    # A bad value fixed before its answer came back: the late error answer is dropped.
+    page.fill("#lookup-replicas", "0")
+    page.press("#lookup-replicas", "Tab")
+    page.fill("#lookup-replicas", "3")
+    page.press("#lookup-replicas", "Tab")
+    settle(page)
+
+
+def test_last_change_card_shows_a_number_or_says_no_change_yet(page: Page) -> None:
+    assert text(page, "#last-change") == "no change yet"
+    page.click("#add-button")
+    settle(page)
+    ring = HashRing(["A", "B", "C"], vnodes=1, hasher=HASHER)
+    share = moved(ring, ring.add("D")) / len(SEED_KEYS)
+    assert text(page, "#last-change") == f"{100 * share:.1f}%"
+    assert text(page, "#last-change-note") == "of the keys moved: added D"
+
+
+def test_lesson_cards_show_values_at_load(page: Page) -> None:
+    # Before any change the cards show what adding the suggested node would move.
+    ring = HashRing(["A", "B", "C"], vnodes=1, hasher=HASHER)
+    modulo = Modulo(["A", "B", "C"], hasher=HASHER)
+    assert text(page, "#moved-ring") == str(moved(ring, ring.add("D")))
+    assert text(page, "#moved-modulo") == str(moved(modulo, modulo.add("D")))
+    assert "if D is added" in text(page, "#moved-ring-title")
+
+
+def test_hot_key_labels_stay_clear_of_the_lookup_label(page: Page) -> None:
+    page.check("#zipf-on")
+    settle(page)
+    for i in range(1, 11):
+        page.fill("#lookup-key", f"booking-{i:04d}")
+        page.press("#lookup-key", "Enter")
+        settle(page)
+        overlaps = page.evaluate(
+            """() => {
+                const box = (el) => el.getBoundingClientRect();
+                const label = box(document.querySelector('#ring .lookup-label'));
+                return [...document.querySelectorAll('#ring .hot-label')].map(box)
+                  .filter((hot) => hot.left < label.right && label.left < hot.right
+                                   && hot.top < label.bottom && label.top < hot.bottom).length;
+            }"""
+        )
+        assert overlaps == 0, f"booking-{i:04d}"

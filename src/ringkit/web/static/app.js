@@ -15,6 +15,7 @@ const state = {
   zipf: null,
   colours: new Map(), // node name -> palette index, kept while the node lives
   report: null,
+  preview: null, // before any change: what adding the suggested node would move
   lookup: null,
 };
 
@@ -76,43 +77,82 @@ function forgetColours() {
 
 // -- talking to the API ------------------------------------------------------------------------
 
-async function refresh(change) {
-  document.body.dataset.busy = "true"; // tests wait for "false": the page has drawn the answer
+// Requests in flight: tests wait for busy "false", when the page has drawn the last answer.
+let pending = 0;
+// A newer request of a kind supersedes an older one: an answer that arrives after a newer
+// request was sent is dropped, or a slow error could come back over a fixed input (issue 13).
+const latest = { refresh: 0, lookup: 0 };
+
+async function busyWhile(work) {
+  pending += 1;
+  document.body.dataset.busy = "true";
+  try {
+    await work();
+  } finally {
+    pending -= 1;
+    document.body.dataset.busy = String(pending > 0);
+  }
+}
+
+function refresh(change) {
+  return busyWhile(() => refreshNow(change));
+}
+
+async function refreshNow(change) {
+  const ticket = (latest.refresh += 1);
   const params = { ...placementParams(), keys: String(state.keys), prefix: state.prefix };
   if (state.zipf !== null) params.zipf = String(state.zipf);
   if (change) params[change.kind] = change.value;
+  let report;
+  let preview = null;
   try {
-    const report = await getJSON("/api/ring", params);
-    state.report = report;
-    state.nodes = report.nodes.map(({ name, weight, zone }) => ({ name, weight, zone }));
-    forgetColours();
-    showError(null);
-    render();
-    await lookupNow();
+    report = await getJSON("/api/ring", params);
+    if (!change) preview = await previewAdd(params, report);
   } catch (error) {
+    if (ticket !== latest.refresh) return;
     showError(error);
     syncControls();
+    return;
   }
-  document.body.dataset.busy = "false";
+  if (ticket !== latest.refresh) return;
+  state.report = report;
+  state.preview = preview;
+  state.nodes = report.nodes.map(({ name, weight, zone }) => ({ name, weight, zone }));
+  forgetColours();
+  showError(null);
+  render();
+  await lookupNow();
 }
 
-async function lookup() {
-  document.body.dataset.busy = "true";
-  await lookupNow();
-  document.body.dataset.busy = "false";
+// The cards about movement would show "–" until a first change (issue 13): before one, they show
+// what adding the node the form suggests would move, as the server computes it for a real add.
+async function previewAdd(params, report) {
+  try {
+    return (await getJSON("/api/ring", { ...params, add: suggestName(report.nodes) })).change;
+  } catch {
+    return null; // e.g. the page is at the node limit: no preview, and nothing for a banner
+  }
+}
+
+function lookup() {
+  return busyWhile(lookupNow);
 }
 
 async function lookupNow() {
   const key = $("lookup-key").value;
   if (!key) return;
+  const ticket = (latest.lookup += 1);
   const params = { ...placementParams(), key, replicas: $("lookup-replicas").value };
+  let found = null;
+  let failure = null;
   try {
-    state.lookup = await getJSON("/api/lookup", params);
-    showError(null);
+    found = await getJSON("/api/lookup", params);
   } catch (error) {
-    state.lookup = null;
-    showError(error);
+    failure = error;
   }
+  if (ticket !== latest.lookup) return;
+  state.lookup = found;
+  showError(failure);
   renderLookup();
   drawRing();
 }
@@ -179,20 +219,26 @@ function percent(fraction) {
 }
 
 function renderChange() {
-  const change = state.report.change;
+  const real = state.report.change;
+  const change = real || state.preview;
   const ring = state.report.strategy === "ring";
+  const what = { add: "added", remove: "removed", reweight: `weight ${real?.weight} for` };
+  $("last-change").textContent = real ? `${(100 * real.moved_fraction).toFixed(1)}%` :
+    "no change yet";
+  $("last-change-note").textContent = real ? `of the keys moved: ${what[real.kind]} ${real.node}` :
+    "add, remove or reweight a node";
+  const when = !real && change ? ` if ${change.node} is added` : "";
   $("moved-ring-title").textContent =
-    ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`;
+    (ring ? "Moved on the ring" : `Moved with ${state.report.strategy}`) + when;
+  $("moved-modulo-title").textContent = `Moved with hash % N${when}`;
   $("moved-ring-note").textContent = ring ? "consistent hashing" : "the chosen strategy";
   if (!change) {
-    for (const id of ["last-change", "moved-ring", "moved-modulo"]) $(id).textContent = "–";
+    for (const id of ["moved-ring", "moved-modulo"]) $(id).textContent = "–";
     for (const id of ["moved-ring-fraction", "moved-modulo-fraction", "transfers"]) {
       $(id).textContent = "";
     }
     return;
   }
-  const what = { add: "added", remove: "removed", reweight: `weight ${change.weight} for` };
-  $("last-change").textContent = `${what[change.kind]} ${change.node}`;
   $("moved-ring").textContent = String(change.moved);
   $("moved-ring-fraction").textContent = percent(change.moved_fraction);
   $("moved-modulo").textContent = String(change.moved_modulo);
@@ -204,8 +250,9 @@ function renderChange() {
       `${space}; least possible ${(100 * change.optimum_share).toFixed(1)}%`;
   }
   const transfers = Object.entries(change.transfers).map(([path, count]) => `${path} ${count}`);
+  const lead = real ? "Moved keys" : `Keys that would move if ${change.node} is added`;
   $("transfers").textContent = transfers.length
-    ? `Moved keys, from → to: ${transfers.join(", ")}` : "No key moved.";
+    ? `${lead}, from → to: ${transfers.join(", ")}` : "No key moved.";
 }
 
 function renderNodes() {
@@ -241,8 +288,8 @@ function renderNodes() {
   $("add-name").value = suggestName();
 }
 
-function suggestName() {
-  const names = new Set(state.nodes.map((node) => node.name));
+function suggestName(nodes = state.nodes) {
+  const names = new Set(nodes.map((node) => node.name));
   for (const letter of "ABCDEFGHIJKLMNOPQRSTUVWXYZ") if (!names.has(letter)) return letter;
   let i = 1;
   while (names.has(`n${i}`)) i += 1;
@@ -358,6 +405,9 @@ function buildControls(meta) {
       zone: $("add-zone").value.trim() || null };
     refresh({ kind: "add", value: nodeSpec(node) });
   });
+  // A refresh looks the key up again with these fields: a fixed field must clear its error
+  // without another submit (issue 13).
+  $("lookup-replicas").addEventListener("change", lookup);
   $("lookup-form").addEventListener("submit", (event) => {
     event.preventDefault();
     lookup();

@@ -97,8 +97,23 @@ function drawLookup(svg, found) {
   const [x, y] = at(found.position, R);
   group.append(el("circle", { cx: x, cy: y, r: 7, class: "lookup-key" }));
   const [lx, ly] = at(found.position, R - 62); // inside the ring, clear of the key dots
-  group.append(el("text", { x: lx, y: ly, class: "lookup-label" }, found.key));
+  const label = el("text", { x: lx, y: ly, class: "lookup-label" }, found.key);
+  group.append(label);
   svg.append(group);
+  // Hot-key labels sit at R - 26 / R - 38; a key name centred at R - 62 is wide enough to reach
+  // them beside the ring's sides (issue 13). Step it inward until its box is clear of them.
+  const hot = [...svg.querySelectorAll(".hot-label")].map((text) => text.getBBox());
+  for (let radius = R - 74; radius > 40; radius -= 12) {
+    const box = label.getBBox();
+    if (!hot.some((other) => intersects(box, other))) break;
+    const [x, y] = at(found.position, radius);
+    label.setAttribute("x", x);
+    label.setAttribute("y", y);
+  }
+}
+
+function intersects(a, b) {
+  return a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
 }
 
 /**
