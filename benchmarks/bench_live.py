@@ -10,7 +10,8 @@ time it got there; one machine, one clock). Reported: median and p99 over the ch
 
 - ringkit: ``ringkit.live`` stores (a watch, no polling); every watcher is also a member.
 - tooz: the same etcd through tooz's etcd3gw driver: ``join_partitioned_group`` in every
-  watcher, ``run_watchers()`` every 50 ms (tooz learns of members by polling the group).
+  watcher, ``run_watchers()`` every 50 ms (tooz learns of members by polling the group). The
+  peer is not a ringkit dependency: ``.venv/bin/pip install tooz etcd3gw`` before running.
 
 Crash: a probe member process is SIGKILLed; timed to the last watcher dropping it (ringkit
 only: bounded by the probe's lease TTL). Heartbeat: the cost of one lease renewal, and whether
