@@ -8,15 +8,18 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
+
+import redis
 
 from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
 from ringkit.cluster.backends import open_backend
 from ringkit.cluster.fencing import fence
 from ringkit.cluster.urls import ServerURL
 from ringkit.placement import Placement
-from tests.servers import Server
+from tests.servers import Server, redis_server
 
 T = TypeVar("T")
 
@@ -181,3 +184,17 @@ class Load:
         self.stop.set()
         for thread in self.threads:
             thread.join(timeout=30)
+
+
+@contextmanager
+def redis_servers(count: int) -> Iterator[list[Server]]:
+    """Start `count` redis-servers on free loopback ports; stop them on exit."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(redis_server()) for _ in range(count)]
+
+
+def flushed_redis_urls(names: Sequence[str], servers: Sequence[Server]) -> dict[str, str]:
+    """Return ``{name: redis URL}`` for `servers`, each emptied first (a fresh test's state)."""
+    for server in servers:
+        redis.Redis(host=server.host, port=server.port).flushdb()
+    return {name: f"redis://{s.address}/0" for name, s in zip(names, servers, strict=True)}

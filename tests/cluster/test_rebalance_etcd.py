@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,8 @@ from ringkit.cluster.fencing import EPOCH_KEY
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.steps import Steps
 from ringkit.errors import ConfigError
-from tests.cluster.helpers import Load
-from tests.servers import Server, redis_server
+from tests.cluster.helpers import Load, flushed_redis_urls, redis_servers
+from tests.servers import Server
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,16 +40,13 @@ New = Callable[..., Any]
 
 @pytest.fixture(scope="module")
 def quartet() -> Iterator[list[Server]]:
-    with ExitStack() as stack:
-        yield [stack.enter_context(redis_server()) for _ in NAMES]
+    with redis_servers(len(NAMES)) as servers:
+        yield servers
 
 
 @pytest.fixture
 def urls(quartet: list[Server]) -> dict[str, str]:
-    result = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, quartet, strict=True)}
-    for server in quartet:
-        redis.Redis(host=server.host, port=server.port).flushdb()
-    return result
+    return flushed_redis_urls(NAMES, quartet)
 
 
 def _raw(url: str) -> redis.Redis:

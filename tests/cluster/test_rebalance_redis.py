@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.cluster.servers import route_key
-from tests.cluster.helpers import Load
+from tests.cluster.helpers import Load, flushed_redis_urls, redis_servers
 from tests.servers import Server, redis_server
 
 NAMES = ("s1", "s2", "s3", "s4")
@@ -24,16 +23,13 @@ KEYS = [f"booking:{i}" for i in range(1500)]
 
 @pytest.fixture(scope="module")
 def quartet() -> Iterator[list[Server]]:
-    with ExitStack() as stack:
-        yield [stack.enter_context(redis_server()) for _ in NAMES]
+    with redis_servers(len(NAMES)) as servers:
+        yield servers
 
 
 @pytest.fixture
 def urls(quartet: list[Server]) -> dict[str, str]:
-    result = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, quartet, strict=True)}
-    for server in quartet:
-        redis.Redis(host=server.host, port=server.port).flushdb()
-    return result
+    return flushed_redis_urls(NAMES, quartet)
 
 
 New = Callable[..., Any]
