@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,11 +21,12 @@ from ringkit.live import Store
 from tests.web.test_page import CHROMIUM_ARGS, _require
 
 try:
-    import uvicorn
+    import uvicorn  # noqa: F401  # the web extra, checked here to skip or fail the module
     from playwright.sync_api import Page, sync_playwright
 
     from ringkit.web.app import create_app
     from ringkit.web.live import LiveView
+    from tests.web.serving import serving
 except ImportError as error:  # pragma: no cover - depends on the machine
     _require(False, f"needs playwright and the web extra: {error}")
 CHROMIUM = "/usr/bin/chromium"
@@ -46,29 +44,12 @@ def store() -> Iterator[Store]:
 
 @pytest.fixture
 def base_url(store: Store) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
     view = LiveView(store)
-    config = uvicorn.Config(
-        create_app(view),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    view.close()
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serving(create_app(view), timeout_graceful_shutdown=1) as url:
+        try:
+            yield url
+        finally:
+            view.close()  # wakes any waiting long poll before uvicorn shuts down
 
 
 @pytest.fixture

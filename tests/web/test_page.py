@@ -9,9 +9,6 @@ here). Missing either: skipped locally, a failure under CI=true. Screenshots go 
 from __future__ import annotations
 
 import os
-import socket
-import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -41,10 +38,11 @@ def _require(ready: bool, reason: str) -> None:
 
 
 try:
-    import uvicorn
+    import uvicorn  # noqa: F401  # the web extra, checked here to skip or fail the module
     from playwright.sync_api import Page, sync_playwright
 
     from ringkit.web.app import create_app
+    from tests.web.serving import serving
 except ImportError as error:  # pragma: no cover - depends on the machine
     _require(False, f"needs playwright and the web extra: {error}")
 _require(os.path.exists(CHROMIUM), f"needs Debian's chromium at {CHROMIUM}")
@@ -52,21 +50,8 @@ _require(os.path.exists(CHROMIUM), f"needs Debian's chromium at {CHROMIUM}")
 
 @pytest.fixture(scope="module")
 def base_url() -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    with serving(create_app()) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
