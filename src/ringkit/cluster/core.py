@@ -130,7 +130,8 @@ class ClientCore(Generic[B]):
       return bytes; refuses ``replicas > 1``, ``read="all"``, `hot_keys` and online rebalancing;
     - `timeout_s`, `connect_timeout_s`: per call (pymemcache's timeout / connect_timeout);
     - `dead_timeout_s`: how long a failed server is skipped before a probe; `max_hints`: keys
-      remembered per down server, deleted there on re-admission;
+      hinted per down server (on each server that took the writes, and in memory when none
+      could), deleted there on re-admission by whichever client re-admits it;
     - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;

@@ -32,9 +32,25 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
+from ringkit.cluster.backends import (
+    Backend,
+    MemcachedBackend,
+    MemoryBackend,
+    RedisBackend,
+    _memcached_expire,
+    server_failed,
+)
+from ringkit.cluster.handoff import (
+    HANDOFF_SCRIPTS,
+    MAX_CAS_TRIES,
+    copy_is_newer,
+    decode_hints,
+    with_hints,
+    without_hints,
+)
 from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
 from ringkit.cluster.keys import (
     AUDIT_KEY,
@@ -43,6 +59,8 @@ from ringkit.cluster.keys import (
     INDEX_KEY,
     RESERVED_PREFIX,
     VIEW_KEY,
+    hints_key,
+    spread_key,
 )
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
@@ -76,6 +94,10 @@ _CHUNK = 4000
 MEMCACHED_FENCE_CHECK_S = 0.5
 EpochOf = Callable[[], int]
 PointOf = Callable[[bytes], int]
+# An atomic read-modify-write of one key: the new value (None: unchanged) and the result.
+Update = Callable[[bytes | None], tuple[bytes | None, Any]]
+# The bookkeeping calls of ringkit.cluster.handoff: unfenced, they are no data of the view.
+HANDOFF_OPS = frozenset({"add_hints", "read_hints", "drop_hints", "set_copy", "read_markers"})
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
@@ -303,6 +325,15 @@ class _Fenced:
         self._gate = EpochGate()
 
 
+def _memcached_store(
+    client: Any, *, key: bytes, new: bytes, token: bytes | None, expire: int
+) -> Any:
+    """Store `new` if `key` is still as read with cas `token` (absent: None); pymemcache."""
+    if token is None:
+        return client.add(key, new, expire, noreply=False)
+    return client.cas(key, new, token, expire, noreply=False)
+
+
 class FencedBackend(_Fenced):
     """A backend whose every call carries an epoch; also the coordinator's handle on a server.
 
@@ -366,6 +397,57 @@ class FencedBackend(_Fenced):
 
     def close(self) -> None:
         self.inner.close()
+
+    # -- hints and copies (ringkit.cluster.handoff) --------------------------------------------
+
+    def _swap(self, key: bytes, update: Update, ttl_s: float | None) -> Any:
+        """Apply `update` to `key` atomically; return its result (None after MAX_CAS_TRIES)."""
+        inner = self.inner
+        if not isinstance(inner, MemcachedBackend):  # the memory store: atomic under the lock
+            with self._lock:
+                held = inner.get_many([key]).get(key)
+                new, result = update(held)
+                if new is not None and new != held:
+                    inner.set_many({key: new}, ttl_s)
+                return result
+        expire = _memcached_expire(ttl_s)
+        for _ in range(MAX_CAS_TRIES):
+            held, token = inner._call(lambda client: client.gets(key))
+            new, result = update(held)
+            if new is None or new == held:
+                return result
+            if inner._call(partial(_memcached_store, key=key, new=new, token=token, expire=expire)):
+                return result
+        return None
+
+    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
+        """Keep hints for down `server` here; return how many did not fit (None: not kept)."""
+        result: int | None = self._swap(
+            hints_key(server), lambda held: with_hints(held, keys, max_hints=max_hints), None
+        )
+        return result
+
+    def read_hints(self, server: str) -> list[bytes]:
+        """Return the keys hinted here for `server`."""
+        key = hints_key(server)
+        return decode_hints(self.inner.get_many([key]).get(key))
+
+    def drop_hints(self, server: str, keys: Sequence[bytes]) -> None:
+        """Remove exactly `keys` from the hints kept here for `server` (they were applied)."""
+        self._swap(hints_key(server), lambda held: (without_hints(held, keys), None), None)
+
+    def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
+        """Store hot-key `copy` unless this server holds a version as new; None: contended."""
+        result: bool | None = self._swap(
+            key, lambda held: (copy, True) if copy_is_newer(held, copy) else (None, False), ttl_s
+        )
+        return result
+
+    def read_markers(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """Return the spread markers held here for `keys` (see :func:`spread_key`)."""
+        markers = {spread_key(key): key for key in keys}
+        found = self.inner.get_many(list(markers))
+        return {markers[marker]: value for marker, value in found.items()}
 
     # -- coordinating --------------------------------------------------------------------------
 
@@ -438,7 +520,8 @@ class FencedRedis(FencedBackend):
         self._redis: Any = inner._client
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._scripts = {
-            name: self._redis.register_script(source) for name, source in _SCRIPTS.items()
+            name: self._redis.register_script(source)
+            for name, source in {**_SCRIPTS, **HANDOFF_SCRIPTS}.items()
         }
         self._index = RedisIndex(self._redis, self.point_of, self.epoch_of, self._run)
 
@@ -465,6 +548,19 @@ class FencedRedis(FencedBackend):
         if held < 0:
             raise ViewConflictError.on_server(str(self.url), epoch)
         return held
+
+    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
+        return int(self._run("add_hints", [hints_key(server)], [max_hints, *keys]))
+
+    def read_hints(self, server: str) -> list[bytes]:
+        return list(self._run("SMEMBERS", [hints_key(server)], []))
+
+    def drop_hints(self, server: str, keys: Sequence[bytes]) -> None:
+        for at in range(0, len(keys), _CHUNK):
+            self._run("SREM", [hints_key(server)], keys[at : at + _CHUNK])
+
+    def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
+        return bool(self._run("set_copy", [key], [copy, _px(ttl_s)]))
 
     def append_audit(self, line: bytes) -> None:
         self._run("RPUSH", [AUDIT_KEY], [line])
@@ -527,11 +623,14 @@ class AsyncFencedBackend(_Fenced):
         self._scripts: dict[str, Any] = {}
         if isinstance(inner, AsyncRedisBackend):
             client = inner._client
-            self._scripts = {name: client.register_script(src) for name, src in _SCRIPTS.items()}
+            self._scripts = {
+                name: client.register_script(src)
+                for name, src in {**_SCRIPTS, **HANDOFF_SCRIPTS}.items()
+            }
 
     async def serve(self, op: str, *args: Any) -> Any:
         """Await backend call `op(*args)` fenced by the routed epoch (ping, flush: unfenced)."""
-        if op in _UNFENCED:
+        if op in _UNFENCED or op in HANDOFF_OPS:
             return await getattr(self, op)(*args)
         if self._memory is not None:
             self._memory.index_keys = self.index_keys
@@ -557,6 +656,88 @@ class AsyncFencedBackend(_Fenced):
     async def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""
         return (await self.inner.get_many([VIEW_KEY])).get(VIEW_KEY)
+
+    # -- hints and copies (ringkit.cluster.handoff): as FencedBackend's, awaited -------------
+
+    async def _command(self, *command: Any) -> Any:
+        import redis
+
+        try:
+            return await self.inner._client.execute_command(*command)  # type: ignore[attr-defined]
+        except (TimeoutError, redis.RedisError, OSError) as error:
+            raise server_failed(self.url, error) from None
+
+    async def _swap(self, key: bytes, update: Update, ttl_s: float | None) -> Any:
+        """memcached's compare-and-swap loop (protocol.txt ``gets`` / ``cas``), awaited."""
+        inner: Any = self.inner
+        expire = _memcached_expire(ttl_s)
+        for _ in range(MAX_CAS_TRIES):
+            lines = await inner._exchange(b"gets %s\r\n" % key, 1)
+            held, token = None, b""
+            if len(lines) > 1:
+                header, _, data = lines[0].partition(b"\r\n")
+                held, token = data[:-2], header.split()[4]
+            new, result = update(held)
+            if new is None or new == held:
+                return result
+            if held is None:
+                done = await inner.add(key, new, ttl_s)
+            else:
+                request = b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(new), token, new)
+                done = (await inner._exchange(request, 1))[0] == b"STORED"
+            if done:
+                return result
+        return None
+
+    async def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
+        """Keep hints for down `server` here; return how many did not fit (None: not kept)."""
+        if self._memory is not None:
+            return self._memory.add_hints(server, keys, max_hints)
+        if self._scripts:
+            script = Script("add_hints", (hints_key(server),), (max_hints, *keys))
+            return int(await self._run(script))
+        result: int | None = await self._swap(
+            hints_key(server), lambda held: with_hints(held, keys, max_hints=max_hints), None
+        )
+        return result
+
+    async def read_hints(self, server: str) -> list[bytes]:
+        """Return the keys hinted here for `server`."""
+        if self._memory is not None:
+            return self._memory.read_hints(server)
+        if self._scripts:
+            return list(await self._command("SMEMBERS", hints_key(server)))
+        key = hints_key(server)
+        return decode_hints((await self.inner.get_many([key])).get(key))
+
+    async def drop_hints(self, server: str, keys: Sequence[bytes]) -> None:
+        """Remove exactly `keys` from the hints kept here for `server` (they were applied)."""
+        if self._memory is not None:
+            self._memory.drop_hints(server, keys)
+        elif self._scripts:
+            for at in range(0, len(keys), _CHUNK):
+                await self._command("SREM", hints_key(server), *keys[at : at + _CHUNK])
+        else:
+            await self._swap(
+                hints_key(server), lambda held: (without_hints(held, keys), None), None
+            )
+
+    async def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
+        """Store hot-key `copy` unless this server holds a version as new; None: contended."""
+        if self._memory is not None:
+            return self._memory.set_copy(key, copy, ttl_s)
+        if self._scripts:
+            return bool(await self._run(Script("set_copy", (key,), (copy, _px(ttl_s)))))
+        result: bool | None = await self._swap(
+            key, lambda held: (copy, True) if copy_is_newer(held, copy) else (None, False), ttl_s
+        )
+        return result
+
+    async def read_markers(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """Return the spread markers held here for `keys`."""
+        markers = {spread_key(key): key for key in keys}
+        found = await self.inner.get_many(list(markers))
+        return {markers[marker]: value for marker, value in found.items()}
 
     async def ping(self) -> None:
         await self.inner.ping()

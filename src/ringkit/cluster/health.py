@@ -7,10 +7,13 @@ ping answers, the server is re-admitted; otherwise it stays down for another `de
 Only one thread probes at a time; the others keep skipping, so a hung server costs at most one
 timeout per dead timeout instead of one per request.
 
-While a server is down the client records a *hint* for every key it should have written there
-(at most `max_hints`; Dynamo's hinted handoff, here as invalidation). On re-admission those keys
-are deleted from the server, so a server that missed writes while hung never serves the old
-value: reads miss there and fall back to a replica that took the write.
+While a server is down, every key it should have been written is *hinted* (Dynamo's hinted
+handoff, here as invalidation): on the servers that took the write, where any process finds
+the hint (:mod:`ringkit.cluster.handoff`), and here, in :class:`ServerHealth`, only when no such
+server could keep it (at most `max_hints` per server either way; the rest are counted in
+`hints_dropped`). On re-admission those keys are deleted from the server, so a server that
+missed writes while hung never serves the old value: reads miss there and fall back to a
+replica that took the write.
 
 Counters per server (:class:`ServerStats`) can be read with ``snapshot()`` and exported; hooks
 receive one :class:`OpEvent` per server call.
@@ -119,7 +122,10 @@ class ServerStats:
 
 
 class ServerHealth:
-    """Up/down state of one server, its probe schedule and its hints (keys to invalidate)."""
+    """Up/down state of one server, its probe schedule and the hints kept for it in memory.
+
+    The memory hints are the fallback for writes whose hint no other server could keep.
+    """
 
     def __init__(self, name: str, *, dead_timeout_s: float, max_hints: int) -> None:
         if not dead_timeout_s >= 0:

@@ -7,7 +7,9 @@ non-empty ``{tag}`` (Redis Cluster's hash tags, twemproxy's ``hash_tag``), else 
 
 Keys starting with ``ringkit:`` are reserved for the cluster's own bookkeeping, each defined
 here once: the epoch of the newest view a server was given, that view, the audit log, the
-rebalance checkpoint and the key index (:mod:`ringkit.cluster.index`).
+rebalance checkpoint, the key index (:mod:`ringkit.cluster.index`), the hints kept for a down
+server (:func:`hints_key`, :mod:`ringkit.cluster.handoff`) and the markers of spread hot keys
+(:func:`spread_key`).
 
 >>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
 (b'42', b'plain', b'empty:{}')
@@ -15,6 +17,7 @@ rebalance checkpoint and the key index (:mod:`ringkit.cluster.index`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ringkit.errors import ConfigError
@@ -27,8 +30,10 @@ __all__ = [
     "MAX_KEY_BYTES",
     "RESERVED_PREFIX",
     "VIEW_KEY",
+    "hints_key",
     "key_bytes",
     "route_key",
+    "spread_key",
     "user_key",
 ]
 
@@ -38,6 +43,8 @@ VIEW_KEY = b"ringkit:view"
 AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
 INDEX_KEY = b"ringkit:index"
+HINTS_PREFIX = b"ringkit:hints:"
+SPREAD_PREFIX = b"ringkit:spread:"
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
 _FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
@@ -107,3 +114,29 @@ def route_key(key: bytes) -> bytes:
         if end > start + 1:
             return key[start + 1 : end]
     return key
+
+
+def _digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).hexdigest().encode()
+
+
+def hints_key(server: str) -> bytes:
+    """Return the key under which the other servers keep the hints for down server `server`.
+
+    The name itself when it is a valid key part, else its digest (a name may hold spaces).
+
+    >>> hints_key("s2")
+    b'ringkit:hints:s2'
+    """
+    name = server.encode()
+    if len(HINTS_PREFIX) + len(name) > MAX_KEY_BYTES or _FORBIDDEN.search(name):
+        name = b"~" + _digest(name)
+    return HINTS_PREFIX + name
+
+
+def spread_key(key: bytes) -> bytes:
+    """Return the marker key, on `key`'s replicas, that says `key` has spread hot-key copies.
+
+    A digest of the key, so that any key of up to 250 bytes has a marker of bounded length.
+    """
+    return SPREAD_PREFIX + _digest(key)

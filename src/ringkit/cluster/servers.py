@@ -8,9 +8,11 @@ report it with :meth:`Server.answered` or :meth:`Server.failed` (which marks the
 
 :class:`ServerSet` holds a client's servers and makes the decisions about them, once for the
 sync and the async client: whether a server is usable (a down server is skipped until its dead
-timeout passes, then probed), what a probe does (a ping, then the keys hinted while it was down
-are deleted there, then re-admission: hinted handoff as invalidation, after DeCandia et al.
-2007, Dynamo, section 4.6), and how a write that a server missed is remembered (:meth:`attempt`).
+timeout passes, then probed), what a probe does (a ping, then the keys hinted for it on every
+other server, by any process, are deleted there, then re-admission and removal of exactly the
+hints applied: hinted handoff as invalidation, after DeCandia et al. 2007, Dynamo, section 4.6;
+see :mod:`ringkit.cluster.handoff`), and how a write that a server missed is remembered: on the
+servers that took it (:meth:`hand_over`), in memory when none could keep the hint.
 """
 
 from __future__ import annotations
@@ -131,21 +133,83 @@ class ServerSet(Generic[B]):
         if not health.claim_probe(now=time.monotonic()):
             server.stats.bump("skipped")
             return False
-        outcomes = yield (Call(name, "ping", (), epoch),)
-        hints = [] if failed_any(outcomes) else health.take_hints()
-        if hints:
-            outcomes = yield tuple(
-                Call(name, "delete", (key,), epoch, "invalidate") for key in hints
-            )
-        if failed_any(outcomes):
-            for key in hints:  # not invalidated yet: keep them for the next probe
-                health.hint(key)
+        [answer] = yield (Call(name, "ping", (), epoch),)
+        applied = None if isinstance(answer, Failed) else (yield from self._hand_off(name, epoch))
+        if applied is None:
             health.probe_failed(now=time.monotonic())
             server.stats.bump("skipped")
             return False
         health.readmit()
         server.stats.bump("readmissions")
+        holders = [holder for holder, keys in applied.items() if keys]
+        if holders:  # best effort: a hint left behind only costs a miss at the next re-admission
+            yield tuple(
+                Call(holder, "drop_hints", (name, applied[holder]), epoch, "hints")
+                for holder in holders
+            )
         return True
+
+    def _hand_off(self, name: str, epoch: int) -> Steps[dict[str, list[bytes]] | None]:
+        """Delete on `name` every key hinted for it, on the other servers and in memory.
+
+        Return the hints applied per server that held them, or None when a server holding
+        hints or `name` itself failed (the memory hints are kept for the next probe).
+        """
+        holders = [
+            other for other, server in self._servers.items() if server.health.up and other != name
+        ]
+        outcomes = yield tuple(
+            Call(other, "read_hints", (name,), epoch, "hints") for other in holders
+        )
+        if failed_any(outcomes):
+            return None
+        applied = dict(zip(holders, outcomes, strict=True))
+        health = self._servers[name].health
+        remembered = health.take_hints()
+        hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
+        if hinted:
+            outcomes = yield tuple(
+                Call(name, "delete", (key,), epoch, "invalidate") for key in hinted
+            )
+            if failed_any(outcomes):
+                for key in remembered:  # not invalidated yet: keep them for the next probe
+                    health.hint(key)
+                return None
+        return applied
+
+    def hand_over(
+        self, missed: Mapping[str, Sequence[bytes]], holders: Mapping[bytes, Sequence[str]]
+    ) -> Steps[None]:
+        """Leave hints for the writes the servers of `missed` did not take, on the `holders`.
+
+        `missed` maps a server to the keys it missed; `holders` maps a key to the servers
+        that took it. Each holder gets one call per missed server, all in one round; a key
+        that no holder kept is remembered in the missed server's memory instead.
+        """
+        calls: dict[tuple[str, str], list[bytes]] = {}
+        for name, keys in missed.items():
+            health = self._servers[name].health
+            for key in keys:
+                kept = [holder for holder in holders.get(key, ()) if holder != name]
+                if not kept:
+                    health.hint(key)
+                for holder in kept:
+                    calls.setdefault((holder, name), []).append(key)
+        if not calls:
+            return
+        max_hints = {name: self._servers[name].health.max_hints for name in missed}
+        pairs = list(calls)
+        outcomes = yield tuple(
+            Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), 0, "hints")
+            for holder, name in pairs
+        )
+        for (_, name), outcome in zip(pairs, outcomes, strict=True):
+            health = self._servers[name].health
+            if isinstance(outcome, int):
+                health.hints_dropped += outcome
+            else:  # the holder failed or was contended: remember the keys here instead
+                for key in calls[_, name]:
+                    health.hint(key)
 
     def causes(self, names: Iterable[str]) -> str:
         """Return why the servers `names` that are down failed last, as ``"; cause: …"`` text.
@@ -161,9 +225,12 @@ class ServerSet(Generic[B]):
         ]
         return "".join(f"; cause: {error}" for error in errors)
 
-    def attempt(self, name: str, call: Call, keys: Sequence[bytes]) -> Steps[tuple[bool, object]]:
-        """Run write `call` on `name`; on failure or when it is down, hint `keys` there.
+    def attempt(
+        self, name: str, call: Call, keys: Sequence[bytes], *, hint: bool = True
+    ) -> Steps[tuple[bool, object]]:
+        """Run write `call` on `name`; on failure or when it is down, hint `keys` in memory.
 
+        With `hint` off the caller leaves the hints (on the servers, :meth:`hand_over`).
         Return (True, answer) when the server answered, else (False, None).
         """
         server = self._servers[name]
@@ -171,8 +238,9 @@ class ServerSet(Generic[B]):
             [answer] = yield (call,)
             if not isinstance(answer, Failed):
                 return True, answer
-        for data in keys:
-            server.health.hint(data)
+        if hint:
+            for data in keys:
+                server.health.hint(data)
         return False, None
 
 

@@ -4,9 +4,11 @@ Every value is validated and encoded before anything is written (size, TTL, seri
 a version from the writer's clock so that ``read="all"`` can reconcile copies. A write goes to
 every target of its key (:meth:`~ringkit.cluster.routing.Router.write_names`: the replicas,
 hot-key spread copies, and both sides while data moves), grouped per server: one round trip per
-server, sent at once by the async client. A server that is down or fails gets a *hint* for the
-key instead (:meth:`~ringkit.cluster.servers.ServerSet.attempt`), and the write is acknowledged
-only when at least `write_quorum` of the key's replicas took it, else :class:`QuorumError`.
+server, sent at once by the async client. For a server that is down or fails, the servers that
+took the key keep a *hint* for it (:meth:`~ringkit.cluster.servers.ServerSet.hand_over`), before
+the write is acknowledged, so that any process re-admitting that server repairs it first; the
+write is acknowledged only when at least `write_quorum` of the key's replicas took it, else
+:class:`QuorumError`.
 
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
@@ -123,23 +125,27 @@ class Writer:
             for name in router.write_names(data):
                 groups.setdefault(name, {})[data] = stored
         usable: list[str] = []
+        missed: dict[str, list[bytes]] = {}
         for name, group in groups.items():
             server = self.servers.server(name)
             if server.health.up or (yield from self.servers.usable(name, epoch)):
                 usable.append(name)
             else:
-                for data in group:
-                    server.health.hint(data)
+                missed[name] = list(group)
         outcomes = yield tuple(
             Call(name, "set_many", (groups[name], ttl_s), epoch) for name in usable
         )
         acked: set[tuple[str, bytes]] = set()
+        holders: dict[bytes, list[str]] = {}
         for name, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, Failed):
-                for data in groups[name]:
-                    self.servers.server(name).health.hint(data)
+                missed[name] = list(groups[name])
             else:
                 acked |= {(name, data) for data in groups[name]}
+                for data in groups[name]:
+                    holders.setdefault(data, []).append(name)
+        if missed:
+            yield from self.servers.hand_over(missed, holders)
         self.check_quorum(replicas, acked)
 
     def each(
@@ -153,13 +159,19 @@ class Writer:
         replicas = router.replica_names(data)
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
+        missed: dict[str, list[bytes]] = {}
         for name in router.write_names(data):
             ok, answer = yield from self.servers.attempt(
-                name, Call(name, method, args, epoch), [data]
+                name, Call(name, method, args, epoch), [data], hint=False
             )
             if ok:
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)
+            else:
+                missed[name] = [data]
+        if missed:
+            holders = {data: [name for name, _ in acked]}
+            yield from self.servers.hand_over(missed, holders)
         self.check_quorum({data: replicas}, acked)
         return answers

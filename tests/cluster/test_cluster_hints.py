@@ -1,0 +1,179 @@
+"""Hinted handoff on the servers: any process that re-admits a server repairs it first.
+
+Dynamo (DeCandia et al. 2007, section 4.6) keeps the hints for a failed node on the nodes that
+took its writes, so a hint outlives the coordinator that wrote it. These tests run the writer
+and the re-admitting reader in different processes, on real redis-server and memcached
+processes, with the failed server hung by SIGSTOP (the failure seen in issue 16, item 3).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from multiprocessing.connection import Connection
+from typing import Any
+
+import pytest
+
+from ringkit import HashRing
+from ringkit.cluster import AsyncShardedClient, ShardedClient
+from ringkit.cluster.health import ServerHealth
+from ringkit.cluster.keys import hints_key
+from tests.cluster.helpers import SyncFacade, memory_urls, server_urls
+from tests.servers import memcached_server, redis_server
+
+START = {"redis": redis_server, "memcached": memcached_server}
+# Short timeouts keep the hung server cheap; the reader re-admits soon after SIGCONT.
+TIMEOUT_S = 0.3
+READER_DEAD_TIMEOUT_S = 0.5
+_SPAWN = multiprocessing.get_context("spawn")
+_REPLY_S = 30.0
+
+
+def _client(flavor: str, urls: dict[str, str], dead_timeout_s: float) -> Any:
+    options: dict[str, Any] = {
+        "replicas": 2,
+        "timeout_s": TIMEOUT_S,
+        "dead_timeout_s": dead_timeout_s,
+    }
+    if flavor == "async":
+        return SyncFacade(AsyncShardedClient(HashRing(list(urls)), urls, **options))
+    return ShardedClient(HashRing(list(urls)), urls, **options)
+
+
+def _worker(conn: Connection, flavor: str, urls: dict[str, str], dead_timeout_s: float) -> None:
+    """A client process: run each (verb, args) received, send back its answer."""
+    client = _client(flavor, urls, dead_timeout_s)
+    while conn.poll(_REPLY_S):
+        verb, args = conn.recv()
+        try:
+            found = getattr(client, verb)
+            conn.send(("ok", found(*args) if callable(found) else found))
+        except Exception as error:  # sent back to the test, which fails with it
+            conn.send(("error", repr(error)))
+
+
+class Worker:
+    """A client in another process, driven one call at a time."""
+
+    def __init__(self, flavor: str, urls: dict[str, str], dead_timeout_s: float) -> None:
+        self._conn, child = _SPAWN.Pipe()
+        self.process = _SPAWN.Process(
+            target=_worker, args=(child, flavor, urls, dead_timeout_s), daemon=True
+        )
+        self.process.start()
+
+    def __call__(self, verb: str, *args: Any) -> Any:
+        self._conn.send((verb, args))
+        if not self._conn.poll(_REPLY_S):
+            raise TimeoutError(f"worker gave no answer to {verb} in {_REPLY_S} s")
+        status, answer = self._conn.recv()
+        assert status == "ok", answer
+        return answer
+
+    def kill(self) -> None:
+        """SIGKILL the process: whatever it held in memory is gone."""
+        if self.process.is_alive():
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.join(10)
+
+
+@contextmanager
+def workers() -> Iterator[Callable[..., Worker]]:
+    started: list[Worker] = []
+
+    def start(flavor: str, urls: dict[str, str], dead_timeout_s: float) -> Worker:
+        started.append(Worker(flavor, urls, dead_timeout_s))
+        return started[-1]
+
+    try:
+        yield start
+    finally:
+        for worker in started:
+            worker.kill()
+
+
+def _stop(pid: int) -> None:
+    """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+        if all(state == "T" for state in states):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"process {pid} did not stop")
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+@pytest.mark.parametrize("kind", ["redis", "memcached"])
+def test_item_03_another_process_readmits_a_hung_server_only_after_its_hints(
+    kind: str, flavor: str
+) -> None:
+    with ExitStack() as stack:
+        trio = [stack.enter_context(START[kind]()) for _ in range(3)]
+        urls = server_urls(kind, trio)
+        ring = HashRing(list(urls))
+        hung_name = "s2"
+        # Keys that the hung server holds, most of them as the replica read first.
+        keys = [f"k{i}" for i in range(200) if hung_name in ring.nodes_for(f"k{i}", 2)]
+        seeding = ShardedClient(ring, urls, replicas=2)
+        seeding.flush()
+        seeding.set_many(dict.fromkeys(keys, "old"))
+        seeding.close()
+        start = stack.enter_context(workers())
+        writer = start(flavor, urls, 60.0)  # P1: never probes within the test
+        reader = start(flavor, urls, READER_DEAD_TIMEOUT_S)  # P2
+        first_on_hung = next(key for key in keys if ring.nodes_for(key, 2)[0] == hung_name)
+        assert reader("get", first_on_hung) == "old"
+        hung = trio[list(urls).index(hung_name)].process
+        _stop(hung.pid)
+        try:
+            assert reader("get", first_on_hung) == "old"  # P2 fails on s2 and marks it down
+            assert reader("down_servers") == [hung_name]
+            for key in keys:
+                writer("set", key, "new")  # P1 marks s2 down too and hints every key
+            assert writer("down_servers") == [hung_name]
+        finally:
+            os.kill(hung.pid, signal.SIGCONT)
+        writer.kill()  # a writer that crashed after its writes: its memory is gone
+        time.sleep(READER_DEAD_TIMEOUT_S + 0.1)  # P2's probe of s2 is due
+        assert reader("check_health") == []
+        for _ in range(2):
+            assert reader("get_many", keys) == dict.fromkeys(keys, "new")
+        for key in keys:
+            assert reader("get", key) == "new", key
+
+
+@pytest.mark.parametrize("flavor", ["sync", "async"])
+def test_item_03_hints_of_a_down_server_are_stored_on_the_replicas_that_took_the_write(
+    flavor: str,
+) -> None:
+    urls = memory_urls()
+    ring = HashRing(list(urls))
+    client = _client(flavor, urls, 60.0)
+    key = next(f"k{i}" for i in range(100) if ring.nodes_for(f"k{i}", 2)[0] == "s1")
+    survivor = ring.nodes_for(key, 2)[1]
+    from ringkit.cluster import memory_store
+
+    memory_store(urls["s1"].removeprefix("memory://")).unavailable = True
+    client.set(key, "v")
+    stored = memory_store(urls[survivor].removeprefix("memory://")).data
+    assert key.encode() in stored[hints_key("s1")][0].split()
+    client.close()
+
+
+def test_in_memory_hints_are_bounded_and_dropped_hints_are_counted() -> None:
+    health = ServerHealth("a", dead_timeout_s=1.0, max_hints=2)
+    for key in (b"x", b"y", b"z", b"x"):
+        health.hint(key)
+    assert sorted(health.take_hints()) == [b"x", b"y"]
+    assert health.hints_dropped == 1
