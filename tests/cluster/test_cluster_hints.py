@@ -8,93 +8,29 @@ processes, with the failed server hung by SIGSTOP (the failure seen in issue 16,
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
-from multiprocessing.connection import Connection
-from typing import Any
+from contextlib import ExitStack
 
 import pytest
 
 from ringkit import HashRing
-from ringkit.cluster import AsyncShardedClient, ShardedClient
+from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.health import ServerHealth
 from ringkit.cluster.keys import hints_key
-from tests.cluster.helpers import SyncFacade, memory_urls, server_urls
+from tests.cluster.helpers import memory_urls, server_urls
+from tests.cluster.processes import client_in_this_process, workers
 from tests.servers import memcached_server, redis_server
 
 START = {"redis": redis_server, "memcached": memcached_server}
 # Short timeouts keep the hung server cheap; the reader re-admits soon after SIGCONT.
 TIMEOUT_S = 0.3
 READER_DEAD_TIMEOUT_S = 0.5
-_SPAWN = multiprocessing.get_context("spawn")
-_REPLY_S = 30.0
 
 
-def _client(flavor: str, urls: dict[str, str], dead_timeout_s: float) -> Any:
-    options: dict[str, Any] = {
-        "replicas": 2,
-        "timeout_s": TIMEOUT_S,
-        "dead_timeout_s": dead_timeout_s,
-    }
-    if flavor == "async":
-        return SyncFacade(AsyncShardedClient(HashRing(list(urls)), urls, **options))
-    return ShardedClient(HashRing(list(urls)), urls, **options)
-
-
-def _worker(conn: Connection, flavor: str, urls: dict[str, str], dead_timeout_s: float) -> None:
-    """A client process: run each (verb, args) received, send back its answer."""
-    client = _client(flavor, urls, dead_timeout_s)
-    while conn.poll(_REPLY_S):
-        verb, args = conn.recv()
-        try:
-            found = getattr(client, verb)
-            conn.send(("ok", found(*args) if callable(found) else found))
-        except Exception as error:  # sent back to the test, which fails with it
-            conn.send(("error", repr(error)))
-
-
-class Worker:
-    """A client in another process, driven one call at a time."""
-
-    def __init__(self, flavor: str, urls: dict[str, str], dead_timeout_s: float) -> None:
-        self._conn, child = _SPAWN.Pipe()
-        self.process = _SPAWN.Process(
-            target=_worker, args=(child, flavor, urls, dead_timeout_s), daemon=True
-        )
-        self.process.start()
-
-    def __call__(self, verb: str, *args: Any) -> Any:
-        self._conn.send((verb, args))
-        if not self._conn.poll(_REPLY_S):
-            raise TimeoutError(f"worker gave no answer to {verb} in {_REPLY_S} s")
-        status, answer = self._conn.recv()
-        assert status == "ok", answer
-        return answer
-
-    def kill(self) -> None:
-        """SIGKILL the process: whatever it held in memory is gone."""
-        if self.process.is_alive():
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.join(10)
-
-
-@contextmanager
-def workers() -> Iterator[Callable[..., Worker]]:
-    started: list[Worker] = []
-
-    def start(flavor: str, urls: dict[str, str], dead_timeout_s: float) -> Worker:
-        started.append(Worker(flavor, urls, dead_timeout_s))
-        return started[-1]
-
-    try:
-        yield start
-    finally:
-        for worker in started:
-            worker.kill()
+def _options(dead_timeout_s: float) -> dict[str, object]:
+    return {"replicas": 2, "timeout_s": TIMEOUT_S, "dead_timeout_s": dead_timeout_s}
 
 
 def _stop(pid: int) -> None:
@@ -130,8 +66,8 @@ def test_item_03_another_process_readmits_a_hung_server_only_after_its_hints(
         seeding.set_many(dict.fromkeys(keys, "old"))
         seeding.close()
         start = stack.enter_context(workers())
-        writer = start(flavor, urls, 60.0)  # P1: never probes within the test
-        reader = start(flavor, urls, READER_DEAD_TIMEOUT_S)  # P2
+        writer = start(flavor, urls, _options(60.0))  # P1: never probes within the test
+        reader = start(flavor, urls, _options(READER_DEAD_TIMEOUT_S))  # P2
         first_on_hung = next(key for key in keys if ring.nodes_for(key, 2)[0] == hung_name)
         assert reader("get", first_on_hung) == "old"
         hung = trio[list(urls).index(hung_name)].process
@@ -159,11 +95,9 @@ def test_item_03_hints_of_a_down_server_are_stored_on_the_replicas_that_took_the
 ) -> None:
     urls = memory_urls()
     ring = HashRing(list(urls))
-    client = _client(flavor, urls, 60.0)
+    client = client_in_this_process(flavor, urls, _options(60.0))
     key = next(f"k{i}" for i in range(100) if ring.nodes_for(f"k{i}", 2)[0] == "s1")
     survivor = ring.nodes_for(key, 2)[1]
-    from ringkit.cluster import memory_store
-
     memory_store(urls["s1"].removeprefix("memory://")).unavailable = True
     client.set(key, "v")
     stored = memory_store(urls[survivor].removeprefix("memory://")).data
