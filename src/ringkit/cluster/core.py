@@ -16,6 +16,7 @@ server and run the steps. Membership changes are the coordinator's
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -277,6 +278,10 @@ class ClientCore(Generic[B]):
             return
         for data in keys:
             hot.record(data)
+        now = time.monotonic()
+        for data in keys:
+            if hot.due(data, now):  # mark, copy, check, then rotate reads over the copies
+                yield from self.writer.copies.spread(router, data, hot)
         for data in hot.drain_left():
             # A key left the hot set: delete its extra copies so they never serve stale values.
             for name in router.extra_copies(data):

@@ -97,7 +97,9 @@ PointOf = Callable[[bytes], int]
 # An atomic read-modify-write of one key: the new value (None: unchanged) and the result.
 Update = Callable[[bytes | None], tuple[bytes | None, Any]]
 # The bookkeeping calls of ringkit.cluster.handoff: unfenced, they are no data of the view.
-HANDOFF_OPS = frozenset({"add_hints", "read_hints", "drop_hints", "set_copy", "read_markers"})
+HANDOFF_OPS = frozenset(
+    {"add_hints", "read_hints", "drop_hints", "set_copy", "write_marked", "write_markers"}
+)
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
@@ -449,6 +451,17 @@ class FencedBackend(_Fenced):
         found = self.inner.get_many(list(markers))
         return {markers[marker]: value for marker, value in found.items()}
 
+    def write_marked(
+        self, op: str, args: Sequence[Any], keys: Sequence[bytes]
+    ) -> tuple[Any, dict[bytes, bytes]]:
+        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
+        answer = getattr(self, op)(*args)
+        return answer, self.read_markers(keys)
+
+    def write_markers(self, markers: Mapping[bytes, bytes], ttl_s: float) -> None:
+        """Store spread markers ``{key: spread}`` here, expiring after `ttl_s`."""
+        self.inner.set_many({spread_key(key): value for key, value in markers.items()}, ttl_s)
+
     # -- coordinating --------------------------------------------------------------------------
 
     def server_epoch(self) -> int:
@@ -562,6 +575,23 @@ class FencedRedis(FencedBackend):
     def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
         return bool(self._run("set_copy", [key], [copy, _px(ttl_s)]))
 
+    def write_marked(
+        self, op: str, args: Sequence[Any], keys: Sequence[bytes]
+    ) -> tuple[Any, dict[bytes, bytes]]:
+        # One round trip: the write's script and the markers' MGET, pipelined in this order.
+        scripts = redis_scripts(
+            op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
+        )
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            replies = _marked_pipeline(pipe, scripts, self._scripts, keys).execute(
+                raise_on_error=False
+            )
+        except self._errors as error:
+            raise server_failed(self.url, error) from None
+        marked = _marked_answer(op, args, keys, scripts, replies, self.url)
+        return marked if marked is not None else super().write_marked(op, args, keys)
+
     def append_audit(self, line: bytes) -> None:
         self._run("RPUSH", [AUDIT_KEY], [line])
 
@@ -572,6 +602,39 @@ class FencedRedis(FencedBackend):
     @property
     def index(self) -> Index:
         return self._index
+
+
+def _marked_pipeline(
+    pipe: Any, scripts: Sequence[Script], registered: Mapping[str, Any], keys: Sequence[bytes]
+) -> Any:
+    """Queue `scripts` (by SHA, as loaded) then the MGET of `keys`' spread markers on `pipe`."""
+    for script in scripts:
+        sha = registered[script.name].sha
+        pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
+    pipe.mget([spread_key(key) for key in keys])
+    return pipe
+
+
+def _marked_answer(
+    op: str,
+    args: Sequence[Any],
+    keys: Sequence[bytes],
+    scripts: Sequence[Script],
+    replies: list[Any],
+    url: ServerURL,
+) -> tuple[Any, dict[bytes, bytes]] | None:
+    """Return a pipelined ``write_marked``'s answer; None when a script was not loaded yet.
+
+    :raises StaleViewError: when the server refused the write (a newer epoch)
+    """
+    *answers, markers = replies
+    for script, reply in zip(scripts, answers, strict=True):
+        if isinstance(reply, Exception):
+            if type(reply).__name__ == "NoScriptError":  # nothing ran: the caller loads it
+                return None
+            raise redis_error(reply, url, script)
+    found = {key: value for key, value in zip(keys, markers, strict=True) if value is not None}
+    return redis_answer(op, args, answers), found
 
 
 _LOCKS: dict[str, threading.RLock] = {}
@@ -738,6 +801,36 @@ class AsyncFencedBackend(_Fenced):
         markers = {spread_key(key): key for key in keys}
         found = await self.inner.get_many(list(markers))
         return {markers[marker]: value for marker, value in found.items()}
+
+    async def write_marked(
+        self, op: str, args: Sequence[Any], keys: Sequence[bytes]
+    ) -> tuple[Any, dict[bytes, bytes]]:
+        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
+        if self._scripts and self._memory is None:  # Redis: one pipelined round trip
+            import redis
+
+            scripts = redis_scripts(
+                op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
+            )
+            try:
+                pipe = _marked_pipeline(
+                    self.inner._client.pipeline(transaction=False),  # type: ignore[attr-defined]
+                    scripts,
+                    self._scripts,
+                    keys,
+                )
+                replies = await pipe.execute(raise_on_error=False)
+            except (TimeoutError, redis.RedisError, OSError) as error:
+                raise server_failed(self.url, error) from None
+            marked = _marked_answer(op, args, keys, scripts, replies, self.url)
+            if marked is not None:
+                return marked
+        answer = await self.serve(op, *args)
+        return answer, await self.read_markers(keys)
+
+    async def write_markers(self, markers: Mapping[bytes, bytes], ttl_s: float) -> None:
+        """Store spread markers ``{key: spread}`` here, expiring after `ttl_s`."""
+        await self.inner.set_many({spread_key(k): value for k, value in markers.items()}, ttl_s)
 
     async def ping(self) -> None:
         await self.inner.ping()

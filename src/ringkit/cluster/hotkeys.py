@@ -9,10 +9,17 @@ requests is tracked, with a count that over-estimates by at most that bound. Upd
 weighted, so a batch is first aggregated and then applied in one pass.
 
 :class:`HotKeys` is the client's policy: it records the keys read, keeps the `top` of them as
-the *hot set*, and for a hot key the client writes ``spread`` copies (the first `spread` nodes
+the *hot set*, and for a hot key the client keeps ``spread`` copies (the first `spread` nodes
 of its preference list) and rotates its reads over them, so its load is divided by `spread`.
-When a key leaves the hot set the client deletes its extra copies (``drain_left``), so they
-never serve a stale value if it comes back.
+
+Copies must stay coherent with writes from *any* client (issue 16, item 4), so a key is spread
+in steps (:mod:`ringkit.cluster.hotcopies`): a *marker* on its replicas, which every writer reads
+back in the round trip of its write and then updates or invalidates the copies before it
+acknowledges; then the copies, written version-checked. Only then does this client *activate*
+the key (``activate``) and rotate its reads, for half the marker's lifetime
+(:data:`SPREAD_MARKER_TTL_S`), marking and copying again (``due``) before that runs out. When a
+key leaves the hot set the client stops reading its copies at once and deletes them
+(``drain_left``), so they never serve a stale value if it comes back.
 
 >>> sketch = SpaceSaving(capacity=2)
 >>> for key in ["a", "b", "a", "c", "a"]:
@@ -26,15 +33,23 @@ from __future__ import annotations
 import heapq
 import itertools
 import threading
+import time
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
 from ringkit.errors import ConfigError
 
-__all__ = ["HotKeys", "SpaceSaving"]
+__all__ = ["COPY_TTL_S", "SPREAD_MARKER_TTL_S", "HotKeys", "SpaceSaving"]
 
 K = TypeVar("K", bound=Hashable)
+# How long a spread marker lives on a key's replicas. A client reads a key's copies for half of
+# it after marking, and marks again after a quarter, so a marker never expires under a reader.
+SPREAD_MARKER_TTL_S = 60.0
+# The longest a copy (or an invalidated copy) lives: a copy nobody refreshes goes away.
+COPY_TTL_S = SPREAD_MARKER_TTL_S
+# A failed attempt to spread a key is retried after this long, not at every read.
+_RETRY_S = 1.0
 
 
 class SpaceSaving(Generic[K]):
@@ -131,6 +146,9 @@ class HotKeys:
         self._slots = itertools.count()
         self._lock = threading.Lock()
         self._left: set[bytes] = set()
+        # key -> when it was last marked (monotonic): its copies are read until +TTL/2.
+        self._marked: dict[bytes, float] = {}
+        self._tried: dict[bytes, float] = {}
 
     def record(self, key: bytes) -> None:
         """Record one read of `key`."""
@@ -147,6 +165,9 @@ class HotKeys:
             before = self._hot
             self._hot = frozenset(key for key, _, _ in self.sketch.top(self.top_n))
             self._left = (self._left | (before - self._hot)) - self._hot
+            for key in before - self._hot:  # stop reading its copies at once
+                self._marked.pop(key, None)
+                self._tried.pop(key, None)
         return self._hot
 
     def drain_left(self) -> frozenset[bytes]:
@@ -165,6 +186,30 @@ class HotKeys:
     def spread_for(self, key: bytes) -> int:
         """Return how many copies `key` gets: `spread` if it is hot, else 0."""
         return self.spread if key in self._hot else 0
+
+    def active_spread(self, key: bytes) -> int:
+        """Return how many copies reads of `key` rotate over: `spread` once activated, else 0."""
+        marked = self._marked.get(key)
+        if marked is None or time.monotonic() >= marked + SPREAD_MARKER_TTL_S / 2:
+            return 0
+        return self.spread
+
+    def due(self, key: bytes, now: float) -> bool:
+        """Return True if hot `key` should be marked and copied now (and count the attempt)."""
+        if key not in self._hot or now < self._tried.get(key, -_RETRY_S) + _RETRY_S:
+            return False
+        marked = self._marked.get(key)
+        if marked is not None and now < marked + SPREAD_MARKER_TTL_S / 4:
+            return False
+        with self._lock:
+            self._tried[key] = now
+        return True
+
+    def activate(self, key: bytes, marked_at: float) -> None:
+        """Rotate reads of `key` over its copies: marked at `marked_at`, copied since."""
+        with self._lock:
+            if key in self._hot:
+                self._marked[key] = marked_at
 
     def next_slot(self) -> int:
         """Return the next rotation slot (which copy a hot read goes to first)."""

@@ -19,6 +19,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ringkit.cluster.handoff import is_tombstone
+from ringkit.cluster.hotcopies import copy_ttl
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Decoded, ValueCodec
 from ringkit.cluster.servers import ServerSet
@@ -82,7 +84,7 @@ class Reader:
                 continue
             answered = True
             stored = found.get(key)
-            if stored is None:
+            if stored is None or is_tombstone(stored):  # an invalidated hot-key copy: a miss
                 missed.append(name)
                 continue
             decoded = self.codec.decode(stored)
@@ -110,7 +112,7 @@ class Reader:
         for name, outcome in zip(names, outcomes, strict=True):
             if isinstance(outcome, Failed):
                 self.servers.server(name).stats.bump("failovers")
-        return [None if isinstance(outcome, Failed) else outcome for outcome in outcomes]
+        return [None if isinstance(outcome, Failed) else _live(outcome) for outcome in outcomes]
 
     def _read_first(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
         epoch = router.view.epoch
@@ -200,6 +202,17 @@ class Reader:
             if ttl_s <= 0:
                 return
         epoch = router.view.epoch
+        replicas = router.replica_names(key)
         for name in names:
-            call = Call(name, "set_many", ({key: stored}, ttl_s), epoch, "repair")
+            if name in replicas:
+                call = Call(name, "set_many", ({key: stored}, ttl_s), epoch, "repair")
+            else:  # a hot-key copy: version-checked, never over a newer write's copy
+                call = Call(name, "set_copy", (key, stored, copy_ttl(ttl_s)), epoch, "repair")
             yield from self.servers.attempt(name, call, [key])
+
+
+def _live(found: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    """Return `found` without invalidated hot-key copies (tombstones read as misses)."""
+    if any(is_tombstone(stored) for stored in found.values()):
+        return {key: stored for key, stored in found.items() if not is_tombstone(stored)}
+    return found

@@ -2,9 +2,10 @@
 
 A :class:`Router` answers, for a key, its *replicas* (the first `replicas` nodes of its
 preference list, routed by its ``{tag}`` if it has one), its *read order* and its *write
-targets*. A stable view routes by its placement: reads try the replicas (a hot key's spread
-copies first, rotating), writes go to the replicas plus a hot key's spread copies. While data
-moves the view holds two placements: reads try the new owners, then the old ones (while rolling
+targets*. A stable view routes by its placement: reads try the replicas (an activated hot key's
+spread copies first, rotating), writes go to the replicas (the writer then updates the copies
+it learns of from the key's spread marker, :mod:`ringkit.cluster.hotcopies`). While data moves
+the view holds two placements: reads try the new owners, then the old ones (while rolling
 back: the abandoned owners first, who took every write), and writes go to both sides, the copy's
 source side first, so that a delete or a counter update also reaches the copy that a fallback
 read may find. A router is a value built once per view; a client swaps its one reference to
@@ -59,7 +60,12 @@ class Router:
         return self.placement.nodes_for(route_key(key), spread)
 
     def _spread(self, key: bytes) -> int:
-        return self.hot_keys.spread_for(key) if self.hot_keys is not None else 0
+        return self.hot_keys.active_spread(key) if self.hot_keys is not None else 0
+
+    def copy_names(self, key: bytes, spread: int) -> list[str]:
+        """Return the servers of `key`'s `spread` copies beyond its replicas."""
+        replicas = self.replica_names(key)
+        return [name for name in self._copies(key, spread) if name not in replicas]
 
     def read_order(self, key: bytes) -> list[str]:
         """Return the servers a read of `key` tries, in order (hot keys rotate their copies)."""
@@ -75,21 +81,18 @@ class Router:
         return [first, *(name for name in dict.fromkeys([*replicas, *copies]) if name != first)]
 
     def write_names(self, key: bytes) -> list[str]:
-        """Return the servers a write of `key` goes to: replicas, then any spread copies."""
+        """Return the servers a write of `key` goes to: its replicas (both sides while moving).
+
+        A hot key's copies are not written blindly here: the writer updates them,
+        version-checked, once its write tells it that the key is spread.
+        """
         view = self.view
         if view.previous is not None:
-            names = self._both(key, (view.previous, view.placement))
-        else:
-            names = self.replica_names(key)
-        spread = self._spread(key)
-        if spread <= self.replicas:
-            return names
-        # A hot key's spread copies (under the new placement) must not fall behind either.
-        return names + [name for name in self._copies(key, spread) if name not in names]
+            return self._both(key, (view.previous, view.placement))
+        return self.replica_names(key)
 
     def extra_copies(self, key: bytes) -> list[str]:
         """Return the servers that hold a spread copy of `key` beyond its replicas."""
         if self.hot_keys is None:
             return []
-        replicas = self.replica_names(key)
-        return [n for n in self._copies(key, self.hot_keys.spread) if n not in replicas]
+        return self.copy_names(key, self.hot_keys.spread)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Set
-from typing import Any
+from typing import Any, cast
 
+from ringkit.cluster.handoff import stored_version, tombstone
+from ringkit.cluster.hotcopies import HotCopies, spread_of
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import ValueCodec, VersionClock
@@ -68,6 +70,7 @@ class Writer:
         self.write_quorum = write_quorum
         self.max_value_bytes = max_value_bytes
         self._clock = VersionClock()
+        self.copies = HotCopies(servers, codec)
 
     def _encode(self, key: bytes, value: object, ttl_s: float | None) -> bytes:
         expires = int((time.time() + ttl_s) * 1000) if ttl_s else 0
@@ -91,6 +94,14 @@ class Writer:
             (data := user_key(key)): self._encode(data, value, ttl_s)
             for key, value in items.items()
         }
+
+    def _copy_of(self, stored: bytes) -> bytes:
+        """Return what a hot-key copy of `stored` holds: the value, or a tombstone.
+
+        A value without a version (a counter's digits) could not win a version check against
+        an older copy, so its copies are invalidated instead.
+        """
+        return stored if stored_version(stored) > 0 else tombstone(self._clock.next())
 
     def check_quorum(
         self, replicas: Mapping[bytes, list[str]], acked: Set[tuple[str, bytes]]
@@ -133,19 +144,25 @@ class Writer:
             else:
                 missed[name] = list(group)
         outcomes = yield tuple(
-            Call(name, "set_many", (groups[name], ttl_s), epoch) for name in usable
+            _marked(Call(name, "set_many", (groups[name], ttl_s), epoch), list(groups[name]))
+            for name in usable
         )
         acked: set[tuple[str, bytes]] = set()
         holders: dict[bytes, list[str]] = {}
+        markers: dict[bytes, int] = {}
         for name, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, Failed):
                 missed[name] = list(groups[name])
-            else:
-                acked |= {(name, data) for data in groups[name]}
-                for data in groups[name]:
-                    holders.setdefault(data, []).append(name)
+                continue
+            acked |= {(name, data) for data in groups[name]}
+            for data in groups[name]:
+                holders.setdefault(data, []).append(name)
+            _mark(markers, outcome[1])
         if missed:
             yield from self.servers.hand_over(missed, holders)
+        if markers:  # spread hot keys: their copies take the new values before the ack
+            copies = {data: self._copy_of(encoded[data]) for data in markers}
+            yield from self.copies.follow(router, markers, copies, ttl_s, holders)
         self.check_quorum(replicas, acked)
 
     def each(
@@ -160,18 +177,38 @@ class Writer:
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
         missed: dict[str, list[bytes]] = {}
+        markers: dict[bytes, int] = {}
         for name in router.write_names(data):
-            ok, answer = yield from self.servers.attempt(
-                name, Call(name, method, args, epoch), [data], hint=False
-            )
+            call = _marked(Call(name, method, args, epoch), [data])
+            ok, outcome = yield from self.servers.attempt(name, call, [data], hint=False)
             if ok:
+                answer, found = cast(tuple[Any, dict[bytes, bytes]], outcome)
+                _mark(markers, found)
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)
             else:
                 missed[name] = [data]
+        holders = {data: [name for name, _ in acked]}
         if missed:
-            holders = {data: [name for name, _ in acked]}
             yield from self.servers.hand_over(missed, holders)
+        if markers:  # a spread hot key: its copies are invalidated before the ack
+            copies = {data: tombstone(self._clock.next())}
+            yield from self.copies.follow(router, markers, copies, None, holders)
         self.check_quorum({data: replicas}, acked)
         return answers
+
+
+def _marked(call: Call, keys: list[bytes]) -> Call:
+    """Return `call` made to read the spread markers of `keys` back after it, on its server."""
+    return Call(
+        call.server, "write_marked", (call.method, call.args, keys), call.epoch, call.method
+    )
+
+
+def _mark(markers: dict[bytes, int], found: Mapping[bytes, bytes]) -> None:
+    """Merge the spread markers a replica returned into `markers` (the largest spread wins)."""
+    for data, marker in found.items():
+        spread = spread_of(marker)
+        if spread > markers.get(data, 0):
+            markers[data] = spread
