@@ -8,17 +8,21 @@ processes, with the failed server hung by SIGSTOP (the failure seen in issue 16,
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
 from ringkit import HashRing
-from ringkit.cluster import ShardedClient, memory_store
+from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
+from ringkit.cluster.handoff import tombstone
 from ringkit.cluster.health import ServerHealth
 from ringkit.cluster.keys import hints_key
+from ringkit.cluster.serializers import JSON, Codec
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.cluster.processes import client_in_this_process, workers
 from tests.servers import memcached_server, redis_server
@@ -111,3 +115,43 @@ def test_in_memory_hints_are_bounded_and_dropped_hints_are_counted() -> None:
         health.hint(key)
     assert sorted(health.take_hints()) == [b"x", b"y"]
     assert health.hints_dropped == 1
+
+
+_OLD = Codec(JSON).encode("old", version=1, expires_at_ms=0)
+_NEW = Codec(JSON).encode("new", version=2, expires_at_ms=0)
+# The hint and copy calls of one server, in order, and what each must answer.
+STEPS: list[tuple[str, tuple[Any, ...], object]] = [
+    ("add_hints", ("s9", [b"a", b"b"], 3), 0),
+    ("add_hints", ("s9", [b"b", b"c", b"d"], 3), 1),  # b is there, c fits, d is dropped
+    ("read_hints", ("s9",), [b"a", b"b", b"c"]),
+    ("drop_hints", ("s9", [b"a", b"c"]), None),
+    ("add_hints", ("s9", [b"e"], 3), 0),
+    ("read_hints", ("s9",), [b"b", b"e"]),  # exactly the applied ones went; e, added since, stays
+    ("set_copy", (b"copy", _NEW, None), True),
+    ("set_copy", (b"copy", _OLD, None), False),  # an old copy never overwrites a newer one
+    ("set_copy", (b"copy", tombstone(3), None), True),
+    ("get_many", ([b"copy"],), {b"copy": tombstone(3)}),
+]
+
+
+def _answer(found: object) -> object:
+    return sorted(found) if isinstance(found, list) else found
+
+
+def test_hints_and_copies_on_each_backend(urls: dict[str, str]) -> None:
+    client = ShardedClient(HashRing(list(urls)), urls)
+    backend = client.server("s1").backend
+    for verb, args, expected in STEPS:
+        assert _answer(getattr(backend, verb)(*args)) == expected, verb
+    client.close()
+
+
+def test_hints_and_copies_on_each_async_backend(urls: dict[str, str]) -> None:
+    async def run() -> None:
+        client = AsyncShardedClient(HashRing(list(urls)), urls)
+        backend = client.server("s2").backend
+        for verb, args, expected in STEPS:
+            assert _answer(await backend.serve(verb, *args)) == expected, verb
+        await client.close()
+
+    asyncio.run(run())
