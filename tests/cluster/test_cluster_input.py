@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import redis
 from hypothesis import given
 from hypothesis import strategies as st
 from pymemcache.client.base import Client as MemcacheClient
@@ -88,10 +89,20 @@ def test_item_07_ttl_memcached_cannot_keep_is_refused_before_writing(
     assert client.down_servers == []
 
 
-def test_item_07_the_limit_is_the_tightest_of_the_client_servers() -> None:
+def test_item_07_the_limit_is_the_tightest_of_the_client_servers(
+    memcached_trio: list[Server],
+) -> None:
     now = 1_800_000_000.0
     assert max_ttl_s("memcached", now) == MEMCACHED_MAX_EXPTIME - 1_800_000_000
     assert max_ttl_s("redis", now) > 1e15  # Redis keeps milliseconds up to 2**63 - 1
+    # One TTL means the same for every key: a memcached server in the pool bounds them all.
+    urls = {**memory_urls(1), **{"s2": _flushed("memcached", memcached_trio)["s2"]}}
+    with ShardedClient(HashRing(list(urls)), urls) as client:
+        on_memory = next(f"k{i}" for i in range(100) if client.replicas_for(f"k{i}") == ["s1"])
+        with pytest.raises(ConfigError, match="memcached server s2 can keep"):
+            client.set(on_memory, "v", ttl_s=20 * YEAR_S)
+        client.set(on_memory, "v", ttl_s=5 * YEAR_S)
+        assert client.get(on_memory) == "v"
     backend = open_backend(parse_url("memcached://127.0.0.1:1"), timeout_s=0.1)
     # The backend refuses on its own too (a TTL checked a second before it is sent).
     with pytest.raises(ConfigError, match="2038"):
@@ -173,6 +184,22 @@ def test_item_13_counters_past_the_top_and_huge_deltas(
         client.set("top", 2**64 - 1)
         assert client.incr("top", 2) == 1
     assert client.down_servers == []
+
+
+def test_item_11_incr_on_a_redis_value_of_another_type_is_a_config_error(
+    redis_trio: list[Server], new: Callable[..., Any]
+) -> None:
+    urls = _flushed("redis", redis_trio)
+    client = new(HashRing(list(urls)), urls)
+    [name] = client.replicas_for("list")
+    bare = redis.Redis.from_url(urls[name])
+    bare.rpush("list", "a")  # written by another program
+    bare.close()
+    client.set("other", "o")
+    with pytest.raises(ConfigError, match="b'list' is not a decimal integer"):
+        client.incr("list")
+    assert client.down_servers == []
+    assert client.get("other") == "o"
 
 
 def test_item_13_get_many_answers_each_form_of_a_key_as_asked(new: Callable[..., Any]) -> None:

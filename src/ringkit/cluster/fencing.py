@@ -265,7 +265,8 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
     if text.startswith("STALEVIEW "):
         sent = int(str(script.args[0]))  # every fenced script takes the epoch first
         return StaleViewError(str(url), int(text.split()[1]), sent)
-    if "not an integer" in text or "would overflow" in text:  # a counter that is not one
+    if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
+        # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
         return _not_integer(script.keys[-1] if script.keys else b"")
     return server_failed(url, error)
 
