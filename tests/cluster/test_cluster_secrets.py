@@ -23,6 +23,7 @@ from ringkit.cluster import ClusterView, ShardedClient
 from ringkit.cluster.credentials import PASSWORD_ENV
 from ringkit.cluster.urls import parse_url
 from ringkit.errors import ConfigError
+from ringkit.live.urls import parse_store_url
 from tests.cluster.helpers import memory_urls
 from tests.servers import Server, free_port, redis_server
 
@@ -175,6 +176,16 @@ def test_item_10_url_errors_show_no_part_of_the_user_part(text: str) -> None:
     message = str(caught.value)
     assert "zq" not in message and "xk" not in message and "vv" not in message, message
     assert "***@h" in message
+
+
+@pytest.mark.parametrize(
+    "text", ["etcd://ops:zq@xk@h:99999/x", "etcd://ops:zq/xk@h:1/x", "etcd://ops:zq@xk@/x"]
+)
+def test_item_10_store_url_errors_show_no_part_of_the_password(text: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_store_url(text)
+    message = str(caught.value)
+    assert "zq" not in message and "xk" not in message, message
 
 
 def test_item_10_password_with_a_literal_at_sign_is_used_whole() -> None:
