@@ -204,6 +204,8 @@ def test_item_10_rebalance_files_are_0600_and_nothing_shows_the_secret(
     writer = ShardedClient(HashRing(list(first)), first)
     writer.set_many({f"k{i}": i for i in range(100)})
     view_file, audit_file = tmp_path / "view.json", tmp_path / "audit.jsonl"
+    view_file.write_text("{}")
+    view_file.chmod(0o644)  # an older file's wider mode is not kept
     listing = ",".join(f"{name}={url}" for name, url in first.items())
     command = ["rebalance", "--servers", listing, "--add", f"s3={_url(locked['s3'])}"]
     files = ["--write-view", str(view_file), "--audit", str(audit_file)]
@@ -259,6 +261,7 @@ def _view_dict() -> dict[str, Any]:
         ("placement", [], "field 'placement' must be a HashRing description"),
         ("change", "add", "field 'change' must be a JSON object"),
         ("state", 1, "field 'state' must be a string"),
+        ("previous", [[[]]], "field 'previous' must be a HashRing description"),
     ],
 )
 def test_item_14_view_json_with_a_bad_field_names_it(
@@ -272,6 +275,11 @@ def test_item_14_view_json_with_a_bad_field_names_it(
     path.write_text(json.dumps(data))
     assert main(["rebalance", "--view", str(path), "--status"]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_item_14_view_json_nested_too_deeply_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="cluster view is not valid JSON: nested too deeply"):
+        ClusterView.from_json("[" * 100_000 + "]" * 100_000)
 
 
 def _memory_cluster() -> tuple[ShardedClient, str, str]:

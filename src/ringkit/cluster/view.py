@@ -181,6 +181,8 @@ class ClusterView:
             data = json.loads(text)
         except ValueError as error:
             raise ConfigError(f"cluster view is not valid JSON: {error}") from None
+        except RecursionError:
+            raise ConfigError("cluster view is not valid JSON: nested too deeply") from None
         if not isinstance(data, dict):
             raise ConfigError(f"cluster view must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)
