@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ringkit.cluster.coordination import coordinator_for
+from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
@@ -31,7 +32,7 @@ from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import RAW, Codec, RawCodec, Serializer, ValueCodec, get_serializer
 from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.steps import Call, Failed, Steps
-from ringkit.cluster.urls import ServerURL, url_text
+from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.cluster.viewstore import ViewStore, open_view_store
 from ringkit.cluster.writer import Writer, check_ttl
@@ -160,7 +161,11 @@ class ClientCore(Generic[B]):
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
       ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
-      :class:`~ringkit.cluster.viewstore.ViewStore`.
+      :class:`~ringkit.cluster.viewstore.ViewStore`;
+    - `credentials`: ``{server name or "host:port" or "*": password or (user, password)}``,
+      the secrets of Redis servers, also of those learnt from a view (views carry none); else
+      ``RINGKIT_REDIS_PASSWORD``. Secrets inline in `servers` URLs are used, never published
+      (:mod:`ringkit.cluster.credentials`).
     """
 
     def __init__(
@@ -182,6 +187,7 @@ class ClientCore(Generic[B]):
         hot_keys: HotKeys | None = None,
         hooks: Sequence[Hook] = (),
         view_store: str | ViewStore | None = None,
+        credentials: Mapping[str, str | tuple[str, str]] | None = None,
     ) -> None:
         self._replicas = check_positive_int("replicas", replicas)
         self._quorum = check_positive_int("write_quorum", write_quorum)
@@ -198,7 +204,10 @@ class ClientCore(Generic[B]):
             timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
         )
         urls = check_server_map(placement, servers)
-        view = ClusterView(0, placement, {n: url_text(u) for n, u in urls.items()}, replicas)
+        self._credentials = Credentials(credentials)
+        self._credentials.check_known(urls)
+        public = self._credentials.learn_all(urls)
+        view = ClusterView(0, placement, public, replicas)
         store = open_view_store(view_store)
         self._index_keys = True
         self._hot = hot_keys
@@ -221,7 +230,7 @@ class ClientCore(Generic[B]):
         health = ServerHealth(
             name, dead_timeout_s=options.dead_timeout_s, max_hints=options.max_hints
         )
-        backend = self._open_backend(url, options)
+        backend = self._open_backend(self._credentials.apply(name, url), options)
         backend.index_keys = self._index_keys
         return Server(name, backend, health, options.hooks)
 
@@ -395,7 +404,9 @@ class ClientCore(Generic[B]):
         self, view: ClusterView, options: RebalanceOptions | None, change: str, *args: str
     ) -> RebalanceReport:
         """Run membership change `change` (add, remove) with a coordinator; blocks."""
-        coordinator = coordinator_for(view, options, self._tracker.adopt, self._tracker.store)
+        coordinator = coordinator_for(
+            view, options, self._tracker.adopt, self._tracker.store, self._credentials
+        )
         try:
             report: RebalanceReport = getattr(coordinator, change)(*args)
             return report
