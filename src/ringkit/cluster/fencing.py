@@ -40,9 +40,9 @@ from ringkit.cluster.backends import (
     MemcachedBackend,
     MemoryBackend,
     RedisBackend,
-    _memcached_expire,
     server_failed,
 )
+from ringkit.cluster.expiry import memcached_exptime, redis_px
 from ringkit.cluster.handoff import (
     HANDOFF_SCRIPTS,
     MAX_CAS_TRIES,
@@ -62,6 +62,7 @@ from ringkit.cluster.keys import (
     hints_key,
     spread_key,
 )
+from ringkit.cluster.memory import _not_integer
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
 
@@ -165,11 +166,14 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = _CHECK + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
-# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0.
+# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
+# and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
 _INCR = (
     _CHECK
     + """
-if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+local v = redis.call('GET', KEYS[2])
+if not v then return false end
+if not string.find(v, '^%d+$') then return redis.error_reply('ERR value is not an integer') end
 local n = redis.call('INCRBY', KEYS[2], ARGV[2])
 if n < 0 then redis.call('SET', KEYS[2], 0, 'KEEPTTL'); return 0 end
 return n
@@ -203,7 +207,7 @@ _SCRIPTS = {
 
 
 def _px(ttl_s: float | None) -> str:
-    return "" if ttl_s is None else str(max(1, int(-(-ttl_s * 1000 // 1))))
+    return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
 
 
 def _epoch_value(found: bytes | None) -> int:
@@ -284,9 +288,9 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
     if text.startswith("STALEVIEW "):
         sent = int(str(script.args[0]))  # every fenced script takes the epoch first
         return StaleViewError(str(url), int(text.split()[1]), sent)
-    if "not an integer" in text:
-        key = script.keys[-1] if script.keys else b""
-        return ValueError(f"value of key {key!r} is not a decimal integer; incr/decr need one")
+    if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
+        # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
+        return _not_integer(script.keys[-1] if script.keys else b"")
     return server_failed(url, error)
 
 
@@ -412,7 +416,7 @@ class FencedBackend(_Fenced):
                 if new is not None and new != held:
                     inner.set_many({key: new}, ttl_s)
                 return result
-        expire = _memcached_expire(ttl_s)
+        expire = memcached_exptime(ttl_s, time.time())
         for _ in range(MAX_CAS_TRIES):
             held, token = inner._call(lambda client: client.gets(key))
             new, result = update(held)
@@ -733,7 +737,7 @@ class AsyncFencedBackend(_Fenced):
     async def _swap(self, key: bytes, update: Update, ttl_s: float | None) -> Any:
         """memcached's compare-and-swap loop (protocol.txt ``gets`` / ``cas``), awaited."""
         inner: Any = self.inner
-        expire = _memcached_expire(ttl_s)
+        expire = memcached_exptime(ttl_s, time.time())
         for _ in range(MAX_CAS_TRIES):
             lines = await inner._exchange(b"gets %s\r\n" % key, 1)
             held, token = None, b""
