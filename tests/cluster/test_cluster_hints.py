@@ -23,6 +23,7 @@ from ringkit.cluster.handoff import tombstone
 from ringkit.cluster.health import ServerHealth
 from ringkit.cluster.keys import hints_key
 from ringkit.cluster.serializers import JSON, Codec
+from ringkit.cluster.steps import Steps, _call_sync
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.cluster.processes import client_in_this_process, workers
 from tests.servers import memcached_server, redis_server
@@ -109,6 +110,57 @@ def test_item_03_hints_of_a_down_server_are_stored_on_the_replicas_that_took_the
     client.close()
 
 
+def _drive(steps: Steps[Any], client: ShardedClient, stop: str | None = None) -> Any:
+    """Run `steps` on `client`'s servers; pause before the first round that calls `stop`."""
+    outcomes: Any = None
+    while True:
+        try:
+            round_ = steps.send(outcomes)
+        except StopIteration as done:
+            return done.value
+        if stop is not None and round_[0].method == stop:
+            return round_
+        outcomes = [_call_sync(call, client.server(call.server)) for call in round_]
+
+
+def test_item_03_a_hint_written_while_another_process_readmits_is_not_lost() -> None:
+    # The race left by hints on the servers: P2 reads the hints for s1 and, before it deletes
+    # them there and re-admits s1, P1 (which still has s1 down) writes and hints a key. P2
+    # never saw that hint; P1 sees P2's re-admission stamp and invalidates the key on s1.
+    urls = memory_urls()
+    ring = HashRing(list(urls))
+    options: dict[str, Any] = {"replicas": 2}
+    p1 = ShardedClient(ring, urls, dead_timeout_s=60.0, **options)
+    p2 = ShardedClient(ring, urls, dead_timeout_s=0.0, **options)
+    key, warm = [k for k in (f"k{i}" for i in range(500)) if ring.nodes_for(k, 2)[0] == "s1"][:2]
+    p2.set_many({key: "old", warm: "old"})
+    store = memory_store(urls["s1"].removeprefix("memory://"))
+    store.unavailable = True
+    assert p2.get(key) == "old" and p2.down_servers == ["s1"]
+    p1.set(warm, "warm")  # P1 fails on s1 too, and hints `warm`
+    store.unavailable = False
+    probe = p2._servers.usable("s1", p2.epoch)
+    paused = _drive(probe, p2, stop="delete")  # P2 has read the hints (warm), not applied them
+    p1.set(key, "new")  # P1 skips s1 and hints `key` on s2: too late for P2's read
+    outcomes = [_call_sync(call, p2.server(call.server)) for call in paused]
+    assert _drive(_resume(probe, outcomes), p2) is True
+    assert p2.down_servers == []
+    assert p2.get(key) == "new"
+    assert p2.get(warm) == "warm"
+    p1.close()
+    p2.close()
+
+
+def _resume(steps: Steps[Any], outcomes: list[Any]) -> Steps[Any]:
+    """Continue `steps`, paused at a round, with that round's `outcomes`."""
+    try:
+        round_ = steps.send(outcomes)
+    except StopIteration as done:
+        return done.value
+    outcomes = yield round_
+    return (yield from _resume(steps, outcomes))
+
+
 def test_in_memory_hints_are_bounded_and_dropped_hints_are_counted() -> None:
     health = ServerHealth("a", dead_timeout_s=1.0, max_hints=2)
     for key in (b"x", b"y", b"z", b"x"):
@@ -121,11 +173,12 @@ _OLD = Codec(JSON).encode("old", version=1, expires_at_ms=0)
 _NEW = Codec(JSON).encode("new", version=2, expires_at_ms=0)
 # The hint and copy calls of one server, in order, and what each must answer.
 STEPS: list[tuple[str, tuple[Any, ...], object]] = [
-    ("add_hints", ("s9", [b"a", b"b"], 3), 0),
-    ("add_hints", ("s9", [b"b", b"c", b"d"], 3), 1),  # b is there, c fits, d is dropped
+    ("add_hints", ("s9", [b"a", b"b"], 3), (0, 0)),
+    ("add_hints", ("s9", [b"b", b"c", b"d"], 3), (1, 0)),  # b is there, c fits, d is dropped
     ("read_hints", ("s9",), [b"a", b"b", b"c"]),
     ("drop_hints", ("s9", [b"a", b"c"]), None),
-    ("add_hints", ("s9", [b"e"], 3), 0),
+    ("mark_readmitted", ("s9", 1234), None),
+    ("add_hints", ("s9", [b"e"], 3), (0, 1234)),  # a writer learns that s9 is being re-admitted
     ("read_hints", ("s9",), [b"b", b"e"]),  # exactly the applied ones went; e, added since, stays
     ("set_copy", (b"copy", _NEW, None), True),
     ("set_copy", (b"copy", _OLD, None), False),  # an old copy never overwrites a newer one

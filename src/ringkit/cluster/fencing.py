@@ -60,6 +60,7 @@ from ringkit.cluster.keys import (
     RESERVED_PREFIX,
     VIEW_KEY,
     hints_key,
+    readmitted_key,
     spread_key,
 )
 from ringkit.cluster.memory import _not_integer
@@ -99,8 +100,18 @@ PointOf = Callable[[bytes], int]
 Update = Callable[[bytes | None], tuple[bytes | None, Any]]
 # The bookkeeping calls of ringkit.cluster.handoff: unfenced, they are no data of the view.
 HANDOFF_OPS = frozenset(
-    {"add_hints", "read_hints", "drop_hints", "set_copy", "write_marked", "write_markers"}
+    {
+        "add_hints",
+        "read_hints",
+        "drop_hints",
+        "mark_readmitted",
+        "set_copy",
+        "write_marked",
+        "write_markers",
+    }
 )
+# What add_hints answers: how many keys did not fit, and the server's re-admission stamp (ms).
+Hinted = tuple[int, int]
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
@@ -426,12 +437,22 @@ class FencedBackend(_Fenced):
                 return result
         return None
 
-    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
-        """Keep hints for down `server` here; return how many did not fit (None: not kept)."""
-        result: int | None = self._swap(
+    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> Hinted | None:
+        """Keep hints for down `server` here, then read its re-admission stamp.
+
+        Return (keys that did not fit, stamp in Unix ms, 0 if none); None: not kept.
+        """
+        dropped: int | None = self._swap(
             hints_key(server), lambda held: with_hints(held, keys, max_hints=max_hints), None
         )
-        return result
+        if dropped is None:
+            return None
+        stamp = self.inner.get_many([readmitted_key(server)]).get(readmitted_key(server))
+        return dropped, int(stamp or 0)
+
+    def mark_readmitted(self, server: str, at_ms: int) -> None:
+        """Stamp here that a process begins re-admitting `server` at `at_ms` (Unix ms)."""
+        self.inner.set_many({readmitted_key(server): str(at_ms).encode()}, None)
 
     def read_hints(self, server: str) -> list[bytes]:
         """Return the keys hinted here for `server`."""
@@ -566,8 +587,10 @@ class FencedRedis(FencedBackend):
             raise ViewConflictError.on_server(str(self.url), epoch)
         return held
 
-    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
-        return int(self._run("add_hints", [hints_key(server)], [max_hints, *keys]))
+    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> Hinted | None:
+        keys_of = [hints_key(server), readmitted_key(server)]
+        dropped, stamp = self._run("add_hints", keys_of, [max_hints, *keys])
+        return int(dropped), int(stamp)
 
     def read_hints(self, server: str) -> list[bytes]:
         return list(self._run("SMEMBERS", [hints_key(server)], []))
@@ -756,17 +779,25 @@ class AsyncFencedBackend(_Fenced):
                 return result
         return None
 
-    async def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> int | None:
-        """Keep hints for down `server` here; return how many did not fit (None: not kept)."""
+    async def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> Hinted | None:
+        """Keep hints for down `server` here, then read its re-admission stamp (see sync)."""
         if self._memory is not None:
             return self._memory.add_hints(server, keys, max_hints)
         if self._scripts:
-            script = Script("add_hints", (hints_key(server),), (max_hints, *keys))
-            return int(await self._run(script))
-        result: int | None = await self._swap(
+            keys_of = (hints_key(server), readmitted_key(server))
+            dropped, stamp = await self._run(Script("add_hints", keys_of, (max_hints, *keys)))
+            return int(dropped), int(stamp)
+        kept: int | None = await self._swap(
             hints_key(server), lambda held: with_hints(held, keys, max_hints=max_hints), None
         )
-        return result
+        if kept is None:
+            return None
+        found = (await self.inner.get_many([readmitted_key(server)])).get(readmitted_key(server))
+        return kept, int(found or 0)
+
+    async def mark_readmitted(self, server: str, at_ms: int) -> None:
+        """Stamp here that a process begins re-admitting `server` at `at_ms` (Unix ms)."""
+        await self.inner.set_many({readmitted_key(server): str(at_ms).encode()}, None)
 
     async def read_hints(self, server: str) -> list[bytes]:
         """Return the keys hinted here for `server`."""

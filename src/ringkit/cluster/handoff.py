@@ -2,8 +2,12 @@
 
 *Hints.* A write that could not reach server X leaves a *hint* on the servers that took it: the
 key, added to a set under ``ringkit:hints:<X>`` (:func:`~ringkit.cluster.keys.hints_key`).
-Whichever process re-admits X later reads those sets from every server, deletes the hinted keys
-on X, re-admits it, and removes exactly the hints it applied (hints added meanwhile stay). This
+Whichever process re-admits X later first stamps ``ringkit:readmitted:<X>`` (the time, Unix ms)
+on every server, then reads those sets, deletes the hinted keys on X, re-admits it, and removes
+exactly the hints it applied (hints added meanwhile stay). A writer adds its hint, then reads the
+stamp back (one Lua script on Redis): either the re-admitting process reads the hint, or the
+writer sees a stamp newer than the failure it saw and invalidates the key on X itself before it
+acknowledges (each server is linearizable, so one of the two orders holds). This
 is Dynamo's hinted handoff (DeCandia et al. 2007, section 4.6), which keeps the hints on the
 surviving nodes, not in the writer: a writer that crashes loses nothing, and a process that
 never saw the writes still repairs X before serving from it. Here the hand-off invalidates (the
@@ -110,8 +114,8 @@ def copy_is_newer(held: bytes | None, copy: bytes) -> bool:
     return stored_version(copy) > stored_version(held)
 
 
-# KEYS: hint set; ARGV: max hints, key_1..key_n. Adds while the set has room; returns how
-# many keys did not fit.
+# KEYS: hint set, readmitted; ARGV: max hints, key_1..key_n. Adds while the set has room;
+# returns how many keys did not fit and when a process last began re-admitting the server.
 _ADD_HINTS = """
 local size = redis.call('SCARD', KEYS[1])
 local limit = tonumber(ARGV[1])
@@ -120,7 +124,7 @@ for i = 2, #ARGV do
   if size < limit then size = size + redis.call('SADD', KEYS[1], ARGV[i])
   elseif redis.call('SISMEMBER', KEYS[1], ARGV[i]) == 0 then dropped = dropped + 1 end
 end
-return dropped
+return {dropped, tonumber(redis.call('GET', KEYS[2]) or '0')}
 """
 # KEYS: key; ARGV: copy, px ('' = none). Stores the copy only over a strictly older version
 # (bytes 2..9 of an envelope or a tombstone, big-endian; anything else is version 0).

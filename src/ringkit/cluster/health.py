@@ -27,6 +27,7 @@ receive one :class:`OpEvent` per server call.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -137,6 +138,7 @@ class ServerHealth:
         self.max_hints = max_hints
         self.up = True
         self.hints_dropped = 0
+        self.down_since_ms = 0
         self._retry_at = 0.0
         self._probing = False
         self._hints: set[bytes] = set()
@@ -145,9 +147,20 @@ class ServerHealth:
     def mark_down(self, *, now: float) -> None:
         """Mark the server down until `now` + dead timeout."""
         with self._lock:
+            if self.up:  # the failure this client saw first, in Unix ms (other processes' clock)
+                self.down_since_ms = int(time.time() * 1000)
             self.up = False
             self._retry_at = now + self.dead_timeout_s
             self._probing = False
+
+    def probe_soon(self) -> None:
+        """Let the next operation that wants the server probe it (another process re-admitted it).
+
+        Only while it is down; a server that is up stays up.
+        """
+        with self._lock:
+            if not self.up:
+                self._retry_at = 0.0
 
     def probe_due(self, *, now: float) -> bool:
         """Return True when the server is down and its dead timeout has passed."""

@@ -90,7 +90,7 @@ class HotCopies:
             if outcome is None or isinstance(outcome, Failed):
                 missed.setdefault(name, []).append(data)
         if missed:
-            yield from self.servers.hand_over(missed, holders)
+            yield from self.servers.hand_over(missed, holders, epoch)
 
     def _newest(self, router: Router, key: bytes, replicas: list[str]) -> Steps[bytes | None]:
         """Return the newest stored value of `key` on its replicas; None if absent or failed."""
@@ -109,8 +109,10 @@ class HotCopies:
         copies = router.copy_names(key, hot.spread)
         if not copies or router.view.transitional:
             return
-        marked_at = time.monotonic()
         replicas = router.replica_names(key)
+        if not all(self.servers.server(name).health.up for name in [*replicas, *copies]):
+            return  # every replica must hold the marker, every copy take its value: later
+        marked_at = time.monotonic()
         epoch = router.view.epoch
         marker = {key: str(hot.spread).encode()}
         outcomes = yield tuple(

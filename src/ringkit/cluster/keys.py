@@ -32,6 +32,7 @@ __all__ = [
     "VIEW_KEY",
     "hints_key",
     "key_bytes",
+    "readmitted_key",
     "route_key",
     "spread_key",
     "user_key",
@@ -44,6 +45,7 @@ AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
 INDEX_KEY = b"ringkit:index"
 HINTS_PREFIX = b"ringkit:hints:"
+READMITTED_PREFIX = b"ringkit:readmitted:"
 SPREAD_PREFIX = b"ringkit:spread:"
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
@@ -120,6 +122,14 @@ def _digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).hexdigest().encode()
 
 
+def _server_key(prefix: bytes, server: str) -> bytes:
+    """Return `prefix` + server name, or + its digest when the name is no valid key part."""
+    name = server.encode()
+    if len(prefix) + len(name) > MAX_KEY_BYTES or _FORBIDDEN.search(name):
+        name = b"~" + _digest(name)
+    return prefix + name
+
+
 def hints_key(server: str) -> bytes:
     """Return the key under which the other servers keep the hints for down server `server`.
 
@@ -128,10 +138,16 @@ def hints_key(server: str) -> bytes:
     >>> hints_key("s2")
     b'ringkit:hints:s2'
     """
-    name = server.encode()
-    if len(HINTS_PREFIX) + len(name) > MAX_KEY_BYTES or _FORBIDDEN.search(name):
-        name = b"~" + _digest(name)
-    return HINTS_PREFIX + name
+    return _server_key(HINTS_PREFIX, server)
+
+
+def readmitted_key(server: str) -> bytes:
+    """Return the key that says when a process last began re-admitting `server` (Unix ms).
+
+    Kept beside :func:`hints_key` on the same servers, so that a writer still hinting for a
+    server that another process has re-admitted learns it with its hint.
+    """
+    return _server_key(READMITTED_PREFIX, server)
 
 
 def spread_key(key: bytes) -> bytes:

@@ -158,6 +158,14 @@ class ServerSet(Generic[B]):
         holders = [
             other for other, server in self._servers.items() if server.health.up and other != name
         ]
+        # The stamp first, then the read: a writer hinting meanwhile either has its hint read
+        # here or sees the stamp and invalidates the key on `name` itself (hand_over).
+        stamp = int(time.time() * 1000)
+        outcomes = yield tuple(
+            Call(other, "mark_readmitted", (name, stamp), epoch, "hints") for other in holders
+        )
+        if failed_any(outcomes):
+            return None
         outcomes = yield tuple(
             Call(other, "read_hints", (name,), epoch, "hints") for other in holders
         )
@@ -178,7 +186,10 @@ class ServerSet(Generic[B]):
         return applied
 
     def hand_over(
-        self, missed: Mapping[str, Sequence[bytes]], holders: Mapping[bytes, Sequence[str]]
+        self,
+        missed: Mapping[str, Sequence[bytes]],
+        holders: Mapping[bytes, Sequence[str]],
+        epoch: int,
     ) -> Steps[None]:
         """Leave hints for the writes the servers of `missed` did not take, on the `holders`.
 
@@ -200,16 +211,35 @@ class ServerSet(Generic[B]):
         max_hints = {name: self._servers[name].health.max_hints for name in missed}
         pairs = list(calls)
         outcomes = yield tuple(
-            Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), 0, "hints")
+            Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), epoch, "hints")
             for holder, name in pairs
         )
-        for (_, name), outcome in zip(pairs, outcomes, strict=True):
+        readmitted: dict[str, list[bytes]] = {}
+        for (holder, name), outcome in zip(pairs, outcomes, strict=True):
             health = self._servers[name].health
-            if isinstance(outcome, int):
-                health.hints_dropped += outcome
+            if isinstance(outcome, tuple):
+                dropped, stamp = outcome
+                health.hints_dropped += dropped
+                if stamp >= health.down_since_ms > 0:  # another process is re-admitting it
+                    readmitted.setdefault(name, []).extend(calls[holder, name])
             else:  # the holder failed or was contended: remember the keys here instead
-                for key in calls[_, name]:
+                for key in calls[holder, name]:
                     health.hint(key)
+        for name, keys in readmitted.items():
+            yield from self._invalidate(name, list(dict.fromkeys(keys)), epoch)
+
+    def _invalidate(self, name: str, keys: list[bytes], epoch: int) -> Steps[None]:
+        """Delete `keys` on `name`, which another process re-admitted after this one saw it fail.
+
+        Its hints may have been read before this client's were added: the keys are invalidated
+        here before the write is acknowledged, and this client probes it at its next use.
+        """
+        health = self._servers[name].health
+        outcomes = yield tuple(Call(name, "delete", (key,), epoch, "invalidate") for key in keys)
+        if failed_any(outcomes):  # still failing: wait for a stamp newer than this failure
+            health.down_since_ms = int(time.time() * 1000)
+        else:
+            health.probe_soon()
 
     def causes(self, names: Iterable[str]) -> str:
         """Return why the servers `names` that are down failed last, as ``"; cause: …"`` text.

@@ -180,7 +180,7 @@ class Writer:
                 holders.setdefault(data, []).append(name)
             _mark(markers, outcome[1])
         if missed:
-            yield from self.servers.hand_over(missed, holders)
+            yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # spread hot keys: their copies take the new values before the ack
             copies = {data: self._copy_of(encoded[data]) for data in markers}
             yield from self.copies.follow(router, markers, copies, ttl_s, holders)
@@ -212,7 +212,7 @@ class Writer:
                 missed[name] = [data]
         holders = {data: [name for name, _ in acked]}
         if missed:
-            yield from self.servers.hand_over(missed, holders)
+            yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # a spread hot key: its copies are invalidated before the ack
             copies = {data: tombstone(self._clock.next())}
             yield from self.copies.follow(router, markers, copies, None, holders)
