@@ -22,7 +22,7 @@ from ringkit.cli import main
 from ringkit.cluster import ClusterView, ShardedClient
 from ringkit.cluster.credentials import PASSWORD_ENV
 from ringkit.cluster.urls import parse_url
-from ringkit.errors import ConfigError
+from ringkit.errors import BackendError, ConfigError
 from ringkit.live.urls import parse_store_url
 from tests.cluster.helpers import memory_urls
 from tests.servers import Server, free_port, redis_server
@@ -147,6 +147,16 @@ def test_item_10_client_opens_servers_learnt_from_a_view_with_its_credentials(
     assert reader.get_many([f"k{i}" for i in range(100)]) == {f"k{i}": i for i in range(100)}
     assert reader.epoch == 2 and "s3" in reader.view.servers and reader.down_servers == []
     assert _leaks(repr(reader)) == []
+
+
+def test_item_10_a_server_without_its_password_says_how_to_give_it(
+    new: New, locked: dict[str, Server]
+) -> None:
+    public = {"s1": _url(locked["s1"], secret=False)}
+    client = new(HashRing(list(public)), public)
+    with pytest.raises(BackendError, match="AuthenticationError") as caught:
+        client.get("k")
+    assert "credentials=" in str(caught.value) and "RINGKIT_REDIS_PASSWORD" in str(caught.value)
 
 
 def test_item_10_credentials_are_checked_and_never_shown() -> None:
