@@ -65,14 +65,39 @@ def check_positive_int(label: str, value: object) -> int:
     return value
 
 
-def check_delta(delta: object) -> int:
-    """Return `delta` if it is an int (not a bool).
+# The largest step every backend counts by: Redis's INCRBY takes a signed 64-bit delta.
+_MAX_DELTA = 2**63 - 1
 
-    :raises TypeError: otherwise
+
+def check_delta(delta: object) -> int:
+    """Return `delta` if it is an int (not a bool) in [-(2**63 - 1), 2**63 - 1].
+
+    :raises TypeError: when it is not an int
+    :raises ConfigError: when it is out of that range
     """
     if isinstance(delta, bool) or not isinstance(delta, int):
         raise TypeError(f"delta must be int, got {type(delta).__name__}")
+    if not -_MAX_DELTA <= delta <= _MAX_DELTA:
+        raise ConfigError(
+            f"delta must be in [-(2**63 - 1), 2**63 - 1] (Redis's INCRBY range), got {delta}"
+        )
     return delta
+
+
+def check_keys(keys: object) -> list[str | bytes]:
+    """Return the keys of `keys`, an iterable of keys that is not itself one key.
+
+    A str or bytes is iterable, so ``get_many("x1")`` would otherwise read the keys "x" and "1".
+
+    :raises TypeError: when `keys` is a single str or bytes, or is not iterable
+    """
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"keys must be an iterable of keys, got one key {keys!r:.60}; pass a list of keys"
+        )
+    if not isinstance(keys, Iterable):
+        raise TypeError(f"keys must be an iterable of keys, got {type(keys).__name__}")
+    return list(keys)
 
 
 # Why a raw client refuses what needs versions (issue 14, part 6); named in each refusal.
@@ -303,14 +328,16 @@ class ClientCore(Generic[B]):
         return None if found is None else found.value
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
-        given = {user_key(key): key for key in keys}
+        given: dict[bytes, list[str | bytes]] = {}
+        for key in check_keys(keys):  # "x1" and b"x1" are one key, answered as each was asked
+            given.setdefault(user_key(key), []).append(key)
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
             return (yield from self.reader.get_many(router, list(given)))
 
         found = yield from self._fenced(op)
-        return {given[data]: decoded.value for data, decoded in found.items()}
+        return {key: decoded.value for data, decoded in found.items() for key in given[data]}
 
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
@@ -342,7 +369,7 @@ class ClientCore(Generic[B]):
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
-        if check_ttl(ttl_s) is None:
+        if self.writer.check_ttl(ttl_s) is None:
             raise ConfigError("ttl_s must be a number > 0, got None")
         data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
