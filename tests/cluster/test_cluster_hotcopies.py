@@ -15,7 +15,7 @@ from contextlib import ExitStack
 import pytest
 
 from ringkit import HashRing
-from ringkit.cluster import HotKeys, ShardedClient
+from ringkit.cluster import HotKeys, ShardedClient, memory_store
 from ringkit.cluster.handoff import copy_is_newer, is_tombstone, tombstone
 from ringkit.cluster.serializers import JSON, Codec
 from tests.cluster.helpers import memory_urls, server_urls
@@ -94,3 +94,20 @@ def test_an_old_copy_never_overwrites_a_newer_one() -> None:
     assert copy_is_newer(tombstone(1), new)
     assert is_tombstone(tombstone(9)) and not is_tombstone(new)
     assert HotKeys(top=1).spread == 3
+
+
+def test_item_04_a_writer_reads_the_marker_from_another_replica_when_the_first_fails() -> None:
+    urls = memory_urls()
+    options = {"replicas": 2, "dead_timeout_s": 60.0}
+    client = client_in_this_process("sync", urls, {**options, "hot_keys": dict(HOT)})
+    other = client_in_this_process("sync", urls, options)
+    client.set("viral", "v1")
+    for _ in range(3 * READS):
+        assert client.get("viral") == "v1"
+    first = client.replicas_for("viral")[0]
+    memory_store(urls[first].removeprefix("memory://")).unavailable = True
+    other.set("viral", "v2")  # the first replica fails: the marker is read from the second
+    assert other.down_servers == [first]
+    assert [client.get("viral") for _ in range(READS)] == ["v2"] * READS
+    client.close()
+    other.close()

@@ -105,6 +105,7 @@ HANDOFF_OPS = frozenset(
         "read_hints",
         "drop_hints",
         "mark_readmitted",
+        "read_markers",
         "set_copy",
         "write_marked",
         "write_markers",

@@ -124,6 +124,25 @@ class Writer:
         """
         return stored if stored_version(stored) > 0 else tombstone(self._clock.next())
 
+    def _read_markers(
+        self,
+        router: Router,
+        keys: set[bytes],
+        holders: Mapping[bytes, list[str]],
+        markers: dict[bytes, int],
+    ) -> Steps[None]:
+        """Read the spread markers of `keys` from a server that took each (after its write)."""
+        asks: dict[str, list[bytes]] = {}
+        for data in keys:
+            if holders.get(data):
+                asks.setdefault(holders[data][0], []).append(data)
+        names = list(asks)
+        epoch = router.view.epoch
+        outcomes = yield tuple(Call(name, "read_markers", (asks[name],), epoch) for name in names)
+        for outcome in outcomes:
+            if not isinstance(outcome, Failed):
+                _mark(markers, outcome)
+
     def check_quorum(
         self, replicas: Mapping[bytes, list[str]], acked: Set[tuple[str, bytes]]
     ) -> None:
@@ -164,21 +183,31 @@ class Writer:
                 usable.append(name)
             else:
                 missed[name] = list(group)
-        outcomes = yield tuple(
-            _marked(Call(name, "set_many", (groups[name], ttl_s), epoch), list(groups[name]))
-            for name in usable
-        )
+        # Each key's spread marker is read back from one server that takes the write (a marker
+        # is on every replica); from another that took it if that one fails.
+        reader = {data: name for name in reversed(usable) for data in groups[name]}
+        asks = {name: [data for data in groups[name] if reader[data] == name] for name in usable}
+        calls = []
+        for name in usable:
+            call = Call(name, "set_many", (groups[name], ttl_s), epoch)
+            calls.append(_marked(call, asks[name]) if asks[name] else call)
+        outcomes = yield tuple(calls)
         acked: set[tuple[str, bytes]] = set()
         holders: dict[bytes, list[str]] = {}
         markers: dict[bytes, int] = {}
+        unread: set[bytes] = set()
         for name, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, Failed):
                 missed[name] = list(groups[name])
+                unread.update(asks[name])
                 continue
             acked |= {(name, data) for data in groups[name]}
             for data in groups[name]:
                 holders.setdefault(data, []).append(name)
-            _mark(markers, outcome[1])
+            if asks[name]:
+                _mark(markers, outcome[1])
+        if unread:
+            yield from self._read_markers(router, unread, holders, markers)
         if missed:
             yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # spread hot keys: their copies take the new values before the ack
@@ -200,11 +229,17 @@ class Writer:
         missed: dict[str, list[bytes]] = {}
         markers: dict[bytes, int] = {}
         for name in router.write_names(data):
-            call = _marked(Call(name, method, args, epoch), [data])
-            ok, outcome = yield from self.servers.attempt(name, call, [data], hint=False)
+            # The marker is read back from the first server that takes the write.
+            call = Call(name, method, args, epoch)
+            asked = not acked
+            ok, outcome = yield from self.servers.attempt(
+                name, _marked(call, [data]) if asked else call, [data], hint=False
+            )
             if ok:
-                answer, found = cast(tuple[Any, dict[bytes, bytes]], outcome)
-                _mark(markers, found)
+                answer = outcome
+                if asked:
+                    answer, found = cast(tuple[Any, dict[bytes, bytes]], outcome)
+                    _mark(markers, found)
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)
