@@ -265,6 +265,8 @@ class Rebalancer:
     def _resume(self) -> RebalanceReport:
         self._refresh()
         if not self.view.transitional:
+            if self.view.epoch == 0:  # no view was ever published: nothing to finish
+                return RebalanceReport("nothing", 0, 0, 0, 0, 0, 0, 0, 0, 0.0)
             # A coordinator may have died while publishing the final view: finish that.
             self._probe(self.view)
             self._publish(self.view, replace=True)
@@ -309,8 +311,11 @@ class Rebalancer:
         self._probe(view)
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
+        # Everything that can refuse is checked before anything is published: a refusal after
+        # the moving view would leave the cluster stuck in it (issue 16, item 8).
         for transfer in plan.transfers:
-            self._sources(view, transfer)  # refuse before publishing when keys have no source
+            for name in (*self._sources(view, transfer), transfer.destination):
+                _ = self.backend(name).index  # raises on a server that cannot list its keys
         self._publish(view, replace=resuming)
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
