@@ -117,6 +117,9 @@ def test_replicated_write_lands_on_each_replica(make_client: Make) -> None:
 def test_hooks_see_every_server_call(make_client: Make) -> None:
     events: list[OpEvent] = []
     client = make_client(hooks=[events.append])
+    client.refresh_view()  # the first call settles the view: read_view and publish calls
+    assert {event.op for event in events} == {"read_view", "publish"}
+    events.clear()
     client.set("a", 1)
     client.get("a")
     client.get("b")
