@@ -31,7 +31,7 @@ client refused by a server reads the new view from the store, where it already i
 >>> client.set_many({f"k{i}": i for i in range(100)})
 >>> report = client.add_server("c", servers["c"])
 >>> report.outcome, report.epoch, report.keys_streamed == report.keys_deleted
-('done', 2, True)
+('done', 3, True)
 >>> client.get("k7"), client.view.state
 (7, 'stable')
 """
