@@ -182,13 +182,13 @@ def test_item_02_cli_rebalance_without_a_view_needs_the_replica_count(
 # -- item 6: a server restarted empty takes no write until it is re-stamped ----------------------
 
 
-def test_item_06_server_restarted_empty_is_restamped_before_a_stale_write() -> None:
+def test_item_06_server_restarted_empty_is_restamped_before_a_stale_write(new: New) -> None:
     with ExitStack() as stack:
         servers = [stack.enter_context(redis_server()) for _ in range(4)]
         urls = {f"s{i + 1}": f"redis://{s.address}/0" for i, s in enumerate(servers)}
         base = {name: urls[name] for name in ("s1", "s2", "s3")}
         ring = HashRing(list(base))
-        stale = stack.enter_context(ShardedClient(ring, base, dead_timeout_s=0.01))
+        stale = new(ring, base, dead_timeout_s=0.01)  # sync or async: one core
         admin = stack.enter_context(ShardedClient(ring, base))
         keys = [f"k{i}" for i in range(300)]
         admin.set_many({key: "old" for key in keys})
