@@ -98,7 +98,7 @@ def test_a_file_store_client_redirects_a_stale_write(tmp_path: Path, new: New) -
 
 
 def test_every_cluster_error_is_in_the_one_tree() -> None:
-    for name in ("QuorumError", "StaleViewError", "ViewConflictError"):
+    for name in ("EpochLostError", "QuorumError", "StaleViewError", "ViewConflictError"):
         error = getattr(ringkit.errors, name)
         assert issubclass(error, ringkit.errors.RingkitError)
         assert getattr(ringkit.cluster, name) is error
