@@ -69,7 +69,9 @@ def test_item_08_refused_memcached_rebalance_publishes_nothing(
     assert main(["rebalance", "--servers", listing, "--rollback"]) == 1
     with pytest.raises(UnsupportedError, match="cannot list its keys"):
         other.add_server("s3", memcached_pair["s3"])
-    assert other.view.state == "stable"
+    assert main(["rebalance", "--servers", listing, "--add", f"s3={memcached_pair['s3']}"]) == 1
+    assert {name: _held_view(url) for name, url in base.items()} == before
+    assert other.refresh_view().state == "stable" and other.epoch == 1
 
 
 # -- the view is the one source of configuration -------------------------------------------------
@@ -126,6 +128,9 @@ def test_view_is_the_one_source_membership_of_a_later_epoch_is_adopted(new: New)
     old = new(HashRing(list(base)), base, replicas=2)  # configured before the change
     assert old.get_many([f"k{i}" for i in range(100)]) == {f"k{i}": i for i in range(100)}
     assert old.epoch == 3 and "s4" in old.placement
+    assert admin.view.serializer == "json"  # the configuration travels with every view
+    with pytest.raises(ConfigError, match="configured 'pickle', published 'json'"):
+        new(HashRing(list(base)), base, replicas=2, serializer="pickle").get("k1")
 
 
 # -- item 2: ringkit rebalance takes the replica count from the view -----------------------------

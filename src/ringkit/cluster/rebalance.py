@@ -259,6 +259,7 @@ class Rebalancer:
             previous=current.placement,
             state="moving",
             change=dict(change),
+            serializer=current.serializer,  # the configuration travels with every view
         )
         return self._run(moving)
 
@@ -301,6 +302,7 @@ class Rebalancer:
             previous=current.placement,
             state="rolling_back",
             change={"rollback": str(current.epoch)},
+            serializer=current.serializer,
         )
         return self._run(back, outcome="rolled_back")
 
@@ -327,7 +329,14 @@ class Rebalancer:
         )
         tally, skipped = self._stream(view, plan.transfers, new.space)
         servers = {node.name: view.servers[node.name] for node in new.nodes}
-        final = ClusterView(view.epoch + 1, new, servers, view.replicas, change=dict(view.change))
+        final = ClusterView(
+            view.epoch + 1,
+            new,
+            servers,
+            view.replicas,
+            change=dict(view.change),
+            serializer=view.serializer,
+        )
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)
         for name in sorted(view.servers):
