@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError
 
@@ -285,6 +286,28 @@ class MemcachedBackend:
 
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+
+        ``add`` where the key is absent and ``cas`` where it is older: a write that lands in
+        between makes either refuse, so the repair never replaces it (memcached protocol.txt).
+        """
+        expire = _memcached_expire(ttl_s)
+
+        def action(client: Any) -> bool:
+            there, token = client.gets(key)
+            if not supersedes(value, there, None):
+                return False
+            if there is None:
+                return bool(client.add(key, value, expire, noreply=False))
+            return bool(client.cas(key, value, token, expire, noreply=False))
+
+        return self._call(action)
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`: memcached keeps no tombstone, since its views never move data online."""
+        return self.delete(key)
 
     def incr(self, key: bytes, delta: int) -> int | None:
         not_integer = object()

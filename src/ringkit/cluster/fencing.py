@@ -43,6 +43,7 @@ from ringkit.cluster.keys import (
     INDEX_KEY,
     RESERVED_PREFIX,
     VIEW_KEY,
+    tombstone_key,
 )
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
@@ -141,6 +142,40 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = _CHECK + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
+# repair as a conditional write (serializers.supersedes): lands where the key is absent and
+# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
+_REPAIR = (
+    _CHECK
+    + """
+local ours = string.sub(ARGV[4], 2, 9)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
+  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
+    return 0
+  end
+else
+  local tomb = redis.call('GET', KEYS[4])
+  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
+end
+if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
+else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+return 1
+"""
+)
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete while
+# data moves: the key goes and its tombstone stays for px, so no older copy lands after it.
+_BURY = (
+    _CHECK
+    + """
+redis.call('ZREM', KEYS[2], ARGV[2])
+local gone = redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+return gone
+"""
+)
 # KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0.
 _INCR = (
     _CHECK
@@ -175,6 +210,8 @@ _SCRIPTS = {
     "incr": _INCR,
     "touch": _TOUCH,
     "publish": _PUBLISH,
+    "repair": _REPAIR,
+    "bury": _BURY,
 }
 
 
@@ -228,6 +265,14 @@ def redis_scripts(
     if op == "delete":
         (key,) = args
         return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
+    if op == "repair":
+        key, value, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("repair", guarded, (epoch, _px(ttl_s), member_of(key), value))]
+    if op == "bury":
+        key, tomb, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("bury", guarded, (epoch, member(point_of(key), key), tomb, _px(ttl_s)))]
     if op == "incr":
         key, delta = args
         return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
@@ -350,6 +395,14 @@ class FencedBackend(_Fenced):
 
     def delete(self, key: bytes) -> bool:
         return bool(self.serve("delete", key))
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what the server holds."""
+        return bool(self.serve("repair", key, value, ttl_s))
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`, keeping `tombstone` beside it for `ttl_s` (a delete while data moves)."""
+        return bool(self.serve("bury", key, tombstone, ttl_s))
 
     def incr(self, key: bytes, delta: int) -> int | None:
         result: int | None = self.serve("incr", key, delta)
