@@ -319,7 +319,10 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
-        return any((yield from self._each(data, "delete", (data,))))
+        answers: list[Any] = yield from self._fenced(
+            lambda router: self.writer.delete(router, data)
+        )
+        return any(answers)
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
         check_delta(delta)

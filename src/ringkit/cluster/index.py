@@ -15,7 +15,9 @@ memory backend the "index" is a scan of the store, which is in-process and small
 
 Copies are moved with ``DUMP`` / ``RESTORE`` and the TTL left (``PTTL``), and a copy never
 overwrites a newer value: it lands only where the key is absent, or where both copies are
-ringkit values and the one landing has the higher version.
+ringkit values and the one landing has the higher version. Nor does it undo a delete made while
+data moves: where the key is absent but its tombstone (:func:`~ringkit.cluster.keys.tombstone_key`)
+is there, only a copy of a higher version than the delete lands.
 
 >>> lex_ranges(10, 20, 2**64)
 [(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
@@ -30,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX
+from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX, tombstone_key
 from ringkit.errors import StaleViewError
 
 if TYPE_CHECKING:
@@ -116,18 +118,23 @@ for _, key in ipairs(KEYS) do
 end
 return out
 """
-# KEYS: epoch, index, k1..kn; ARGV: epoch, mode, then payload, pttl, version, member per key.
-# Lands where the key is absent or holds an older ringkit version; where either copy has no
+# KEYS: epoch, index, k1..kn, then the tombstone key of each; ARGV: epoch, mode, then payload,
+# pttl, version, member per key. Lands where the key is absent (and its tombstone, if any, is
+# older than a versioned copy) or holds an older ringkit version; where either copy has no
 # version, only in mode '1' (a rollback: the source side took every write). Returns the count.
 _RESTORE = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local landed = 0
-for i = 3, #KEYS do
+local n = (#KEYS - 2) / 2
+for i = 3, n + 2 do
   local at = 4 * (i - 3) + 3
   local key, version = KEYS[i], ARGV[at + 2]
   local go = redis.call('EXISTS', key) == 0
-  if not go then
+  if go then
+    local tomb = redis.call('GET', KEYS[i + n])
+    if tomb then go = version ~= '' and string.sub(tomb, 2, 9) < version end
+  else
     local head = ''
     if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
     local theirs = ''
@@ -252,6 +259,7 @@ class RedisIndex:
             point = self._point_of(record.key)
             args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
         keys = [EPOCH_KEY, INDEX_KEY, *(record.key for record in records)]
+        keys += [tombstone_key(record.key) for record in records]
         return int(self._run(self._scripts["restore"], keys, args))
 
     def delete(self, keys: Sequence[bytes]) -> int:
@@ -323,7 +331,10 @@ class ScanIndex:
             for record in records:
                 there = self._store.live(record.key, now)
                 theirs = _version(there or b"")
-                if record.version and theirs:
+                tomb = self._store.live(tombstone_key(record.key), now)
+                if there is None and tomb is not None:
+                    go = bool(record.version) and _version(tomb) < record.version
+                elif record.version and theirs:
                     go = theirs < record.version
                 else:
                     go = there is None or replace_unversioned
