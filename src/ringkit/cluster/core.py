@@ -24,6 +24,7 @@ from ringkit.cluster.coordination import coordinator_for
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.index import SWEEP_BATCH
 from ringkit.cluster.keys import key_bytes, route_key, user_key
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
@@ -345,6 +346,20 @@ class ClientCore(Generic[B]):
         for name in self._servers.names:
             yield from self._servers.usable(name, self._epoch())
         return self.down_servers
+
+    def _sweep_index(self) -> Steps[int]:
+        """Sweep the whole key index of every server, one bounded step at a time."""
+        removed = 0
+        for name in self._servers.names:
+            cursor = b"-"
+            while cursor:
+                call = Call(name, "sweep_index", (cursor, SWEEP_BATCH), self._epoch())
+                [outcome] = yield (call,)
+                if isinstance(outcome, Failed):
+                    raise outcome.error
+                gone, cursor = outcome
+                removed += gone
+        return removed
 
     def _flush(self) -> Steps[None]:
         names = self._servers.names

@@ -35,7 +35,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
-from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
+from ringkit.cluster.index import (
+    SWEEP_BATCH,
+    SWEEP_SCRIPT,
+    Index,
+    IndexSweep,
+    RedisIndex,
+    ScanIndex,
+    member,
+)
 from ringkit.cluster.keys import (
     AUDIT_KEY,
     CHECKPOINT_KEY,
@@ -46,7 +54,7 @@ from ringkit.cluster.keys import (
     tombstone_key,
 )
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
+from ringkit.errors import BackendError, StaleViewError, UnsupportedError, ViewConflictError
 
 if TYPE_CHECKING:
     from ringkit.cluster.aio_backends import AsyncBackend
@@ -212,6 +220,7 @@ _SCRIPTS = {
     "publish": _PUBLISH,
     "repair": _REPAIR,
     "bury": _BURY,
+    "sweep": SWEEP_SCRIPT,
 }
 
 
@@ -273,6 +282,9 @@ def redis_scripts(
         key, tomb, ttl_s = args
         guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
         return [Script("bury", guarded, (epoch, member(point_of(key), key), tomb, _px(ttl_s)))]
+    if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
+        cursor, batch = args
+        return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
     if op == "incr":
         key, delta = args
         return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
@@ -296,6 +308,8 @@ def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
         return None
     if op == "incr":
         return None if answer is None else int(answer)
+    if op == "sweep_index":
+        return int(answer[0]), bytes(answer[1])
     return bool(answer)
 
 
@@ -346,6 +360,15 @@ class _Fenced:
         self.point_of = point_of
         self.index_keys = True
         self._gate = EpochGate()
+        self.sweep = IndexSweep()  # the bounded index sweep that rides on this client's writes
+
+    def sweeps_due(self, op: str, args: Sequence[Any]) -> int:
+        """Return how many index sweep steps to run on Redis after write `op(*args)` answered."""
+        return self.sweep.due(op, args) if self.index_keys else 0
+
+    def sweep_step(self) -> Script:
+        """Return the next step of the bounded index sweep (:class:`IndexSweep`)."""
+        return Script("sweep", (INDEX_KEY,), (self.sweep.cursor, SWEEP_BATCH))
 
 
 class FencedBackend(_Fenced):
@@ -410,6 +433,14 @@ class FencedBackend(_Fenced):
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self.serve("touch", key, ttl_s))
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only).
+
+        Returns the entries removed and the next cursor (b"" at the end); (0, b"") where the
+        server keeps no index (memory, memcached).
+        """
+        return 0, b""
 
     def ping(self) -> None:
         self.inner.ping()
@@ -510,7 +541,18 @@ class FencedRedis(FencedBackend):
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-        return redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        answer = redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        for _ in range(self.sweeps_due(op, args)):
+            step = self.sweep_step()
+            try:  # best effort: the write was acknowledged, a failed sweep step changes nothing
+                self.sweep.advance(self._run(step.name, step.keys, step.args))
+            except BackendError:
+                break
+        return answer
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        result: tuple[int, bytes] = self.serve("sweep_index", cursor, batch)
+        return result
 
     def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
         args = [epoch, view_json, "1" if replace else "0"]
@@ -586,13 +628,21 @@ class AsyncFencedBackend(_Fenced):
         """Await backend call `op(*args)` fenced by the routed epoch (ping, flush: unfenced)."""
         if op in _UNFENCED:
             return await getattr(self, op)(*args)
+        if op == "sweep_index" and not self._scripts:
+            return 0, b""  # no index on memory or memcached
         if self._memory is not None:
             self._memory.index_keys = self.index_keys
             return self._memory.serve(op, *args)
         sent = self.epoch_of()
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-            return redis_answer(op, args, [await self._run(script) for script in scripts])
+            answer = redis_answer(op, args, [await self._run(script) for script in scripts])
+            for _ in range(self.sweeps_due(op, args)):
+                try:  # best effort, as in the sync form
+                    self.sweep.advance(await self._run(self.sweep_step()))
+                except BackendError:
+                    break
+            return answer
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
