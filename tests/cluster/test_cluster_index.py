@@ -100,3 +100,18 @@ def test_item_09_sweep_index_keeps_live_entries(
     assert client.sweep_index() == 300
     assert raw.zcard(INDEX_KEY) == 300
     client.close()
+
+
+def test_a_range_read_drops_the_dead_entries_it_meets(server: Server, raw: redis.Redis) -> None:
+    client = _client(server)
+    client.set_many({f"seat:{i}": i for i in range(200)}, ttl_s=1)
+    client.set_many({f"fare:{i}": i for i in range(100)})
+    time.sleep(1.1)
+    while raw.exists("seat:0", "seat:199"):
+        time.sleep(0.05)
+    index = client.server("s1").backend.index
+    space = 2**64
+    read = [record for keys in index.pages(0, 0, space, 50) for record in index.dump(keys)]
+    assert len(read) == 100  # the whole circle: only the live keys are read
+    assert raw.zcard(INDEX_KEY) == 100
+    client.close()

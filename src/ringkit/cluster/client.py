@@ -186,7 +186,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         """Drop the key index entries of keys that expired or were evicted; return how many.
 
         Writes already sweep the index a bounded step at a time, which keeps it within about
-        1.25 entries per live key; this sweeps all of it at once (Redis servers; 0 elsewhere).
+        4/3 entries per live key; this sweeps all of it at once (Redis servers; 0 elsewhere).
 
         :raises BackendError: when a server fails
         """

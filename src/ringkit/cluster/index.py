@@ -19,8 +19,10 @@ by a script that checks the key is really gone (:data:`SWEEP_SCRIPT`): a range r
 coordinator drops the dead entries it meets; every write sweeps a bounded step of the index as
 it goes (:class:`IndexSweep`: :data:`SWEEP_ENTRIES_PER_KEY` entries per key written, in steps
 of :data:`SWEEP_BATCH`, resuming where the last step stopped); and ``client.sweep_index()``
-sweeps the whole index of every server. Under steady writes the index then holds at most about
-``1 + 1 / SWEEP_ENTRIES_PER_KEY`` entries per live key, whatever expires or is evicted.
+sweeps the whole index of every server. Under steady writes a whole pass of the index takes as
+long as writing a quarter of its entries, and only keys that died within one pass can have an
+entry left, so the index holds at most about 4/3 entries per live key (``r / (r - 1)`` for
+``r = SWEEP_ENTRIES_PER_KEY``), whatever expires or is evicted.
 
 Copies are moved with ``DUMP`` / ``RESTORE`` and the TTL left (``PTTL``), and a copy never
 overwrites a newer value: it lands only where the key is absent, or where both copies are
@@ -137,6 +139,17 @@ for _, key in ipairs(KEYS) do
   end
 end
 return out
+"""
+# KEYS: index; ARGV: members. Drops the entries whose key does not exist, checked here, in the
+# script, so that a key written again since a range read found it gone keeps its entry.
+_FORGET = """
+local removed = 0
+for _, entry in ipairs(ARGV) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
+    removed = removed + redis.call('ZREM', KEYS[1], entry)
+  end
+end
+return removed
 """
 # KEYS: epoch, index, k1..kn, then the tombstone key of each; ARGV: epoch, mode, then payload,
 # pttl, version, member per key. Lands where the key is absent (and its tombstone, if any, is
@@ -265,6 +278,7 @@ class RedisIndex:
     ) -> None:
         self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
         self._dump = client.register_script(_DUMP)
+        self._forget = client.register_script(_FORGET)
         self._scripts = {"restore": client.register_script(_RESTORE)}
         self._scripts["delete"] = client.register_script(_DELETE)
 
@@ -323,7 +337,7 @@ class RedisIndex:
             else:
                 records.append(Record(key, payload, int(pttl), _version(head)))
         if gone:
-            self._client.zrem(INDEX_KEY, *gone)
+            self._forget(keys=[INDEX_KEY], args=gone)
         return records
 
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
