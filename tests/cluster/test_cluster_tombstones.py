@@ -100,12 +100,18 @@ def _kill_mid_copy(urls: dict[str, str], deletes: int) -> tuple[list[str], set[s
     unsure: set[str] = set()
     stop = threading.Event()
 
+    errors: list[BaseException] = []
+
     def delete_concurrently() -> None:
         client = _client(urls, BASE)
         for key in KEYS[1::7]:
             if stop.is_set():
                 break
-            client.delete(key)
+            try:
+                client.delete(key)
+            except Exception as error:  # reported below: a delete must not fail here
+                errors.append(error)
+                break
             concurrently.append(key)
             time.sleep(0.001)
         client.close()
@@ -121,14 +127,16 @@ def _kill_mid_copy(urls: dict[str, str], deletes: int) -> tuple[list[str], set[s
             assert line.strip() != "finished", "the coordinator finished before it was killed"
             _note(line, deleted, unsure)
             if len(deleted) >= deletes:
-                process.send_signal(signal.SIGKILL)
-        for line in process.stdout:
+                break
+        process.send_signal(signal.SIGKILL)
+        for line in process.stdout:  # what it wrote before it died
             _note(line, deleted, unsure)
     finally:
         process.kill()
         process.wait(timeout=10)
         stop.set()
         concurrent.join(timeout=30)
+    assert errors == []
     return deleted + concurrently, unsure - set(deleted)
 
 
