@@ -141,8 +141,11 @@ def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[S
 
 
 @contextmanager
-def redis_server(port: int | None = None) -> Iterator[Server]:
-    """Run a redis-server on `port` (default: a free one), without persistence, for the block."""
+def redis_server(port: int | None = None, *, password: str | None = None) -> Iterator[Server]:
+    """Run a redis-server on `port` (default: a free one), without persistence, for the block.
+
+    With `password`, the server requires it (``--requirepass``) from every connection.
+    """
     binary = require_binary("redis-server", "redis-server")
     port = free_port() if port is None else port
     command = [
@@ -158,6 +161,8 @@ def redis_server(port: int | None = None) -> Iterator[Server]:
         "--protected-mode",
         "no",
     ]
+    if password is not None:
+        command += ["--requirepass", password]
     with serve(command, port) as server:
         yield server
 

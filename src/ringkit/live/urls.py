@@ -53,7 +53,8 @@ class StoreURL:
 
 
 def _bad(url: str, problem: str) -> ConfigError:
-    shown = url.split("@", 1)[-1] if "@" in url else url  # never echo a password
+    # Never echo a password: the host starts after the *last* '@' (a password may hold one).
+    shown = url.rpartition("@")[2] if "@" in url else url
     return ConfigError(
         f"store URL {problem}, got {shown!r}; use etcd://HOST:PORT[,HOST:PORT…]/PREFIX, "
         "etcds://…[?ca=PATH&cert=PATH&key=PATH] for TLS, or memory://NAME"
@@ -83,10 +84,12 @@ def _endpoint(url: str, text: str) -> tuple[str, int]:
     host, colon, port_text = text.rpartition(":")
     if not colon:
         host, port_text = text, str(_DEFAULT_PORT)
+    # An unencoded '/' in a password ends the authority early: this text may be part of it.
+    shown = f" ({text!r})" if "@" not in url else ""
     if not host or host.startswith("[") != host.endswith("]"):
-        raise _bad(url, f"needs a host in every endpoint ({text!r})")
+        raise _bad(url, f"needs a host in every endpoint{shown}")
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise _bad(url, f"needs a port in [1, 65535] ({text!r})")
+        raise _bad(url, f"needs a port in [1, 65535]{shown}")
     return host.strip("[]"), int(port_text)
 
 
