@@ -27,6 +27,7 @@ bookkeeping (:mod:`ringkit.cluster.keys`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
 from ringkit.cluster.expiry import redis_px
 from ringkit.cluster.index import (
-    SWEEP_BATCH,
     SWEEP_SCRIPT,
     Index,
     IndexSweep,
@@ -367,13 +367,13 @@ class _Fenced:
         self._gate = EpochGate()
         self.sweep = IndexSweep()  # the bounded index sweep that rides on this client's writes
 
-    def sweeps_due(self, op: str, args: Sequence[Any]) -> int:
-        """Return how many index sweep steps to run on Redis after write `op(*args)` answered."""
-        return self.sweep.due(op, args) if self.index_keys else 0
+    def sweep_due(self, op: str, args: Sequence[Any]) -> list[Script]:
+        """Return the index sweep step to run on Redis after write `op(*args)`, if one is due.
 
-    def sweep_step(self) -> Script:
-        """Return the next step of the bounded index sweep (:class:`IndexSweep`)."""
-        return Script("sweep", (INDEX_KEY,), (self.sweep.cursor, SWEEP_BATCH))
+        One step of the bounded sweep (:class:`~ringkit.cluster.index.IndexSweep`) at most.
+        """
+        count = self.sweep.due(op, args) if self.index_keys else 0
+        return [Script("sweep", (INDEX_KEY,), (self.sweep.cursor, count))] if count else []
 
 
 class FencedBackend(_Fenced):
@@ -547,12 +547,10 @@ class FencedRedis(FencedBackend):
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
         answer = redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
-        for _ in range(self.sweeps_due(op, args)):
-            step = self.sweep_step()
-            try:  # best effort: the write was acknowledged, a failed sweep step changes nothing
+        for step in self.sweep_due(op, args):
+            # Best effort: the write was acknowledged; a failed sweep step changes nothing.
+            with contextlib.suppress(BackendError):
                 self.sweep.advance(self._run(step.name, step.keys, step.args))
-            except BackendError:
-                break
         return answer
 
     def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
@@ -642,11 +640,9 @@ class AsyncFencedBackend(_Fenced):
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
             answer = redis_answer(op, args, [await self._run(script) for script in scripts])
-            for _ in range(self.sweeps_due(op, args)):
-                try:  # best effort, as in the sync form
-                    self.sweep.advance(await self._run(self.sweep_step()))
-                except BackendError:
-                    break
+            for step in self.sweep_due(op, args):
+                with contextlib.suppress(BackendError):  # best effort, as in the sync form
+                    self.sweep.advance(await self._run(step))
             return answer
         now = time.monotonic()
         if self._gate.due(sent, now):

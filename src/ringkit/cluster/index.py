@@ -18,7 +18,7 @@ evicts keys without telling anyone, so the entries of such keys are removed thre
 by a script that checks the key is really gone (:data:`SWEEP_SCRIPT`): a range read of the
 coordinator drops the dead entries it meets; every write sweeps a bounded step of the index as
 it goes (:class:`IndexSweep`: :data:`SWEEP_ENTRIES_PER_KEY` entries per key written, in steps
-of :data:`SWEEP_BATCH`, resuming where the last step stopped); and ``client.sweep_index()``
+of at least :data:`SWEEP_BATCH`, resuming where the last step stopped); and ``client.sweep_index()``
 sweeps the whole index of every server. Under steady writes a whole pass of the index takes as
 long as writing a quarter of its entries, and only keys that died within one pass can have an
 entry left, so the index holds at most about 4/3 entries per live key (``r / (r - 1)`` for
@@ -213,12 +213,12 @@ end
 if #found < count then return {removed, ''} end
 return {removed, '(' .. found[#found]}
 """
-# Index entries checked per sweep step: one script run, well under a millisecond on Redis 7.
+# The smallest sweep step: one script run over this many entries, well under a millisecond.
 SWEEP_BATCH = 500
 # Entries swept per key written: the sweep outpaces the writes, so dead entries cannot pile up.
 SWEEP_ENTRIES_PER_KEY = 4
-# At most this many steps ride on one write call; a larger debt waits for the next calls.
-_MAX_STEPS_PER_CALL = 8
+# The largest step, which bounds how long one sweep script holds the server (tens of ms).
+_MAX_SWEEP_STEP = 50_000
 # Write calls by the keys they index (a delete removes its own entry).
 _INDEXED_WRITES: dict[str, Callable[[Sequence[Any]], int]] = {
     "set_many": lambda args: len(args[0]),
@@ -231,8 +231,10 @@ class IndexSweep:
     """Where one server's bounded index sweep stands: its cursor and the entries it owes.
 
     Each write indexed on the server adds :data:`SWEEP_ENTRIES_PER_KEY` entries per key to the
-    debt; :meth:`due` says how many steps of :data:`SWEEP_BATCH` to run now. A step that reaches
-    the end of the index wraps to the start and clears the debt (a whole pass was made).
+    debt; once it reaches :data:`SWEEP_BATCH`, the write is followed by one sweep step over what
+    is owed (at most 50,000 entries), so that a bulk write pays for itself in one round trip
+    and a single-key write pays one step in 125. A step that reaches the end of the index wraps
+    to the start and clears the debt (a whole pass was made).
     """
 
     def __init__(self) -> None:
@@ -240,14 +242,16 @@ class IndexSweep:
         self.owed = 0
 
     def due(self, op: str, args: Sequence[Any]) -> int:
-        """Return the sweep steps to run after write `op(*args)` (0 for other calls)."""
+        """Return how many entries to sweep after write `op(*args)` (0: none, not yet)."""
         written = _INDEXED_WRITES.get(op)
         if written is None:
             return 0
         self.owed += written(args) * SWEEP_ENTRIES_PER_KEY
-        steps = min(self.owed // SWEEP_BATCH, _MAX_STEPS_PER_CALL)
-        self.owed -= steps * SWEEP_BATCH
-        return steps
+        if self.owed < SWEEP_BATCH:
+            return 0
+        count = min(self.owed, _MAX_SWEEP_STEP)
+        self.owed -= count
+        return count
 
     def advance(self, answer: Sequence[Any]) -> int:
         """Move on after a step answered `answer` (removed, next cursor); return removed."""
