@@ -288,10 +288,13 @@ def supersedes(value: bytes, there: bytes | None, tomb: bytes | None) -> bool:
     age is unknown. The rule of read repair and of the rebalance's copies (Dynamo's
     reconciliation by version, DeCandia et al. 2007, section 4.4, with last writer wins).
 
-    >>> supersedes(tombstone(2), None, None), supersedes(tombstone(2), tombstone(3), None)
+    >>> older, newer = (Codec(JSON).encode("fare", version=v, expires_at_ms=0) for v in (2, 3))
+    >>> supersedes(newer, older, None), supersedes(older, newer, None)
     (True, False)
-    >>> supersedes(tombstone(2), None, tombstone(3)), supersedes(tombstone(2), b"41", None)
-    (False, False)
+    >>> supersedes(older, None, None), supersedes(older, None, tombstone(3))
+    (True, False)
+    >>> supersedes(newer, b"41", None)  # a counter: no version, never replaced
+    False
     """
     ours = stored_version(value)
     if not ours:
