@@ -239,8 +239,9 @@ class Rebalancer:
             or another coordinator holds the view store's lock
         :raises BackendError: when a server of `new` is down, or keys would have no source
         """
+        public = self.credentials.learn_all(servers)  # secrets stay here, out of the views
         with self._locked():
-            return self._change(new, servers, change)
+            return self._change(new, public, change)
 
     def _change(
         self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]
