@@ -19,7 +19,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
-from ringkit.cluster.handoff import tombstone
+from ringkit.cluster.handoff import copy_tombstone
 from ringkit.cluster.health import ServerHealth
 from ringkit.cluster.keys import hints_key
 from ringkit.cluster.serializers import JSON, Codec
@@ -182,8 +182,8 @@ STEPS: list[tuple[str, tuple[Any, ...], object]] = [
     ("read_hints", ("s9",), [b"b", b"e"]),  # exactly the applied ones went; e, added since, stays
     ("set_copy", (b"copy", _NEW, None), True),
     ("set_copy", (b"copy", _OLD, None), False),  # an old copy never overwrites a newer one
-    ("set_copy", (b"copy", tombstone(3), None), True),
-    ("get_many", ([b"copy"],), {b"copy": tombstone(3)}),
+    ("set_copy", (b"copy", copy_tombstone(3), None), True),
+    ("get_many", ([b"copy"],), {b"copy": copy_tombstone(3)}),
 ]
 
 

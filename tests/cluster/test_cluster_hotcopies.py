@@ -16,7 +16,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, ShardedClient, memory_store
-from ringkit.cluster.handoff import copy_is_newer, is_tombstone, tombstone
+from ringkit.cluster.handoff import copy_is_newer, copy_tombstone, is_copy_tombstone
 from ringkit.cluster.serializers import JSON, Codec
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.cluster.processes import client_in_this_process, workers
@@ -90,9 +90,9 @@ def test_an_old_copy_never_overwrites_a_newer_one() -> None:
     assert copy_is_newer(None, old)
     assert copy_is_newer(old, new)
     assert not copy_is_newer(new, old)
-    assert not copy_is_newer(tombstone(3), new)
-    assert copy_is_newer(tombstone(1), new)
-    assert is_tombstone(tombstone(9)) and not is_tombstone(new)
+    assert not copy_is_newer(copy_tombstone(3), new)
+    assert copy_is_newer(copy_tombstone(1), new)
+    assert is_copy_tombstone(copy_tombstone(9)) and not is_copy_tombstone(new)
     assert HotKeys(top=1).spread == 3
 
 

@@ -35,15 +35,15 @@ import struct
 from collections.abc import Iterable
 
 __all__ = [
+    "COPY_TOMBSTONE",
     "HANDOFF_SCRIPTS",
     "MAX_CAS_TRIES",
     "MAX_HINTS_BYTES",
-    "TOMBSTONE",
     "copy_is_newer",
+    "copy_tombstone",
+    "copy_version",
     "decode_hints",
-    "is_tombstone",
-    "stored_version",
-    "tombstone",
+    "is_copy_tombstone",
     "with_hints",
     "without_hints",
 ]
@@ -54,7 +54,7 @@ MAX_HINTS_BYTES = 900_000
 MAX_CAS_TRIES = 16
 _ENVELOPE = 0xFE
 # A copy invalidated by a newer write: a marker byte and the 8-byte version of that write.
-TOMBSTONE = 0xFD
+COPY_TOMBSTONE = 0xFD
 _VERSION = struct.Struct(">Q")
 
 
@@ -89,21 +89,21 @@ def without_hints(stored: bytes | None, keys: Iterable[bytes]) -> bytes:
     return b" ".join(key for key in decode_hints(stored) if key not in applied)
 
 
-def tombstone(version: int) -> bytes:
+def copy_tombstone(version: int) -> bytes:
     """Return the stored form of a copy invalidated by a write of `version`."""
-    return bytes([TOMBSTONE]) + _VERSION.pack(version)
+    return bytes([COPY_TOMBSTONE]) + _VERSION.pack(version)
 
 
-def is_tombstone(stored: bytes) -> bool:
+def is_copy_tombstone(stored: bytes) -> bool:
     """Return True if `stored` is an invalidated copy (reads treat it as a miss)."""
-    return len(stored) == 9 and stored[0] == TOMBSTONE
+    return len(stored) == 9 and stored[0] == COPY_TOMBSTONE
 
 
-def stored_version(stored: bytes | None) -> int:
+def copy_version(stored: bytes | None) -> int:
     """Return the version of a stored value: -1 when absent, 0 without an envelope."""
     if stored is None:
         return -1
-    if len(stored) >= 9 and stored[0] in (_ENVELOPE, TOMBSTONE):
+    if len(stored) >= 9 and stored[0] in (_ENVELOPE, COPY_TOMBSTONE):
         version: int = _VERSION.unpack_from(stored, 1)[0]
         return version
     return 0
@@ -111,7 +111,7 @@ def stored_version(stored: bytes | None) -> int:
 
 def copy_is_newer(held: bytes | None, copy: bytes) -> bool:
     """Return True if `copy` may replace `held`: its version is strictly higher."""
-    return stored_version(copy) > stored_version(held)
+    return copy_version(copy) > copy_version(held)
 
 
 # KEYS: hint set, readmitted; ARGV: max hints, key_1..key_n. Adds while the set has room;

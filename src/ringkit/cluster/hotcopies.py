@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ringkit.cluster.handoff import is_tombstone, stored_version
+from ringkit.cluster.handoff import copy_version, is_copy_tombstone
 from ringkit.cluster.hotkeys import COPY_TTL_S, SPREAD_MARKER_TTL_S, HotKeys
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import ValueCodec
@@ -101,8 +101,8 @@ class HotCopies:
         if failed_any(outcomes):
             return None
         found = [stored for outcome in outcomes if (stored := outcome.get(key)) is not None]
-        found = [stored for stored in found if not is_tombstone(stored)]
-        return max(found, key=stored_version, default=None)
+        found = [stored for stored in found if not is_copy_tombstone(stored)]
+        return max(found, key=copy_version, default=None)
 
     def spread(self, router: Router, key: bytes, hot: HotKeys) -> Steps[None]:
         """Mark `key` on its replicas, copy its newest value, check, then activate it."""
@@ -135,5 +135,5 @@ class HotCopies:
         if any(outcome is None or isinstance(outcome, Failed) for outcome in outcomes):
             return
         again = yield from self._newest(router, key, replicas)
-        if again is not None and stored_version(again) == stored_version(newest):
+        if again is not None and copy_version(again) == copy_version(newest):
             hot.activate(key, marked_at)

@@ -7,8 +7,9 @@ non-empty ``{tag}`` (Redis Cluster's hash tags, twemproxy's ``hash_tag``), else 
 
 Keys starting with ``ringkit:`` are reserved for the cluster's own bookkeeping, each defined
 here once: the epoch of the newest view a server was given, that view, the audit log, the
-rebalance checkpoint, the key index (:mod:`ringkit.cluster.index`), the hints kept for a down
-server (:func:`hints_key`, :mod:`ringkit.cluster.handoff`) and the markers of spread hot keys
+rebalance checkpoint, the key index (:mod:`ringkit.cluster.index`), the tombstones that
+deletes leave while data moves (:func:`tombstone_key`), the hints kept for a down server
+(:func:`hints_key`, :mod:`ringkit.cluster.handoff`) and the markers of spread hot keys
 (:func:`spread_key`).
 
 >>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
@@ -29,12 +30,14 @@ __all__ = [
     "INDEX_KEY",
     "MAX_KEY_BYTES",
     "RESERVED_PREFIX",
+    "TOMBSTONE_PREFIX",
     "VIEW_KEY",
     "hints_key",
     "key_bytes",
     "readmitted_key",
     "route_key",
     "spread_key",
+    "tombstone_key",
     "user_key",
 ]
 
@@ -47,6 +50,7 @@ INDEX_KEY = b"ringkit:index"
 HINTS_PREFIX = b"ringkit:hints:"
 READMITTED_PREFIX = b"ringkit:readmitted:"
 SPREAD_PREFIX = b"ringkit:spread:"
+TOMBSTONE_PREFIX = b"ringkit:tomb:"
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
 _FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
@@ -156,3 +160,21 @@ def spread_key(key: bytes) -> bytes:
     A digest of the key, so that any key of up to 250 bytes has a marker of bounded length.
     """
     return SPREAD_PREFIX + _digest(key)
+
+
+def tombstone_key(key: bytes) -> bytes:
+    """Return the reserved key that holds the tombstone of a delete of `key`.
+
+    Beside the key, not in it, so that reads, ``add`` and ``incr`` never meet a tombstone. A
+    key too long to take the prefix within memcached's 250 bytes is named by its BLAKE2b
+    digest instead (128 bits: no two keys of one cluster share a tombstone in practice).
+
+    >>> tombstone_key(b"cart:7")
+    b'ringkit:tomb:cart:7'
+    >>> len(tombstone_key(b"k" * 250))
+    46
+    """
+    named = TOMBSTONE_PREFIX + key
+    if len(named) <= MAX_KEY_BYTES:
+        return named
+    return TOMBSTONE_PREFIX + b"#" + hashlib.blake2b(key, digest_size=16).hexdigest().encode()

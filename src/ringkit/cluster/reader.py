@@ -6,8 +6,11 @@ each round costs one round trip per server (the async client sends a round's bat
 ``read="all"`` asks every usable replica of every key in one round and keeps the highest
 version (last writer wins, by the writer's clock). Both repair: a replica that missed (or held
 an older version) is given the value found, with the TTL it has left, when `read_repair` is on
-and the view is stable (while data moves a repair is a plain write and could overwrite a newer
-copy). Raw counters (ints) carry no TTL and are not repaired.
+and the view is stable. A repair is a conditional write (``repair``: a Lua script on Redis,
+``gets`` + ``cas`` on memcached, the store lock in memory): it lands only where the replica
+holds no value or an older version, so a write acknowledged between the read and the repair
+is never replaced by the older value read (regression: issue 16, item 5). Raw counters (ints)
+carry no version and are not repaired.
 
 A :class:`Reader` is a component over the client's servers and codec; each read takes the
 :class:`~ringkit.cluster.routing.Router` of the view the call is bound to, and is a sans-I/O
@@ -19,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ringkit.cluster.handoff import is_tombstone
+from ringkit.cluster.handoff import is_copy_tombstone
 from ringkit.cluster.hotcopies import copy_ttl
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Decoded, ValueCodec
@@ -84,7 +87,7 @@ class Reader:
                 continue
             answered = True
             stored = found.get(key)
-            if stored is None or is_tombstone(stored):  # an invalidated hot-key copy: a miss
+            if stored is None or is_copy_tombstone(stored):  # an invalidated hot-key copy: a miss
                 missed.append(name)
                 continue
             decoded = self.codec.decode(stored)
@@ -193,7 +196,10 @@ class Reader:
     def _repair(
         self, router: Router, key: bytes, stored: bytes, decoded: Decoded, names: list[str]
     ) -> Steps[None]:
-        """Copy `stored` to the servers `names` with the TTL it has left (best effort)."""
+        """Copy `stored` to the servers `names` with the TTL it has left, where still older.
+
+        Best effort: a server that fails is hinted; one that holds a newer value keeps it.
+        """
         if decoded.version == 0:
             return  # a raw counter or a foreign value: its TTL is unknown, so leave it be
         ttl_s = None
@@ -205,7 +211,7 @@ class Reader:
         replicas = router.replica_names(key)
         for name in names:
             if name in replicas:
-                call = Call(name, "set_many", ({key: stored}, ttl_s), epoch, "repair")
+                call = Call(name, "repair", (key, stored, ttl_s), epoch)
             else:  # a hot-key copy: version-checked, never over a newer write's copy
                 call = Call(name, "set_copy", (key, stored, copy_ttl(ttl_s)), epoch, "repair")
             yield from self.servers.attempt(name, call, [key])
@@ -213,6 +219,6 @@ class Reader:
 
 def _live(found: dict[bytes, bytes]) -> dict[bytes, bytes]:
     """Return `found` without invalidated hot-key copies (tombstones read as misses)."""
-    if any(is_tombstone(stored) for stored in found.values()):
-        return {key: stored for key, stored in found.items() if not is_tombstone(stored)}
+    if any(is_copy_tombstone(stored) for stored in found.values()):
+        return {key: stored for key, stored in found.items() if not is_copy_tombstone(stored)}
     return found

@@ -25,7 +25,13 @@ from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.keys import MAX_KEY_BYTES, key_bytes, route_key
 from ringkit.cluster.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.urls import ServerURL, parse_url
-from ringkit.errors import ConfigError, UnknownNodeError, format_names
+from ringkit.errors import (
+    ConfigError,
+    EpochLostError,
+    StaleViewError,
+    UnknownNodeError,
+    format_names,
+)
 from ringkit.placement import Placement
 
 __all__ = [
@@ -176,9 +182,15 @@ class ServerSet(Generic[B]):
         remembered = health.take_hints()
         hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
         if hinted:
-            outcomes = yield tuple(
-                Call(name, "delete", (key,), epoch, "invalidate") for key in hinted
-            )
+            try:
+                outcomes = yield tuple(
+                    Call(name, "delete", (key,), epoch, "invalidate") for key in hinted
+                )
+            except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
+                for key in remembered:
+                    health.hint(key)
+                health.probe_failed(now=time.monotonic())
+                raise
             if failed_any(outcomes):
                 for key in remembered:  # not invalidated yet: keep them for the next probe
                     health.hint(key)

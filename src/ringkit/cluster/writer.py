@@ -10,6 +10,13 @@ the write is acknowledged, so that any process re-admitting that server repairs 
 write is acknowledged only when at least `write_quorum` of the key's replicas took it, else
 :class:`QuorumError`.
 
+A delete leaves a *tombstone* on every target: the key is deleted and the delete's version is
+kept beside it (:func:`~ringkit.cluster.keys.tombstone_key`), so that neither a read repair
+that read the value before the delete nor, while data moves, a copy the coordinator read before
+it lands after it (Cassandra's tombstones, kept for ``gc_grace_seconds``, serve the same end).
+Tombstones expire by themselves: :data:`DELETE_TOMBSTONE_TTL_S` in a stable view,
+:data:`TOMBSTONE_TTL_S` while data moves (issue 16, item 15).
+
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
 """
@@ -22,16 +29,25 @@ from collections.abc import Mapping, Set
 from typing import Any, cast
 
 from ringkit.cluster.expiry import refuse_ttl
-from ringkit.cluster.handoff import stored_version, tombstone
+from ringkit.cluster.handoff import copy_tombstone, copy_version
 from ringkit.cluster.hotcopies import HotCopies, spread_of
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import ValueCodec, VersionClock
+from ringkit.cluster.serializers import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
 
-__all__ = ["Writer", "check_ttl"]
+__all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
+
+# How long a delete made while data moves keeps its tombstone. It must outlast a copy in flight
+# (one page between its read on the old owner and its write on the new one: milliseconds, or as
+# long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
+TOMBSTONE_TTL_S = 3600.0
+#: How long a delete's tombstone outlives it in a stable view: a read that found the value
+#: before the delete and repairs a replica later than this (a process paused that long between
+#: the two) could bring the key back there.
+DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
@@ -122,7 +138,7 @@ class Writer:
         A value without a version (a counter's digits) could not win a version check against
         an older copy, so its copies are invalidated instead.
         """
-        return stored if stored_version(stored) > 0 else tombstone(self._clock.next())
+        return stored if copy_version(stored) > 0 else copy_tombstone(self._clock.next())
 
     def _read_markers(
         self,
@@ -215,6 +231,21 @@ class Writer:
             yield from self.copies.follow(router, markers, copies, ttl_s, holders)
         self.check_quorum(replicas, acked)
 
+    def delete(self, router: Router, data: bytes) -> Steps[list[Any]]:
+        """Delete `data` on every target and leave a tombstone there.
+
+        The tombstone keeps a read repair (or, while data moves, a copy) that read the value
+        before the delete from writing it back after: without it, a fallback read racing a
+        delete brings the key back on the replica that missed it. It lives
+        :data:`DELETE_TOMBSTONE_TTL_S` in a stable view (longer than any read's repair takes,
+        short enough to cost little memory) and :data:`TOMBSTONE_TTL_S` while data moves.
+
+        :raises QuorumError: when fewer than `write_quorum` replicas answered
+        """
+        ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
+        args = (data, tombstone(self._clock.next()), ttl_s)
+        return (yield from self.each(router, data, "bury", args))
+
     def each(
         self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
     ) -> Steps[list[Any]]:
@@ -249,7 +280,7 @@ class Writer:
         if missed:
             yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # a spread hot key: its copies are invalidated before the ack
-            copies = {data: tombstone(self._clock.next())}
+            copies = {data: copy_tombstone(self._clock.next())}
             yield from self.copies.follow(router, markers, copies, None, holders)
         self.check_quorum({data: replicas}, acked)
         return answers
