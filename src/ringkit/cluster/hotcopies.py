@@ -9,10 +9,10 @@ by the writer:
 1. *Mark.* The spreading client writes a *spread marker* on every replica of the key
    (:func:`~ringkit.cluster.keys.spread_key`, holding the spread, expiring after
    :data:`~ringkit.cluster.hotkeys.SPREAD_MARKER_TTL_S`).
-2. *Writers follow.* Every write reads the markers of its keys back from each replica it wrote,
+2. *Writers follow.* Every write reads the markers of its keys back from a replica it wrote,
    after its write there (``write_marked``: one round trip on Redis, a pipeline). For a marked
    key the writer then updates the copies before it acknowledges: a ``set`` stores its value, any
-   other write (delete, incr, add, touch) a *tombstone* carrying a fresh version, which reads
+   other write (delete, incr, add, touch) a *copy tombstone* carrying a fresh version, which reads
    treat as a miss. Both are *version-checked* (:func:`~ringkit.cluster.handoff.copy_is_newer`:
    Lua on Redis, ``gets`` / ``cas`` on memcached), so an old copy never overwrites a newer one.
 3. *Copy, check, activate.* Only after marking does the spreading client read the replicas,
