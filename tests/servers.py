@@ -6,9 +6,11 @@ Debian packages, so a missing one there is a broken setup, never a reason to pas
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -29,6 +31,7 @@ __all__ = [
     "etcd_cluster",
     "etcd_server",
     "free_port",
+    "free_port_below_ephemeral",
     "memcached_server",
     "redis_server",
     "require_binary",
@@ -81,6 +84,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_port_below_ephemeral() -> int:
+    """Return a free loopback port below the kernel's ephemeral range, for a server to restart on.
+
+    A client that keeps reconnecting to a port in the ephemeral range while its server is down
+    can be connected to itself (TCP simultaneous open: the kernel may pick the destination port
+    as the source port), and then holds the port the restarted server needs to listen on.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port found below {low}")
 
 
 def wait_for_port(

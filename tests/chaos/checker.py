@@ -21,8 +21,10 @@ acknowledged ``delete`` removed), ``stale`` (an acknowledged ``set`` replaced it
 the guarantee of the configuration (docs/cluster.md, "What is guaranteed, under which faults"):
 with ``read="all"`` or ``write_quorum=R`` every one is; with the defaults a process may read stale
 values until a repair, so anomalies of the reads made during the run are counted as stale reads,
-and only the final reads (after every fault healed and the servers were repaired) and phantoms
-are violations.
+and only the final reads (after every fault healed and the servers were repaired), phantoms and
+reads that missed a write *the reading process itself* had acknowledged are violations: a
+process writes to every replica it considers up and reads only from those (it never serves from
+a server it marked down before repairing it), so it always reads its own writes or newer.
 
 Counters (keys that see ``incr``) are checked against bounds: a counter read or incremented by
 `o` holds at least the number of increments acknowledged before `o` began (and set to 0 before),
@@ -62,6 +64,7 @@ class Anomaly:
     read: Op
     superseded_by: Op | None = None
     stale_for_ns: int = 0
+    own_write_missed: bool = False  # the reading process itself had acknowledged what it missed
 
     def describe(self) -> str:
         """One line for a report: the read, and what it should have seen."""
@@ -142,7 +145,7 @@ def _check_register(ops: Sequence[Op], verdict: Verdict, *, strict: bool) -> Non
         anomaly = _judge(read, producers.get(read.value, []), acked)
         if anomaly is None:
             continue
-        if strict or read.final or anomaly.kind == "phantom":
+        if strict or read.final or anomaly.kind == "phantom" or anomaly.own_write_missed:
             verdict.violations.append(anomaly)
         else:
             verdict.stale.append(anomaly)
@@ -169,7 +172,8 @@ def _judge(read: Op, producers: Sequence[Op], acked: Sequence[Op]) -> Anomaly | 
         kind = "resurrected"
     else:
         kind = "stale"
-    return Anomaly(kind, read, first, read.invoke_ns - first.complete_ns)
+    own = any(o.process == read.process for o in missed)
+    return Anomaly(kind, read, first, read.invoke_ns - first.complete_ns, own)
 
 
 def _check_counter(ops: Sequence[Op], verdict: Verdict) -> None:

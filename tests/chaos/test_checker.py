@@ -111,6 +111,13 @@ def test_with_the_defaults_stale_reads_are_counted_and_final_reads_judged() -> N
     assert verdict.stale_max_ms == 7 / 1e6
 
 
+def test_with_the_defaults_a_process_must_read_its_own_writes() -> None:
+    history = [op("set", "a", 0, 1, process=1), op("set", "b", 2, 3), op("get", "a", 4, 5)]
+    assert [a.kind for a in check(history, strict=False).violations] == ["stale"]
+    history = [op("set", "a", 0, 1), op("delete", None, 2, 3), op("get", "a", 4, 5)]
+    assert [a.kind for a in check(history, strict=False).violations] == ["resurrected"]
+
+
 def test_phantoms_are_violations_even_with_the_defaults() -> None:
     assert [a.kind for a in check([op("get", "x", 0, 1)], strict=False).violations] == ["phantom"]
 
