@@ -1,9 +1,12 @@
-"""Which fault kinds run where: the one list to edit when a fix lands.
+"""Which fault kinds run in CI, and which violations CI tolerates until their fix lands.
 
-`CI_CASES` run once each inside the normal test suite (``tests/chaos/test_chaos.py``): the cases
-whose guarantee the current code meets. `PENDING` are the cases that still find violations,
-each with the issue 16 item that fixes it; move a case to `CI_CASES` when its fix has merged
-(``make chaos FAULTS=pause`` first, to see 20 seeds pass). ``make chaos`` runs every kind.
+The one place to edit when a fix of issue 16 merges. `CI_CASES` run once each inside the normal
+test suite (``tests/chaos/test_chaos.py``), a few seconds each. `TOLERATED` lists the violation
+categories (``Anomaly.category``: lost, resurrected, stale, phantom, unrepaired, counter_high)
+that the current code still produces under these faults, each with the fix that removes it: the
+CI run reports them but does not fail on them. Remove an entry once its fix has merged (and
+``make chaos`` shows 20 seeds per fault kind without it). ``make chaos`` runs every case and
+tolerates nothing.
 """
 
 from __future__ import annotations
@@ -11,14 +14,28 @@ from __future__ import annotations
 from tests.chaos.nemesis import BACKENDS, FAULTS
 from tests.chaos.run import CONFIGS, Case
 
-__all__ = ["CI_CASES", "PENDING", "long_cases"]
+__all__ = ["CI_CASES", "TOLERATED", "long_cases"]
 
 CI_CASES: list[Case] = [
+    Case("kill", "redis", "quorum"),
     Case("kill", "memcached", "read_all"),
+    Case("restart", "redis", "defaults"),
+    Case("restart", "memcached", "quorum"),
+    Case("pause", "redis", "defaults"),
+    Case("pause", "memcached", "quorum"),
+    Case("membership", "redis", "read_all"),
+    Case("coordinator_resume", "redis", "quorum"),
+    Case("coordinator_rollback", "redis", "defaults"),
 ]
 
-#: Cases that violate their guarantee today, and why (issue 16 item).
-PENDING: dict[Case, str] = {}
+TOLERATED: dict[str, str] = {
+    "resurrected": "items 5 and 15: a read repair racing a delete writes the deleted value back "
+    "(seen under kill, restart and pause, every configuration); D2",
+    "stale": "item 5: read repair is a blind SET, so an older value overwrites a newer write "
+    "between the fallback read and the repair; D2",
+    "unrepaired": "item 3: hints live in the memory of the process that wrote them, so a process "
+    "re-admitting a server serves what other processes' hints should have invalidated; D1",
+}
 
 
 def long_cases(fault: str) -> list[Case]:

@@ -24,7 +24,10 @@ values until a repair, so anomalies of the reads made during the run are counted
 and only the final reads (after every fault healed and the servers were repaired), phantoms and
 reads that missed a write *the reading process itself* had acknowledged are violations: a
 process writes to every replica it considers up and reads only from those (it never serves from
-a server it marked down before repairing it), so it always reads its own writes or newer.
+a server it marked down before repairing it), so it always reads its own writes or newer. Given
+the nemesis's failure windows, a stale read is also a violation when the server that answered
+missed the write during a failure that the reading process noticed (it marked that server down
+after the failure began): it had to repair the server from the hints before reading from it.
 
 Counters (keys that see ``incr``) are checked against bounds: a counter read or incremented by
 `o` holds at least the number of increments acknowledged before `o` began (and set to 0 before),
@@ -38,9 +41,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from tests.chaos.history import Op
+from tests.chaos.history import Op, Window
 
 __all__ = ["INITIAL", "Anomaly", "Verdict", "check"]
 
@@ -65,6 +68,17 @@ class Anomaly:
     superseded_by: Op | None = None
     stale_for_ns: int = 0
     own_write_missed: bool = False  # the reading process itself had acknowledged what it missed
+    unrepaired: bool = False  # served by a server the reader had marked down since it missed it
+
+    @property
+    def category(self) -> str:
+        """The kind, or ``unrepaired`` for a read from a server its reader had marked down."""
+        return "unrepaired" if self.unrepaired else self.kind
+
+    @property
+    def breaks_defaults(self) -> bool:
+        """Whether even the defaults forbid this read (own write missed, unrepaired server)."""
+        return self.own_write_missed or self.unrepaired
 
     def describe(self) -> str:
         """One line for a report: the read, and what it should have seen."""
@@ -74,6 +88,10 @@ class Anomaly:
                 f" missed {_show(self.superseded_by)}"
                 f" acknowledged {self.stale_for_ns / 1e6:.1f} ms before the read began"
             )
+        if self.own_write_missed:
+            text += "; the reader had acknowledged it itself"
+        if self.unrepaired:
+            text += f"; {self.read.server} answered, which the reader had marked down since"
         return text
 
 
@@ -101,8 +119,13 @@ class Verdict:
         return (max(starts) - min(starts)) / 1e6
 
 
-def check(ops: Iterable[Op], *, strict: bool) -> Verdict:
+def check(ops: Iterable[Op], *, strict: bool, windows: Sequence[Window] = ()) -> Verdict:
     """Check every key of `ops`; `strict`: ``read="all"`` or ``write_quorum=R`` was used.
+
+    `windows` are the server failures the nemesis caused: with the defaults, a stale read served
+    by a server that missed the write during a failure which the reading process had noticed
+    (it marked the server down at or after the failure began) is a violation, since that process
+    must repair the server from the hints before it serves from it again.
 
     Runtime: O(reads x acknowledged writes) per key.
     """
@@ -116,7 +139,7 @@ def check(ops: Iterable[Op], *, strict: bool) -> Verdict:
         if any(op.kind == "incr" for op in key_ops):
             _check_counter(key_ops, verdict)
         else:
-            _check_register(key_ops, verdict, strict=strict)
+            _check_register(key_ops, verdict, strict=strict, windows=windows)
     return verdict
 
 
@@ -132,7 +155,9 @@ def _replaces(op: Op, value: object) -> bool:
     return op.kind == "delete" or op.value != value
 
 
-def _check_register(ops: Sequence[Op], verdict: Verdict, *, strict: bool) -> None:
+def _check_register(
+    ops: Sequence[Op], verdict: Verdict, *, strict: bool, windows: Sequence[Window]
+) -> None:
     writes = [op for op in ops if op.kind in _WRITES and op.outcome != "fail"]
     acked = [op for op in writes if op.outcome == "ok"]
     producers: dict[object, list[Op]] = defaultdict(list)
@@ -145,7 +170,9 @@ def _check_register(ops: Sequence[Op], verdict: Verdict, *, strict: bool) -> Non
         anomaly = _judge(read, producers.get(read.value, []), acked)
         if anomaly is None:
             continue
-        if strict or read.final or anomaly.kind == "phantom" or anomaly.own_write_missed:
+        if _unrepaired(anomaly, windows):
+            anomaly = replace(anomaly, unrepaired=True)
+        if strict or read.final or anomaly.kind == "phantom" or anomaly.breaks_defaults:
             verdict.violations.append(anomaly)
         else:
             verdict.stale.append(anomaly)
@@ -174,6 +201,19 @@ def _judge(read: Op, producers: Sequence[Op], acked: Sequence[Op]) -> Anomaly | 
         kind = "stale"
     own = any(o.process == read.process for o in missed)
     return Anomaly(kind, read, first, read.invoke_ns - first.complete_ns, own)
+
+
+def _unrepaired(anomaly: Anomaly, windows: Sequence[Window]) -> bool:
+    """Whether the read came from a server its process had marked down in the failure it missed."""
+    read, missed = anomaly.read, anomaly.superseded_by
+    if read.server is None or read.marked_down_ns is None or missed is None:
+        return False
+    return any(
+        window.server == read.server
+        and window.missed(missed)
+        and window.start_ns <= read.marked_down_ns
+        for window in windows
+    )
 
 
 def _check_counter(ops: Sequence[Op], verdict: Verdict) -> None:

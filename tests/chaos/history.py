@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["OUTCOMES", "Op", "now_ns", "read_history", "write_history"]
+__all__ = ["OUTCOMES", "Op", "Window", "now_ns", "read_history", "write_history"]
 
 #: ok: acknowledged. fail: certainly had no effect (reads that raised). unknown: a write that
 #: raised (timeout, quorum missed, stale view): it may have reached some replicas, now or later.
@@ -35,6 +35,8 @@ class Op:
 
     `value` is what a ``set`` wrote (unique per run), what a ``get`` or ``incr`` returned (None:
     missing), or None for a ``delete``. `final` marks the reads made after every fault healed.
+    For a read that found a value, `server` is the server that answered and `marked_down_ns`
+    the last time this process saw that server fail (and so marked it down), if it ever did.
     """
 
     process: int
@@ -45,12 +47,27 @@ class Op:
     complete_ns: int
     outcome: str
     final: bool = False
+    server: str | None = None
+    marked_down_ns: int | None = None
 
     def __post_init__(self) -> None:
         if self.outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}")
         if self.complete_ns < self.invoke_ns:
             raise ValueError(f"op completes before it is invoked: {self}")
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A server failed (killed, hung) from `start_ns` until `end_ns` (back, listening)."""
+
+    server: str
+    start_ns: int
+    end_ns: int
+
+    def missed(self, op: Op) -> bool:
+        """Whether the server may have missed `op` because it was failed while `op` ran."""
+        return self.start_ns <= op.complete_ns and op.invoke_ns <= self.end_ns
 
 
 def write_history(path: Path, ops: Iterable[Op]) -> None:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import redis
 
+from tests.chaos.history import Window, now_ns
 from tests.chaos.worker import child_environment
 from tests.servers import Server, free_port_below_ephemeral, memcached_server, redis_server
 
@@ -58,6 +59,7 @@ class Cluster:
     timing: Timing
     log_dir: Path
     paused: set[str] = field(default_factory=set)
+    windows: list[Window] = field(default_factory=list)  # server failures, for the checker
 
     def url(self, name: str) -> str:
         address = self.servers[name].address
@@ -159,28 +161,32 @@ def _stop(pid: int) -> None:
 
 def kill(cluster: Cluster, rng: random.Random) -> str:
     """SIGKILL the victim, leave it down, then restart it empty on the same port."""
-    port = cluster.servers[cluster.victim].port
+    port, start_ns = cluster.servers[cluster.victim].port, now_ns()
     cluster.kill(cluster.victim)
     down_s = rng.uniform(0.5, 1.5) * cluster.timing.down_s
     time.sleep(down_s)
     cluster.start(cluster.victim, port)
+    cluster.windows.append(Window(cluster.victim, start_ns, now_ns()))
     return f"kill -9 {cluster.victim}, down {down_s:.2f} s, restarted empty"
 
 
 def restart(cluster: Cluster, rng: random.Random) -> str:
     """SIGKILL the victim and restart it empty at once: clients may never see it down."""
-    port = cluster.servers[cluster.victim].port
+    port, start_ns = cluster.servers[cluster.victim].port, now_ns()
     cluster.kill(cluster.victim)
     cluster.start(cluster.victim, port)
+    cluster.windows.append(Window(cluster.victim, start_ns, now_ns()))
     return f"restart {cluster.victim} empty"
 
 
 def pause(cluster: Cluster, rng: random.Random) -> str:
     """SIGSTOP the victim (a hung server keeps its data), then SIGCONT it."""
+    start_ns = now_ns()
     cluster.pause(cluster.victim)
     down_s = rng.uniform(0.5, 1.5) * cluster.timing.down_s
     time.sleep(down_s)
     cluster.resume(cluster.victim)
+    cluster.windows.append(Window(cluster.victim, start_ns, now_ns()))
     return f"SIGSTOP {cluster.victim} for {down_s:.2f} s"
 
 

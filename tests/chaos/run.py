@@ -113,9 +113,10 @@ class RunResult:
             )
         return f"{text} counter_low={len(v.counter_low)} errors={sum(self.errors.values())}"
 
-    def excerpts(self, limit: int = 3) -> list[str]:
-        """The first violations, each with the key's writes around it (times from the start)."""
-        return [excerpt(self.history, anomaly) for anomaly in self.verdict.violations[:limit]]
+    def excerpts(self, anomalies: list[Anomaly] | None = None, limit: int = 3) -> list[str]:
+        """The first `anomalies` (default: violations), each with its key's history before it."""
+        chosen = self.verdict.violations if anomalies is None else anomalies
+        return [excerpt(self.history, anomaly) for anomaly in chosen[:limit]]
 
 
 def excerpt(history: list[Op], anomaly: Anomaly, before: int = 12) -> str:
@@ -218,6 +219,17 @@ def _final_reads(the_cluster: Cluster, case: Case, settings: Settings) -> list[O
     return ops
 
 
+def _rebase(op: Op, start_ns: int) -> Op:
+    """`op` with its times counted from the start of the run (readable in a report)."""
+    marked = None if op.marked_down_ns is None else op.marked_down_ns - start_ns
+    return replace(
+        op,
+        invoke_ns=op.invoke_ns - start_ns,
+        complete_ns=op.complete_ns - start_ns,
+        marked_down_ns=marked,
+    )
+
+
 def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunResult:
     """Run `case` once with `seed`; bounded by `settings.load_s` plus start-up and checking."""
     rng = random.Random(seed)
@@ -261,9 +273,10 @@ def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunRes
                 errors[name] = errors.get(name, 0) + count
             history += read_history(workdir / f"history-{process}.jsonl")
         history += _final_reads(the_cluster, case, settings)
-    history = [
-        replace(op, invoke_ns=op.invoke_ns - start_ns, complete_ns=op.complete_ns - start_ns)
-        for op in history
+    history = [_rebase(op, start_ns) for op in history]
+    windows = [
+        replace(w, start_ns=w.start_ns - start_ns, end_ns=w.end_ns - start_ns)
+        for w in the_cluster.windows
     ]
-    verdict = check(history, strict=config.strict)
+    verdict = check(history, strict=config.strict, windows=windows)
     return RunResult(seed, case, faults, verdict, errors, history)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.chaos.checker import check
-from tests.chaos.history import Op
+from tests.chaos.history import Op, Window
 
 
 def op(
@@ -116,6 +116,22 @@ def test_with_the_defaults_a_process_must_read_its_own_writes() -> None:
     assert [a.kind for a in check(history, strict=False).violations] == ["stale"]
     history = [op("set", "a", 0, 1), op("delete", None, 2, 3), op("get", "a", 4, 5)]
     assert [a.kind for a in check(history, strict=False).violations] == ["resurrected"]
+
+
+def test_with_the_defaults_a_server_marked_down_must_be_repaired_before_it_serves() -> None:
+    writes = [op("set", "a", 0, 1), op("set", "b", 10, 11)]  # s2 hung from 5 to 20: missed b
+    hung = [Window("s2", 5, 20)]
+
+    def read_from_s2(marked_down_ns: int | None) -> Op:
+        return Op(1, "get", "k", "a", 30, 31, "ok", server="s2", marked_down_ns=marked_down_ns)
+
+    noticed = check([*writes, read_from_s2(12)], strict=False, windows=hung)
+    assert [(a.kind, a.unrepaired) for a in noticed.violations] == [("stale", True)]
+    assert "s2 answered, which the reader had marked down since" in noticed.violations[0].describe()
+    never_noticed = check([*writes, read_from_s2(None)], strict=False, windows=hung)
+    assert never_noticed.violations == [] and len(never_noticed.stale) == 1
+    noticed_an_older_failure = check([*writes, read_from_s2(2)], strict=False, windows=hung)
+    assert noticed_an_older_failure.violations == []
 
 
 def test_phantoms_are_violations_even_with_the_defaults() -> None:

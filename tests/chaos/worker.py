@@ -20,10 +20,11 @@ from typing import Any
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.health import OpEvent
 from ringkit.errors import RingkitError
 from tests.chaos.history import Op, now_ns, write_history
 
-__all__ = ["WorkerConfig", "child_environment", "counter_keys", "main", "register_keys"]
+__all__ = ["Observer", "WorkerConfig", "child_environment", "counter_keys", "main", "register_keys"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,24 +85,60 @@ def _run_one(client: ShardedClient, kind: str, key: str, value: object) -> objec
     return client.get(key)
 
 
+class Observer:
+    """A client hook: which server answered the current read, and when each one failed.
+
+    A server that fails a call is marked down at once (docs/cluster.md, "Failures and
+    timeouts"), so the last failure this process saw is when it last marked the server down.
+    """
+
+    def __init__(self) -> None:
+        self.served_by: str | None = None
+        self.marked_down_ns: dict[str, int] = {}
+
+    def __call__(self, event: OpEvent) -> None:
+        if event.outcome == "error":
+            self.marked_down_ns[event.server] = now_ns()
+        elif event.outcome == "hit":
+            self.served_by = event.server
+
+
 def run(config: WorkerConfig, stop_ns: int, errors: dict[str, int]) -> list[Op]:
     """Run operations until `stop_ns`; return them. `errors` counts the exceptions by type."""
     rng = random.Random(f"{config.seed}/{config.process}")
-    client = ShardedClient(HashRing(list(config.urls)), config.urls, **config.client)
+    observer = Observer()
+    client = ShardedClient(
+        HashRing(list(config.urls)), config.urls, hooks=[observer], **config.client
+    )
     client.view_check_s = config.view_check_s  # follow membership changes without a refusal
     ops: list[Op] = []
     n = 0
     while (start := now_ns()) < stop_ns:
         kind, key, value = _choose(rng, config, n)
+        observer.served_by = None
         try:
-            result = _run_one(client, kind, key, value)
+            result: Any = _run_one(client, kind, key, value)
             outcome = "ok"
         except RingkitError as error:
             # A write that raised may have reached some replica (now, or when a hung server
             # resumes): unknown. A read that raised returned nothing: it had no effect.
             errors[type(error).__name__] = errors.get(type(error).__name__, 0) + 1
             result, outcome = value, "fail" if kind == "get" else "unknown"
-        ops.append(Op(config.process, kind, key, result, start, now_ns(), outcome))  # type: ignore[arg-type]
+        server = observer.served_by if kind == "get" and result is not None else None
+        marked = None if server is None else observer.marked_down_ns.get(server)
+        ops.append(
+            Op(
+                config.process,
+                kind,
+                key,
+                result,
+                start,
+                now_ns(),
+                outcome,
+                server=server,
+                marked_down_ns=marked,
+            )
+        )
         n += 1
         time.sleep(rng.random() * config.pause_s)
     client.close()
