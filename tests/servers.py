@@ -12,6 +12,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -38,6 +39,7 @@ __all__ = [
     "require_binary",
     "require_library",
     "serve",
+    "sigstop",
     "stop",
     "unavailable",
     "wait_for_port",
@@ -139,6 +141,21 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def sigstop(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGSTOP `pid` and return once every thread of it is stopped (the signal is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+        if all(state == "T" for state in states):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"process {pid} did not stop within {timeout_s} s")
 
 
 @contextmanager

@@ -30,7 +30,13 @@ import redis
 
 from tests.chaos.history import Window, now_ns
 from tests.chaos.worker import child_environment
-from tests.servers import Server, free_port_below_ephemeral, memcached_server, redis_server
+from tests.servers import (
+    Server,
+    free_port_below_ephemeral,
+    memcached_server,
+    redis_server,
+    sigstop,
+)
 
 __all__ = ["BACKENDS", "FAULTS", "Cluster", "Timing", "cluster"]
 
@@ -80,8 +86,8 @@ class Cluster:
         process.wait()
 
     def pause(self, name: str) -> None:
-        _stop(self.servers[name].process.pid)
-        self.paused.add(name)
+        self.paused.add(name)  # first: a stop that times out half-way is still healed
+        sigstop(self.servers[name].process.pid)
 
     def resume(self, name: str) -> None:
         os.kill(self.servers[name].process.pid, signal.SIGCONT)
@@ -98,9 +104,10 @@ class Cluster:
         for name in self.servers:
             server = self.servers[name]
             try:
-                raw = redis.Redis(host=server.host, port=server.port, socket_timeout=1).get(
-                    "ringkit:view"
-                )
+                with redis.Redis(
+                    host=server.host, port=server.port, socket_timeout=1
+                ) as raw_client:
+                    raw = raw_client.get("ringkit:view")
             except redis.RedisError:
                 continue
             if raw is not None:
@@ -126,15 +133,15 @@ def cluster(
         names = [f"s{n + 1}" for n in range(servers + spare)]
         members = names[:servers]
         result = Cluster(
-            kind,
-            stack,
-            {},
-            members,
-            rng.choice(members),
-            names[-1] if spare else None,
-            replicas,
-            timing,
-            log_dir,
+            kind=kind,
+            stack=stack,
+            servers={},
+            members=members,
+            victim=rng.choice(members),
+            spare=names[-1] if spare else None,
+            replicas=replicas,
+            timing=timing,
+            log_dir=log_dir,
         )
         for name in names:
             result.start(name)
@@ -142,21 +149,6 @@ def cluster(
             yield result
         finally:
             result.heal()
-
-
-def _stop(pid: int) -> None:
-    """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        states = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/stat") as stat:
-                states.append(stat.read().rsplit(")", 1)[1].split()[0])
-        if all(state == "T" for state in states):
-            return
-        time.sleep(0.01)
-    raise RuntimeError(f"process {pid} did not stop")
 
 
 def kill(cluster: Cluster, rng: random.Random) -> str:

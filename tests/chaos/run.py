@@ -230,6 +230,22 @@ def _rebase(op: Op, start_ns: int) -> Op:
     )
 
 
+def _collect(
+    workers: list[subprocess.Popen[str]], workdir: Path, timeout_s: float
+) -> tuple[list[Op], dict[str, int]]:
+    """Wait for the workers; return their merged histories and error counts by type."""
+    history: list[Op] = []
+    errors: Counter[str] = Counter()
+    for process, worker in enumerate(workers):
+        out, _ = worker.communicate(timeout=timeout_s)
+        if worker.returncode != 0:
+            log = (workdir / f"worker-{process}.log").read_text()[-3000:]
+            raise RuntimeError(f"worker {process} exited with {worker.returncode}:\n{log}")
+        errors.update(json.loads(out.splitlines()[-1]))
+        history += read_history(workdir / f"history-{process}.jsonl")
+    return history, dict(errors)
+
+
 def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunResult:
     """Run `case` once with `seed`; bounded by `settings.load_s` plus start-up and checking."""
     rng = random.Random(seed)
@@ -245,11 +261,8 @@ def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunRes
         rng=rng,
     ) as the_cluster:
         urls = the_cluster.urls()
-        history = (
-            _seed_counters(urls, config.options, counter_keys(settings.counters))
-            if config.counters
-            else []
-        )
+        counters = counter_keys(settings.counters) if config.counters else []
+        history = _seed_counters(urls, config.options, counters)
         workers = _start_workers(case, seed, settings, urls, workdir)
         the_cluster.stack.callback(_kill_leftovers, workers)
         start_ns = now_ns()
@@ -259,24 +272,13 @@ def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunRes
             worker.stdin.write(f"{stop_ns}\n")
             worker.stdin.flush()
         time.sleep(settings.warmup_s)
-        try:
-            faults = _nemesis(the_cluster, case, rng, stop_ns - int(settings.tail_s * 1e9))
-        finally:
-            the_cluster.heal()
-        errors: dict[str, int] = {}
-        for process, worker in enumerate(workers):
-            out, _ = worker.communicate(timeout=settings.load_s + 60)
-            if worker.returncode != 0:
-                log = (workdir / f"worker-{process}.log").read_text()[-3000:]
-                raise RuntimeError(f"worker {process} exited with {worker.returncode}:\n{log}")
-            for name, count in json.loads(out.splitlines()[-1]).items():
-                errors[name] = errors.get(name, 0) + count
-            history += read_history(workdir / f"history-{process}.jsonl")
-        history += _final_reads(the_cluster, case, settings)
-    history = [_rebase(op, start_ns) for op in history]
+        faults = _nemesis(the_cluster, case, rng, stop_ns - int(settings.tail_s * 1e9))
+        ops, errors = _collect(workers, workdir, settings.load_s + 60)
+        history += ops + _final_reads(the_cluster, case, settings)
     windows = [
         replace(w, start_ns=w.start_ns - start_ns, end_ns=w.end_ns - start_ns)
         for w in the_cluster.windows
     ]
+    history = [_rebase(op, start_ns) for op in history]
     verdict = check(history, strict=config.strict, windows=windows)
     return RunResult(seed, case, faults, verdict, errors, history)
