@@ -103,7 +103,7 @@ class RunResult:
         kinds = Counter(anomaly.kind for anomaly in v.stale)
         stale = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
         text = (
-            f"seed={self.seed} fault={self.case.label} ops={v.operations} "
+            f"seed={self.seed} fault={self.case.label} ops={v.operations} reads={v.reads} "
             f"faults={len(self.faults)} violations={len(v.violations)} stale={len(v.stale)}"
         )
         if v.stale:
