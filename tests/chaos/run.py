@@ -108,7 +108,7 @@ class RunResult:
         )
         if v.stale:
             text += (
-                f" ({stale}; up to {v.stale_max_ms:.0f} ms after the ack,"
+                f" ({stale}; up to {v.stale_max_ms:.1f} ms after the ack,"
                 f" within {v.stale_span_ms:.0f} ms)"
             )
         return f"{text} counter_low={len(v.counter_low)} errors={sum(self.errors.values())}"
