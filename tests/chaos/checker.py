@@ -9,7 +9,7 @@ point), applied read by read rather than as a full linearizability search: a rea
 when some write (or delete) that produced the value it returned could still be the newest one.
 
 A read returning `x` is admissible iff some producer `p` of `x` (a ``set`` of `x`; for a miss, a
-``delete`` or the initial empty state) began before the read ended, and no acknowledged operation
+``delete`` or the initial empty state) began by the end of the read, and no acknowledged operation
 `o` that replaces `x` (a ``set`` of another value; for a value, also a ``delete``) began after `p`
 surely ended and completed before the read began. Writes concurrent with the read, or with `p`,
 may or may not be visible, so they never make a read inadmissible.
@@ -17,7 +17,7 @@ may or may not be visible, so they never make a read inadmissible.
 An inadmissible read is classified by what it missed: ``lost`` (it found nothing although an
 acknowledged ``set`` replaced the key's deletion), ``resurrected`` (it found a value that an
 acknowledged ``delete`` removed), ``stale`` (an acknowledged ``set`` replaced it) or ``phantom``
-(no ``set`` of that value began before the read ended). Which of these are violations depends on
+(no ``set`` of that value began by the end of the read). Which of these are violations depends on
 the guarantee of the configuration (docs/cluster.md, "What is guaranteed, under which faults"):
 with ``read="all"`` or ``write_quorum=R`` every one is; with the defaults a process may read stale
 values until a repair, so anomalies of the reads made during the run are counted as stale reads,
@@ -180,7 +180,7 @@ def _check_register(
 
 def _judge(read: Op, producers: Sequence[Op], acked: Sequence[Op]) -> Anomaly | None:
     """Return why `read` is inadmissible, or None when some producer may still be the newest."""
-    began = [p for p in producers if p.invoke_ns < read.complete_ns]
+    began = [p for p in producers if p.invoke_ns <= read.complete_ns]
     if not began:
         return Anomaly("phantom", read)
     # A later end leaves fewer operations surely after it, so the latest-ending producer decides.

@@ -176,6 +176,42 @@ def test_a_sequential_history_replayed_against_a_register_is_legal(
     assert check(history, strict=True).violations == []
 
 
+@st.composite
+def linearized_histories(draw: st.DrawFn) -> list[Op]:
+    """Overlapping operations, each taking effect at one instant inside its call, in that order.
+
+    A write of unknown outcome takes effect at some instant after its invocation, or never.
+    """
+    count = draw(st.integers(1, 25))
+    planned = []
+    for n in range(count):
+        kind = draw(st.sampled_from(["set", "set", "delete", "get", "get"]))
+        start, length = draw(st.integers(0, 40)), draw(st.integers(0, 10))
+        unknown = kind != "get" and draw(st.booleans()) and draw(st.booleans())
+        late = draw(st.integers(0, 60))
+        point = None if unknown and late > 50 else start + min(late, length if not unknown else 60)
+        planned.append((n, kind, start, start + length, point, unknown))
+    state: str | None = None
+    results: dict[int, str | None] = {}
+    for n, kind, *_ in sorted((p for p in planned if p[4] is not None), key=lambda p: (p[4], p[0])):
+        if kind == "set":
+            state = f"v{n}"
+        elif kind == "delete":
+            state = None
+        else:
+            results[n] = state
+    history = []
+    for n, kind, start, end, _, unknown in planned:
+        value = f"v{n}" if kind == "set" else results.get(n)
+        history.append(op(kind, value, start, end, "unknown" if unknown else "ok", process=n % 3))
+    return history
+
+
+@given(linearized_histories())
+def test_a_linearizable_concurrent_history_is_accepted(history: list[Op]) -> None:
+    assert check(history, strict=True).violations == []
+
+
 def test_op_refuses_an_unknown_outcome() -> None:
     with pytest.raises(ValueError, match="outcome must be one of ok, fail, unknown, got 'maybe'"):
         op("get", None, 0, 1, "maybe")
