@@ -33,7 +33,7 @@ unit: setup-dev
 test: lint typecheck unit
 
 RUNS ?= 20
-FAULTS ?= kill,restart,pause,membership,coordinator_resume,coordinator_rollback
+FAULTS ?= calm,kill,restart,pause,membership,coordinator_resume,coordinator_rollback
 chaos: setup-dev
 	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS)
 

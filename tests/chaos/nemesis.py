@@ -151,6 +151,12 @@ def cluster(
             result.heal()
 
 
+def calm(cluster: Cluster, rng: random.Random) -> str:
+    """No fault at all: the baseline, where every violation is the client's own race."""
+    time.sleep(cluster.timing.down_s)
+    return "no fault"
+
+
 def kill(cluster: Cluster, rng: random.Random) -> str:
     """SIGKILL the victim, leave it down, then restart it empty on the same port."""
     port, start_ns = cluster.servers[cluster.victim].port, now_ns()
@@ -271,6 +277,7 @@ Fault = Callable[[Cluster, random.Random], str]
 
 #: Every fault kind, by name.
 FAULTS: dict[str, Fault] = {
+    "calm": calm,
     "kill": kill,
     "restart": restart,
     "pause": pause,
@@ -281,6 +288,7 @@ FAULTS: dict[str, Fault] = {
 
 #: The backends each fault kind applies to: online rebalancing needs Redis (docs/rebalance.md).
 BACKENDS: dict[str, tuple[str, ...]] = {
+    "calm": ("redis", "memcached"),
     "kill": ("redis", "memcached"),
     "restart": ("redis", "memcached"),
     "pause": ("redis", "memcached"),
