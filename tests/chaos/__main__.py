@@ -15,7 +15,37 @@ from pathlib import Path
 
 from tests.chaos.cases import long_cases
 from tests.chaos.nemesis import FAULTS
-from tests.chaos.run import CONFIGS, Settings, run_once
+from tests.chaos.run import CONFIGS, RunResult, Settings, run_once
+
+
+def _summary(fault: str, results: list[RunResult]) -> str:
+    """One line per fault kind: the totals the issue's proof asks for."""
+    verdicts = [result.verdict for result in results]
+    failed = sum(bool(v.violations) for v in verdicts)
+    return (
+        f"== {fault}: {len(results)} runs, {sum(v.operations for v in verdicts)} operations, "
+        f"{sum(len(r.faults) for r in results)} faults, "
+        f"{sum(len(v.violations) for v in verdicts)} violations in {failed} runs, "
+        f"{sum(len(v.stale) for v in verdicts)} stale reads of {sum(v.reads for v in verdicts)}"
+    )
+
+
+def _run_kind(fault: str, args: argparse.Namespace, settings: Settings) -> list[RunResult]:
+    cases = [
+        case
+        for case in long_cases(fault)
+        if args.backend in (None, case.backend) and args.config in (None, case.config)
+    ]
+    results = []
+    for n in range(args.runs):
+        seed, case = args.seed + n, cases[n % len(cases)]
+        with tempfile.TemporaryDirectory(prefix="ringkit-chaos-") as workdir:
+            result = run_once(case, seed, settings, Path(workdir))
+        print(result.line, flush=True)
+        for text in result.excerpts():
+            print("  " + text.replace("\n", "\n  "), flush=True)
+        results.append(result)
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,21 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="client processes per run")
     args = parser.parse_args(argv)
     settings = Settings(processes=args.processes, load_s=args.load_s)
-    failed = 0
+    summaries, failed = [], 0
     for fault in args.faults.split(","):
-        cases = [
-            case
-            for case in long_cases(fault)
-            if args.backend in (None, case.backend) and args.config in (None, case.config)
-        ]
-        for n in range(args.runs):
-            seed, case = args.seed + n, cases[n % len(cases)]
-            with tempfile.TemporaryDirectory(prefix="ringkit-chaos-") as workdir:
-                result = run_once(case, seed, settings, Path(workdir))
-            print(result.line, flush=True)
-            for text in result.excerpts():
-                print("  " + text.replace("\n", "\n  "), flush=True)
-            failed += bool(result.verdict.violations)
+        results = _run_kind(fault, args, settings)
+        summaries.append(_summary(fault, results))
+        failed += sum(bool(result.verdict.violations) for result in results)
+    print("\n".join(summaries), flush=True)
     print(f"{failed} run(s) with violations", flush=True)
     return 1 if failed else 0
 
