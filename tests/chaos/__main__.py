@@ -9,6 +9,7 @@ violation.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--load-s", type=float, default=6.0, help="seconds of load per run")
     parser.add_argument("--processes", type=int, default=3, help="client processes per run")
     args = parser.parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so that the servers a run started are stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     settings = Settings(processes=args.processes, load_s=args.load_s)
     summaries, failed = [], 0
     for fault in args.faults.split(","):
