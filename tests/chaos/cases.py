@@ -29,13 +29,17 @@ CI_CASES: list[Case] = [
 
 TOLERATED: dict[str, str] = {
     "resurrected": "items 5 and 15: a read repair racing a delete writes the deleted value back: "
-    "the delete has reached the first replica, the read misses there, finds the value on the "
-    "second and repairs the first (seen without any fault, every configuration); D2",
-    "stale": "item 5: read repair is a blind SET, so an older value overwrites a newer write "
-    "between the fallback read and the repair; D2",
+    "the delete has reached one replica, a read misses there, finds the value on another and "
+    "repairs the first. Seen without any fault, on both backends and in every configuration, "
+    "also after the version-checked repair (a missing key is repaired by any version); needs a "
+    "tombstone for every delete, not only during moves",
+    "stale": "item 5: read repair was a blind SET, so an older value could overwrite a newer "
+    "write between the fallback read and the repair (not seen since the version-checked repair "
+    "merged; remove after 20 clean seeds per kind)",
     "counter_high": "not in the issue: an incr refused by one replica with StaleViewError during "
     "a membership change is retried on every replica, so those that took it count it twice; "
-    "the fenced retry must not repeat a non-idempotent call (seen under membership)",
+    "the fenced retry must not repeat a non-idempotent call (seen under membership and "
+    "coordinator_rollback)",
     "unrepaired": "item 3: hints live in the memory of the process that wrote them, so a process "
     "re-admitting a server serves what other processes' hints should have invalidated; D1",
 }

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -100,12 +101,14 @@ class RunResult:
     def line(self) -> str:
         """The one-line summary ``make chaos`` prints per run."""
         v = self.verdict
-        kinds = Counter(anomaly.kind for anomaly in v.stale)
-        stale = ", ".join(f"{kind} {count}" for kind, count in sorted(kinds.items()))
+        stale = _tally(anomaly.kind for anomaly in v.stale)
         text = (
             f"seed={self.seed} fault={self.case.label} ops={v.operations} reads={v.reads} "
-            f"faults={len(self.faults)} violations={len(v.violations)} stale={len(v.stale)}"
+            f"faults={len(self.faults)} violations={len(v.violations)}"
         )
+        if v.violations:
+            text += f" ({_tally(anomaly.category for anomaly in v.violations)})"
+        text += f" stale={len(v.stale)}"
         if v.stale:
             text += (
                 f" ({stale}; up to {v.stale_max_ms:.1f} ms after the ack,"
@@ -117,6 +120,11 @@ class RunResult:
         """The first `anomalies` (default: violations), each with its key's history before it."""
         chosen = self.verdict.violations if anomalies is None else anomalies
         return [excerpt(self.history, anomaly) for anomaly in chosen[:limit]]
+
+
+def _tally(names: Iterable[str]) -> str:
+    """``kind count, kind count`` in name order."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(Counter(names).items()))
 
 
 def excerpt(history: list[Op], anomaly: Anomaly, before: int = 12) -> str:
