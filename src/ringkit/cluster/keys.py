@@ -16,6 +16,7 @@ deletes leave while data moves (:func:`tombstone_key`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ringkit.errors import ConfigError
@@ -114,11 +115,18 @@ def route_key(key: bytes) -> bytes:
 
 
 def tombstone_key(key: bytes) -> bytes:
-    """Return the reserved key that holds the tombstone of a delete of `key` during a move.
+    """Return the reserved key that holds the tombstone of a delete of `key`.
 
-    Beside the key, not in it, so that reads, ``add`` and ``incr`` never meet a tombstone.
+    Beside the key, not in it, so that reads, ``add`` and ``incr`` never meet a tombstone. A
+    key too long to take the prefix within memcached's 250 bytes is named by its BLAKE2b
+    digest instead (128 bits: no two keys of one cluster share a tombstone in practice).
 
     >>> tombstone_key(b"cart:7")
     b'ringkit:tomb:cart:7'
+    >>> len(tombstone_key(b"k" * 250))
+    46
     """
-    return TOMBSTONE_PREFIX + key
+    named = TOMBSTONE_PREFIX + key
+    if len(named) <= MAX_KEY_BYTES:
+        return named
+    return TOMBSTONE_PREFIX + b"#" + hashlib.blake2b(key, digest_size=16).hexdigest().encode()

@@ -8,10 +8,12 @@ server, sent at once by the async client. A server that is down or fails gets a 
 key instead (:meth:`~ringkit.cluster.servers.ServerSet.attempt`), and the write is acknowledged
 only when at least `write_quorum` of the key's replicas took it, else :class:`QuorumError`.
 
-While data moves, a delete leaves a *tombstone* on every target: the key is deleted and the
-delete's version is kept beside it (:func:`~ringkit.cluster.keys.tombstone_key`) for
-:data:`TOMBSTONE_TTL_S`, so that a copy of the key that the coordinator read before the delete
-never lands after it (regression: issue 16, item 15). Tombstones expire by themselves.
+A delete leaves a *tombstone* on every target: the key is deleted and the delete's version is
+kept beside it (:func:`~ringkit.cluster.keys.tombstone_key`), so that neither a read repair
+that read the value before the delete nor, while data moves, a copy the coordinator read before
+it lands after it (Cassandra's tombstones, kept for ``gc_grace_seconds``, serve the same end).
+Tombstones expire by themselves: :data:`DELETE_TOMBSTONE_TTL_S` in a stable view,
+:data:`TOMBSTONE_TTL_S` while data moves (issue 16, item 15).
 
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
@@ -32,12 +34,16 @@ from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
 
-__all__ = ["TOMBSTONE_TTL_S", "Writer", "check_ttl"]
+__all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
 
 # How long a delete made while data moves keeps its tombstone. It must outlast a copy in flight
 # (one page between its read on the old owner and its write on the new one: milliseconds, or as
 # long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
 TOMBSTONE_TTL_S = 3600.0
+#: How long a delete's tombstone outlives it in a stable view: a read that found the value
+#: before the delete and repairs a replica later than this (a process paused that long between
+#: the two) could bring the key back there.
+DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
@@ -174,13 +180,18 @@ class Writer:
         self.check_quorum(replicas, acked)
 
     def delete(self, router: Router, data: bytes) -> Steps[list[Any]]:
-        """Delete `data` on every target; while data moves, leave a tombstone there too.
+        """Delete `data` on every target and leave a tombstone there.
+
+        The tombstone keeps a read repair (or, while data moves, a copy) that read the value
+        before the delete from writing it back after: without it, a fallback read racing a
+        delete brings the key back on the replica that missed it. It lives
+        :data:`DELETE_TOMBSTONE_TTL_S` in a stable view (longer than any read's repair takes,
+        short enough to cost little memory) and :data:`TOMBSTONE_TTL_S` while data moves.
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
-        if not router.view.transitional:
-            return (yield from self.each(router, data, "delete", (data,)))
-        args = (data, tombstone(self._clock.next()), TOMBSTONE_TTL_S)
+        ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
+        args = (data, tombstone(self._clock.next()), ttl_s)
         return (yield from self.each(router, data, "bury", args))
 
     def each(
