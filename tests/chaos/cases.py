@@ -39,7 +39,8 @@ TOLERATED: dict[str, str] = {
     "counter_high": "not in the issue: an incr refused by one replica with StaleViewError during "
     "a membership change is retried on every replica, so those that took it count it twice; "
     "the fenced retry must not repeat a non-idempotent call (seen under membership and "
-    "coordinator_rollback)",
+    "coordinator_rollback, and under every kill / restart on Redis since a server restarted "
+    "empty refuses writes until re-stamped)",
     "unrepaired": "item 3: hints live in the memory of the process that wrote them, so a process "
     "re-admitting a server serves what other processes' hints should have invalidated; D1",
 }
