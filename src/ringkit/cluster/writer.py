@@ -179,7 +179,9 @@ class Writer:
                 acked |= {(name, data) for data in groups[name]}
         self.check_quorum(replicas, acked)
 
-    def delete(self, router: Router, data: bytes) -> Steps[list[Any]]:
+    def delete(
+        self, router: Router, data: bytes, done: dict[str, Any] | None = None
+    ) -> Steps[list[Any]]:
         """Delete `data` on every target and leave a tombstone there.
 
         The tombstone keeps a read repair (or, while data moves, a copy) that read the value
@@ -192,24 +194,39 @@ class Writer:
         """
         ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
         args = (data, tombstone(self._clock.next()), ttl_s)
-        return (yield from self.each(router, data, "bury", args))
+        return (yield from self.each(router, data, "bury", args, done))
 
     def each(
-        self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
+        self,
+        router: Router,
+        data: bytes,
+        method: str,
+        args: tuple[Any, ...],
+        done: dict[str, Any] | None = None,
     ) -> Steps[list[Any]]:
         """Run a single-key write on every target of `data`; return the replicas' answers.
+
+        `done` (server name → answer) carries what earlier attempts of the same call applied:
+        when a server refuses a call routed by an old view, the client refreshes and runs the
+        call again, and a server that already took it must not take it twice (an ``incr``
+        counted twice, an ``add`` reported as refused by the server that made it).
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
         epoch = router.view.epoch
         replicas = router.replica_names(data)
+        done = {} if done is None else done
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
         for name in router.write_names(data):
-            ok, answer = yield from self.servers.attempt(
-                name, Call(name, method, args, epoch), [data]
-            )
+            if name in done:
+                ok, answer = True, done[name]
+            else:
+                ok, answer = yield from self.servers.attempt(
+                    name, Call(name, method, args, epoch), [data]
+                )
             if ok:
+                done[name] = answer
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)
