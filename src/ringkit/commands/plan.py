@@ -20,7 +20,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from ringkit.commands import output
-from ringkit.commands.common import node_list, positive_int, print_json, refuse
+from ringkit.commands.common import (
+    finite_number,
+    node_list,
+    positive_int,
+    print_json,
+    refuse,
+    seed_int,
+    vnodes_per_node,
+)
 from ringkit.commands.output import fit
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
@@ -56,7 +64,7 @@ def register(subparsers: Any) -> None:
     add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
     add(
         "--vnodes",
-        type=positive_int,
+        type=vnodes_per_node,
         default=None,
         help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
     )
@@ -73,7 +81,7 @@ def register(subparsers: Any) -> None:
         help="copies of every key, also given to the strategy (default: 1)",
     )
     add("--keys", type=positive_int, default=100_000, help="keys in the sample (default: 100000)")
-    add("--seed", type=int, default=0, help="seed of the key sample (default: 0)")
+    add("--seed", type=seed_int, default=0, help="seed of the key sample (default: 0)")
     add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
     add(
         "--max-streams",
@@ -81,10 +89,10 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_MAX_STREAMS,
         help=f"streams one source serves at once (default: {DEFAULT_MAX_STREAMS})",
     )
-    add("--setup-s", type=float, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
+    add("--setup-s", type=finite_number, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
     add(
         "--bandwidth",
-        type=float,
+        type=finite_number,
         default=DEFAULT_BANDWIDTH_BYTES_PER_S,
         help="bytes per second per stream",
     )

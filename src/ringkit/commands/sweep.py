@@ -15,7 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.advice import SweepRow, sweep
-from ringkit.commands.common import positive_int, print_json, vnode_counts
+from ringkit.commands.common import positive_int, print_json, seed_int, vnode_counts
 from ringkit.commands.output import Ticker, console, fit, pyplot, save_figure
 
 __all__ = ["register", "run"]
@@ -46,7 +46,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="count a node's load over R-replica preference lists (default 1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--plot", metavar="FILE", help="draw busiest × fair and CV (PNG or SVG)")
     parser.set_defaults(run=run)

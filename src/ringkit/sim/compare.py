@@ -142,8 +142,8 @@ def compare(
 
     Runtime: O(strategies · keys · repeats).
 
-    :raises ConfigError: when nodes < 2 for a removal, keys or repeats < 1, or `change` or a
-        strategy name is unknown
+    :raises ConfigError: when nodes < 2 for a removal, keys or repeats < 1, `strategies` is
+        empty, or `change` or a strategy name is unknown
     """
     if change not in CHANGES:
         raise ConfigError(f"change must be one of {', '.join(CHANGES)}, got {change!r}")
@@ -151,6 +151,9 @@ def compare(
         raise ConfigError(f"nodes must be >= {2 if change == 'remove' else 1}, got {nodes!r}")
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats!r}")
+    if not strategies:
+        # regression: #16 item 14 — `compare --strategies ''` ended in an IndexError traceback
+        raise ConfigError(f"strategies must name at least one strategy, got {list(strategies)!r}")
     for name in strategies:
         if name not in STRATEGY_NAMES:
             raise ConfigError(f"unknown strategy {name!r}; known: {', '.join(STRATEGY_NAMES)}")

@@ -148,6 +148,9 @@ class Population:
             raise ConfigError(f"zipf exponent must be in [0, 10], got {self.zipf!r}")
         if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 0:
             raise ConfigError(f"keys width must be an int >= 0, got {self.width!r}")
+        # regression: #16 item 14 — numpy refuses negative seeds, mid-run, with a traceback
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
 
     def key(self, i: int) -> str:
         """Return the name of key `i` (0-based; it has popularity rank ``i + 1``)."""
