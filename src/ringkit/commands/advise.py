@@ -17,7 +17,13 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.advice import Advice, advise
-from ringkit.commands.common import finite_number, positive_int, print_json, seed_int
+from ringkit.commands.common import (
+    check_draw_size,
+    finite_number,
+    positive_int,
+    print_json,
+    seed_int,
+)
 from ringkit.commands.output import Ticker, console, fit
 
 __all__ = ["register", "run"]
@@ -156,6 +162,8 @@ def _notes(a: Advice) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Search the vnode count and print the advice as a table or JSON."""
+    # The search stops at the first passing vnode count, so only the shares are counted here.
+    check_draw_size(args.draws, args.nodes, 1, 1)
     with Ticker("searching vnodes") as ticker:
         advice = advise(
             args.nodes,

@@ -12,6 +12,7 @@ from ringkit.placement import MAX_TOKENS, check_token_count
 from ringkit.strategies.registry import STRATEGY_NAMES
 
 __all__ = [
+    "check_draw_size",
     "finite_number",
     "node_list",
     "positive_int",
@@ -61,6 +62,19 @@ def vnodes_per_node(text: str) -> int:
     except ConfigError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return value
+
+
+def check_draw_size(draws: int, nodes: int, vnodes: int, replicas: int) -> None:
+    """Refuse seeded ring draws whose arrays would pass the token limit (one line, exit 1).
+
+    Every draw keeps one share per node; with replicas each ring's tokens are also drawn and
+    sorted (``ringkit.stats.draw_shares`` batches rings, so one ring is what counts).
+    """
+    cells = max(draws * nodes, nodes * vnodes if replicas > 1 else 0)
+    what = f"{draws:,} seeded rings of {nodes:,} nodes" + (
+        f" x {vnodes:,} vnodes" if replicas > 1 else ""
+    )
+    check_token_count(cells, what=what, fix="use fewer --draws, --nodes or --vnodes")
 
 
 def seed_int(text: str) -> int:
