@@ -105,7 +105,7 @@ def test_item_12_cli_ring_too_large_in_all_is_one_error_line(
 
 def test_item_12_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
     # regression: #16 item 12 — a TOML weight of 1e9 ended in a MemoryError
-    text = 'nodes = {A = 1e9, B = 1}\n[keys]\ncount = 30\n'
+    text = "nodes = {A = 1e9, B = 1}\n[keys]\ncount = 30\n"
     with pytest.raises(ConfigError, match=r"big\.toml: strategy: a ring of vnodes=160 would need"):
         parse_scenario(text, "big.toml")
     path = tmp_path / "big.toml"
