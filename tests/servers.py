@@ -25,6 +25,7 @@ import pytest
 
 __all__ = [
     "EtcdCluster",
+    "EtcdTLS",
     "Server",
     "etcd_cluster",
     "etcd_server",
@@ -140,8 +141,11 @@ def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[S
 
 
 @contextmanager
-def redis_server(port: int | None = None) -> Iterator[Server]:
-    """Run a redis-server on `port` (default: a free one), without persistence, for the block."""
+def redis_server(port: int | None = None, *, password: str | None = None) -> Iterator[Server]:
+    """Run a redis-server on `port` (default: a free one), without persistence, for the block.
+
+    With `password`, the server requires it (``--requirepass``) from every connection.
+    """
     binary = require_binary("redis-server", "redis-server")
     port = free_port() if port is None else port
     command = [
@@ -157,8 +161,25 @@ def redis_server(port: int | None = None) -> Iterator[Server]:
         "--protected-mode",
         "no",
     ]
+    if password is not None:
+        command += ["--requirepass", password]
     with serve(command, port) as server:
         yield server
+
+
+@dataclass(frozen=True)
+class EtcdTLS:
+    """Serve etcd's clients over TLS; with `trusted_ca_file`, also demand client certificates."""
+
+    cert_file: str
+    key_file: str
+    trusted_ca_file: str | None = None
+
+    def flags(self) -> list[str]:
+        flags = ["--cert-file", self.cert_file, "--key-file", self.key_file]
+        if self.trusted_ca_file:
+            flags += ["--client-cert-auth", "--trusted-ca-file", self.trusted_ca_file]
+        return flags
 
 
 @dataclass
@@ -169,6 +190,7 @@ class EtcdCluster:
     client_ports: list[int]
     processes: list[subprocess.Popen[bytes]]
     commands: list[list[str]]
+    tls: bool = False
 
     @property
     def endpoints(self) -> str:
@@ -176,8 +198,8 @@ class EtcdCluster:
         return ",".join(f"127.0.0.1:{port}" for port in self.client_ports)
 
     def url(self, prefix: str = "ring") -> str:
-        """The ``etcd://`` URL of every member, with `prefix`."""
-        return f"etcd://{self.endpoints}/{prefix}"
+        """The ``etcd://`` (``etcds://`` over TLS) URL of every member, with `prefix`."""
+        return f"etcd{'s' if self.tls else ''}://{self.endpoints}/{prefix}"
 
     def leader(self) -> int:
         """The index of the current leader (asks each live member's status, v3 JSON gateway)."""
@@ -216,35 +238,42 @@ def _wait_healthy(port: int, process: subprocess.Popen[bytes], timeout_s: float 
 
 
 @contextmanager
-def etcd_cluster(size: int = 1, extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
+def etcd_cluster(
+    size: int = 1, extra: tuple[str, ...] = (), tls: EtcdTLS | None = None
+) -> Iterator[EtcdCluster]:
     """Run an etcd cluster of `size` members on free loopback ports, data in a tmp dir.
 
-    `extra` flags are given to every member (``--auth-token-ttl 1``).
+    `extra` flags are given to every member (``--auth-token-ttl 1``). With `tls` clients are
+    served over HTTPS and health is read from a plain metrics listener.
     """
     binary = require_binary("etcd", "etcd-server")
     names = [f"m{i}" for i in range(size)]
     clients = [free_port() for _ in names]
     peers = [free_port() for _ in names]
+    healths = [free_port() for _ in names] if tls else clients
+    scheme = "https" if tls else "http"
     initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
     with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
         commands = [
             [binary, "--name", name, "--data-dir", str(Path(data) / name),
-             "--listen-client-urls", f"http://127.0.0.1:{client}",
-             "--advertise-client-urls", f"http://127.0.0.1:{client}",
+             "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+             "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
              "--listen-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
              "--initial-cluster", initial, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500", *extra]
-            for name, client, peer in zip(names, clients, peers, strict=True)
+             "--heartbeat-interval", "50", "--election-timeout", "500", *extra,
+             *([*tls.flags(), "--listen-metrics-urls", f"http://127.0.0.1:{health}"]
+               if tls else [])]
+            for name, client, peer, health in zip(names, clients, peers, healths, strict=True)
         ]  # fmt: skip
         processes = [
             subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             for c in commands
         ]
         try:
-            for port, process in zip(clients, processes, strict=True):
+            for port, process in zip(healths, processes, strict=True):
                 _wait_healthy(port, process)
-            yield EtcdCluster(names, clients, processes, commands)
+            yield EtcdCluster(names, clients, processes, commands, tls=tls is not None)
         finally:
             for process in processes:
                 stop(process)

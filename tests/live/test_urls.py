@@ -46,3 +46,23 @@ def test_unreachable_etcd_is_a_backend_error_naming_the_host_in_bounded_time() -
     with pytest.raises(BackendError, match=r"etcd at 127\.0\.0\.1:9 is unreachable"):
         ringkit.live.connect("etcd://127.0.0.1:9/x")
     assert time.monotonic() - started < 10
+
+
+def test_tls_files_are_query_parameters_of_etcds() -> None:
+    url = parse_store_url("etcds://h:1/p?ca=/c/ca.pem&cert=/c/me.pem&key=/c/me.key")
+    assert (url.ca_file, url.cert_file, url.key_file) == ("/c/ca.pem", "/c/me.pem", "/c/me.key")
+    assert url.prefix == "/p/"
+
+
+@pytest.mark.parametrize(
+    ("url", "match"),
+    [
+        ("etcd://h:1/p?ca=/ca.pem", "only with etcds://"),
+        ("etcds://h:1/p?cacert=/ca.pem", "must be one of ca, cert, key \\('cacert'\\)"),
+        ("etcds://h:1/p?ca=", "'ca' needs one file path"),
+        ("etcds://h:1/p?cert=/me.pem", "cert= and key= together"),
+    ],
+)
+def test_bad_tls_parameters_are_refused(url: str, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        parse_store_url(url)

@@ -32,8 +32,8 @@ from ringkit.errors import QuorumError, StaleViewError, ViewConflictError
 # The client calls the coordinator of membership changes; it is wired here, once, so that the
 # client never imports it (see ringkit.cluster.coordination).
 register_coordinator(
-    lambda view, options, on_view, store: Rebalancer(
-        view, options=options, on_view=on_view, view_store=store
+    lambda view, options, on_view, store, credentials: Rebalancer(
+        view, options=options, on_view=on_view, view_store=store, credentials=credentials
     )
 )
 # The cluster view in etcd (through ringkit.live's etcd client): see ringkit.cluster.etcdviews.

@@ -22,21 +22,23 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ringkit.cluster.backends import (
     _INCR_SCRIPT,
-    _memcached_expire,
     _milliseconds,
     open_kind,
     redis_options,
     require_redis,
     server_failed,
+    too_large,
 )
+from ringkit.cluster.expiry import memcached_exptime
 from ringkit.cluster.memory import MemoryBackend, _not_integer
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError
+from ringkit.errors import BackendError, ConfigError
 
 __all__ = [
     "AsyncBackend",
@@ -141,7 +143,7 @@ class AsyncRedisBackend:
         return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
 
     async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
 
         async def action(client: Any) -> None:
             pipe = client.pipeline(transaction=False)
@@ -152,7 +154,7 @@ class AsyncRedisBackend:
         await self._call(action)
 
     async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
         return bool(await self._call(lambda client: client.set(key, value, px=px, nx=True)))
 
     async def delete(self, key: bytes) -> bool:
@@ -168,7 +170,7 @@ class AsyncRedisBackend:
         return None if result is None else int(result)
 
     async def touch(self, key: bytes, ttl_s: float) -> bool:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
         return bool(await self._call(lambda client: client.pexpire(key, px)))
 
     async def ping(self) -> None:
@@ -245,9 +247,18 @@ class AsyncMemcachedBackend:
         return lines
 
     @staticmethod
-    def _check(line: bytes, url: ServerURL) -> bytes:
+    def _check(line: bytes, url: ServerURL, items: Mapping[bytes, bytes] | None = None) -> bytes:
+        """Return `line`, or raise: the caller's ConfigError for a refused request, else a failure.
+
+        A reply line is read whole before this, so the connection stays in step either way.
+        """
+        text = line.decode(errors="replace")
+        if line.startswith(b"CLIENT_ERROR"):
+            raise ConfigError(f"server {url} refused the request: {text}")
+        if items and line.startswith(b"SERVER_ERROR") and b"too large" in line:
+            raise too_large(url, items, text)
         if line.startswith((b"SERVER_ERROR", b"ERROR")):
-            raise BackendError(f"server {url} answered {line.decode(errors='replace')!r}")
+            raise BackendError(f"server {url} answered {text!r}")
         return line
 
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
@@ -264,12 +275,13 @@ class AsyncMemcachedBackend:
     async def _store(
         self, verb: bytes, items: Mapping[bytes, bytes], ttl_s: float | None
     ) -> list[bytes]:
-        expire = _memcached_expire(ttl_s)
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         request = b"".join(
             b"%s %s 0 %d %d\r\n%s\r\n" % (verb, key, expire, len(value), value)
             for key, value in items.items()
         )
-        return [self._check(line, self.url) for line in await self._exchange(request, len(items))]
+        answers = await self._exchange(request, len(items))
+        return [self._check(line, self.url, items) for line in answers]
 
     async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
         if items:
@@ -288,15 +300,16 @@ class AsyncMemcachedBackend:
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         verb = b"incr" if delta >= 0 else b"decr"
-        answer = await self._one(b"%s %s %d\r\n" % (verb, key, abs(delta)))
-        if answer == b"NOT_FOUND":
-            return None
+        [answer] = await self._exchange(b"%s %s %d\r\n" % (verb, key, abs(delta)), 1)
         if answer.startswith(b"CLIENT_ERROR"):
-            raise _not_integer(key)
+            raise _not_integer(key)  # about the value (the delta is checked before)
+        if self._check(answer, self.url) == b"NOT_FOUND":
+            return None
         return int(answer)
 
     async def touch(self, key: bytes, ttl_s: float) -> bool:
-        return await self._one(b"touch %s %d\r\n" % (key, _memcached_expire(ttl_s))) == b"TOUCHED"
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        return await self._one(b"touch %s %d\r\n" % (key, expire)) == b"TOUCHED"
 
     async def ping(self) -> None:
         await self._one(b"version\r\n")

@@ -5,9 +5,13 @@ A backend speaks bytes to one server: ``get_many``, ``set_many``, ``add``, ``del
 ``touch``, ``ping`` and ``flush``. Multi-key calls are one round trip (memcached ``get k1 k2 …``
 and batched ``set``; Redis ``MGET`` and an untransacted pipeline). Every server failure
 (refused, reset, timed out, protocol error) is raised as :class:`ringkit.errors.BackendError`,
-which the client turns into a failover. Each backend owns a connection pool, so one backend is
-safe to share between threads, and re-creates it after a fork (the pid is checked), so a child
-process (gunicorn's workers) never shares a socket with its parent.
+which the client turns into a failover; a request the server refuses as the caller's error
+(memcached's ``CLIENT_ERROR``, ``SERVER_ERROR object too large for cache``, a counter that is not
+one) and a TTL the server cannot keep (:mod:`ringkit.cluster.expiry`) are
+:class:`~ringkit.errors.ConfigError` for that call, and never mark the server down. Each backend
+owns a connection pool, so one backend is safe to share between threads, and re-creates it after
+a fork (the pid is checked), so a child process (gunicorn's workers) never shares a socket with
+its parent.
 
 ``memory://NAME`` stores live in a process-wide registry: two clients that name the same store
 share it, which makes the embedded backend useful for demos and tests.
@@ -20,12 +24,12 @@ share it, which makes the embedded backend useful for demos and tests.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
+from ringkit.cluster.expiry import memcached_exptime, redis_px
 from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError
@@ -40,14 +44,17 @@ __all__ = [
     "open_backend",
     "parse_url",
     "server_failed",
+    "too_large",
 ]
 
 T = TypeVar("T")
-_THIRTY_DAYS_S = 30 * 24 * 3600
 
 
 class Backend(Protocol):
-    """What the client needs from one server. All methods raise BackendError on failure."""
+    """What the client needs from one server.
+
+    All methods raise BackendError on failure, ConfigError on a request refused as the caller's.
+    """
 
     url: ServerURL
 
@@ -70,7 +77,7 @@ class Backend(Protocol):
     def incr(self, key: bytes, delta: int) -> int | None:
         """Add `delta` (may be negative, stops at 0); None when `key` is missing.
 
-        :raises ValueError: when the stored value is not a decimal integer
+        :raises ConfigError: when the stored value is not a decimal integer >= 0
         """
         ...
 
@@ -93,9 +100,12 @@ class Backend(Protocol):
 
 # -- redis -------------------------------------------------------------------------------------
 
-# INCRBY on an existing key only, clamped at 0, keeping the TTL: memcached's incr/decr rules.
+# INCRBY on an existing key only, clamped at 0, keeping the TTL: memcached's incr/decr rules,
+# counting only what memcached counts (digits: no sign), so every backend refuses a stored -5.
 _INCR_SCRIPT = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return false end
+local v = redis.call('GET', KEYS[1])
+if not v then return false end
+if not string.find(v, '^%d+$') then return redis.error_reply('ERR value is not an integer') end
 local n = redis.call('INCRBY', KEYS[1], ARGV[1])
 if n < 0 then redis.call('SET', KEYS[1], 0, 'KEEPTTL'); return 0 end
 return n
@@ -129,6 +139,20 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
         seen.add(id(cause))
     text = str(cause) or ("no answer in time" if isinstance(cause, TimeoutError) else "no detail")
     return BackendError(f"server {url} failed: {type(cause).__name__}: {text}")
+
+
+def too_large(url: ServerURL, items: Mapping[bytes, bytes], answer: str) -> ConfigError:
+    """Return the ConfigError for memcached's ``SERVER_ERROR object too large for cache``.
+
+    The server is fine: the value is larger than its item size limit (``memcached -I``, 1 MiB by
+    default), so this is the caller's error, never a failover. It names the largest value sent.
+    """
+    key = max(items, key=lambda data: len(items[data]))
+    return ConfigError(
+        f"server {url} refused the value of key {key!r:.60} ({len(items[key])} bytes) as too "
+        f"large for its item size limit (memcached -I, 1 MiB by default): {answer}; lower "
+        f"max_value_bytes below the server's limit"
+    )
 
 
 def require_redis(url: ServerURL) -> Any:
@@ -179,7 +203,7 @@ class RedisBackend:
         return {key: value for key, value in zip(keys, values, strict=True) if value is not None}
 
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
 
         def action(client: Any) -> None:
             if px is None:
@@ -193,7 +217,7 @@ class RedisBackend:
         self._call(action)
 
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
         return bool(self._call(lambda client: client.set(key, value, px=px, nx=True)))
 
     def delete(self, key: bytes) -> bool:
@@ -209,7 +233,7 @@ class RedisBackend:
         return None if result is None else int(result)
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
-        px = _milliseconds(ttl_s)
+        px = _milliseconds(ttl_s, self.url)
         return bool(self._call(lambda client: client.pexpire(key, px)))
 
     def ping(self) -> None:
@@ -222,8 +246,8 @@ class RedisBackend:
         self._client.close()
 
 
-def _milliseconds(ttl_s: float | None) -> int | None:
-    return None if ttl_s is None else max(1, math.ceil(ttl_s * 1000))
+def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
+    return None if ttl_s is None else redis_px(ttl_s, time.time(), str(url))
 
 
 # -- memcached ---------------------------------------------------------------------------------
@@ -237,13 +261,18 @@ class MemcachedBackend:
     ) -> None:
         try:
             from pymemcache.client.base import PooledClient
-            from pymemcache.exceptions import MemcacheClientError, MemcacheError
+            from pymemcache.exceptions import (
+                MemcacheClientError,
+                MemcacheError,
+                MemcacheServerError,
+            )
         except ImportError:
             raise ConfigError(
                 f"{url} needs pymemcache; install it with: pip install 'ringkit[memcached]'"
             ) from None
         self.url = url
         self._client_error = MemcacheClientError
+        self._server_error = MemcacheServerError
         self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
 
         def connect() -> Any:
@@ -260,12 +289,23 @@ class MemcachedBackend:
         self._pid = os.getpid()
         self._client = connect()
 
-    def _call(self, action: Callable[[Any], T]) -> T:
+    def _call(self, action: Callable[[Any], T], items: Mapping[bytes, bytes] | None = None) -> T:
+        """Run `action`; a refused request is the caller's ConfigError, a failure BackendError.
+
+        pymemcache closes the connection on any error, so none is reused out of step.
+        """
         if self._pid != os.getpid():
             # Forked: the inherited sockets belong to the parent; open our own.
             self._pid, self._client = os.getpid(), self._connect()
         try:
             return action(self._client)
+        except self._client_error as error:
+            # CLIENT_ERROR (or a request pymemcache would not send): the request, not the server.
+            raise ConfigError(f"server {self.url} refused the request: {error}") from None
+        except self._server_error as error:
+            if items and "too large" in str(error):
+                raise too_large(self.url, items, str(error)) from None
+            raise server_failed(self.url, error) from None
         except self._errors as error:
             raise server_failed(self.url, error) from None
 
@@ -274,14 +314,18 @@ class MemcachedBackend:
         return result
 
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        expire = _memcached_expire(ttl_s)
-        failed = self._call(lambda client: client.set_many(dict(items), expire, noreply=False))
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        failed = self._call(
+            lambda client: client.set_many(dict(items), expire, noreply=False), items
+        )
         if failed:
             raise BackendError(f"server {self.url} did not store {len(failed)} keys")
 
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        expire = _memcached_expire(ttl_s)
-        return bool(self._call(lambda client: client.add(key, value, expire, noreply=False)))
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        return bool(
+            self._call(lambda client: client.add(key, value, expire, noreply=False), {key: value})
+        )
 
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
@@ -304,7 +348,7 @@ class MemcachedBackend:
         return None if result is None else int(result)
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
-        expire = _memcached_expire(ttl_s)
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return bool(self._call(lambda client: client.touch(key, expire, noreply=False)))
 
     def ping(self) -> None:
@@ -315,14 +359,6 @@ class MemcachedBackend:
 
     def close(self) -> None:
         self._client.close()
-
-
-def _memcached_expire(ttl_s: float | None) -> int:
-    if ttl_s is None:
-        return 0
-    seconds = max(1, math.ceil(ttl_s))
-    # memcached reads an exptime beyond 30 days as an absolute Unix time.
-    return seconds if seconds <= _THIRTY_DAYS_S else int(time.time()) + seconds
 
 
 def open_backend(

@@ -122,7 +122,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         returned. A decrement stops at 0 on every backend (memcached's rule).
 
         :raises UnsupportedError: with ``read="all"`` (counters carry no version to reconcile)
-        :raises ValueError: when the stored value is not a decimal integer
+        :raises ConfigError: when the stored value is not a decimal integer in [0, 2**64 - 1]
         """
         return self._run(self._incr(key, delta))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.view import ClusterView
 from ringkit.cluster.viewstore import ViewStore
@@ -40,14 +41,20 @@ class Coordinator(Protocol):
 
 
 CoordinatorFactory = Callable[
-    [ClusterView, RebalanceOptions | None, Callable[[ClusterView], None], ViewStore | None],
+    [
+        ClusterView,
+        RebalanceOptions | None,
+        Callable[[ClusterView], None],
+        ViewStore | None,
+        Credentials | None,
+    ],
     Coordinator,
 ]
 _FACTORY: list[CoordinatorFactory] = []
 
 
 def register_coordinator(factory: CoordinatorFactory) -> None:
-    """Build coordinators with `factory(view, options, on_view, view_store)` from now on."""
+    """Build coordinators with `factory(view, options, on_view, view_store, credentials)`."""
     _FACTORY[:] = [factory]
 
 
@@ -56,14 +63,16 @@ def coordinator_for(
     options: RebalanceOptions | None,
     on_view: Callable[[ClusterView], None],
     view_store: ViewStore | None = None,
+    credentials: Credentials | None = None,
 ) -> Coordinator:
     """Return a coordinator of a change from `view`; it tells `on_view` of every view.
 
     `view_store` is the client's: an authoritative one (etcd) is where views are published
-    first, under the coordinator's lock.
+    first, under the coordinator's lock. `credentials` are the client's, shared: the
+    coordinator opens the servers with them and teaches them an added server's inline secret.
 
     :raises ConfigError: when no coordinator is registered
     """
     if not _FACTORY:
         raise ConfigError("no coordinator is registered; import ringkit.cluster first")
-    return _FACTORY[0](view, options, on_view, view_store)
+    return _FACTORY[0](view, options, on_view, view_store, credentials)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from ringkit.cluster.coordination import coordinator_for
+from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
@@ -31,7 +32,7 @@ from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import RAW, Codec, RawCodec, Serializer, ValueCodec, get_serializer
 from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.steps import Call, Failed, Steps
-from ringkit.cluster.urls import ServerURL, url_text
+from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.cluster.viewstore import ViewStore, open_view_store
 from ringkit.cluster.writer import Writer, check_ttl
@@ -64,14 +65,39 @@ def check_positive_int(label: str, value: object) -> int:
     return value
 
 
-def check_delta(delta: object) -> int:
-    """Return `delta` if it is an int (not a bool).
+# The largest step every backend counts by: Redis's INCRBY takes a signed 64-bit delta.
+_MAX_DELTA = 2**63 - 1
 
-    :raises TypeError: otherwise
+
+def check_delta(delta: object) -> int:
+    """Return `delta` if it is an int (not a bool) in [-(2**63 - 1), 2**63 - 1].
+
+    :raises TypeError: when it is not an int
+    :raises ConfigError: when it is out of that range
     """
     if isinstance(delta, bool) or not isinstance(delta, int):
         raise TypeError(f"delta must be int, got {type(delta).__name__}")
+    if not -_MAX_DELTA <= delta <= _MAX_DELTA:
+        raise ConfigError(
+            f"delta must be in [-(2**63 - 1), 2**63 - 1] (Redis's INCRBY range), got {delta}"
+        )
     return delta
+
+
+def check_keys(keys: object) -> list[str | bytes]:
+    """Return the keys of `keys`, an iterable of keys that is not itself one key.
+
+    A str or bytes is iterable, so ``get_many("x1")`` would otherwise read the keys "x" and "1".
+
+    :raises TypeError: when `keys` is a single str or bytes, or is not iterable
+    """
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"keys must be an iterable of keys, got one key {keys!r:.60}; pass a list of keys"
+        )
+    if not isinstance(keys, Iterable):
+        raise TypeError(f"keys must be an iterable of keys, got {type(keys).__name__}")
+    return list(keys)
 
 
 # Why a raw client refuses what needs versions (issue 14, part 6); named in each refusal.
@@ -135,7 +161,11 @@ class ClientCore(Generic[B]):
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
       ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
-      :class:`~ringkit.cluster.viewstore.ViewStore`.
+      :class:`~ringkit.cluster.viewstore.ViewStore`;
+    - `credentials`: ``{server name or "host:port" or "*": password or (user, password)}``,
+      the secrets of Redis servers, also of those learnt from a view (views carry none); else
+      ``RINGKIT_REDIS_PASSWORD``. Secrets inline in `servers` URLs are used, never published
+      (:mod:`ringkit.cluster.credentials`).
     """
 
     def __init__(
@@ -157,6 +187,7 @@ class ClientCore(Generic[B]):
         hot_keys: HotKeys | None = None,
         hooks: Sequence[Hook] = (),
         view_store: str | ViewStore | None = None,
+        credentials: Mapping[str, str | tuple[str, str]] | None = None,
     ) -> None:
         self._replicas = check_positive_int("replicas", replicas)
         self._quorum = check_positive_int("write_quorum", write_quorum)
@@ -173,7 +204,10 @@ class ClientCore(Generic[B]):
             timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
         )
         urls = check_server_map(placement, servers)
-        view = ClusterView(0, placement, {n: url_text(u) for n, u in urls.items()}, replicas)
+        self._credentials = Credentials(credentials)
+        self._credentials.check_known(urls)
+        public = self._credentials.learn_all(urls)
+        view = ClusterView(0, placement, public, replicas)
         store = open_view_store(view_store)
         self._index_keys = True
         self._hot = hot_keys
@@ -196,7 +230,7 @@ class ClientCore(Generic[B]):
         health = ServerHealth(
             name, dead_timeout_s=options.dead_timeout_s, max_hints=options.max_hints
         )
-        backend = self._open_backend(url, options)
+        backend = self._open_backend(self._credentials.apply(name, url), options)
         backend.index_keys = self._index_keys
         return Server(name, backend, health, options.hooks)
 
@@ -294,14 +328,16 @@ class ClientCore(Generic[B]):
         return None if found is None else found.value
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
-        given = {user_key(key): key for key in keys}
+        given: dict[bytes, list[str | bytes]] = {}
+        for key in check_keys(keys):  # "x1" and b"x1" are one key, answered as each was asked
+            given.setdefault(user_key(key), []).append(key)
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
             return (yield from self.reader.get_many(router, list(given)))
 
         found = yield from self._fenced(op)
-        return {given[data]: decoded.value for data, decoded in found.items()}
+        return {key: decoded.value for data, decoded in found.items() for key in given[data]}
 
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
@@ -333,7 +369,7 @@ class ClientCore(Generic[B]):
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
-        if check_ttl(ttl_s) is None:
+        if self.writer.check_ttl(ttl_s) is None:
             raise ConfigError("ttl_s must be a number > 0, got None")
         data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
@@ -368,7 +404,9 @@ class ClientCore(Generic[B]):
         self, view: ClusterView, options: RebalanceOptions | None, change: str, *args: str
     ) -> RebalanceReport:
         """Run membership change `change` (add, remove) with a coordinator; blocks."""
-        coordinator = coordinator_for(view, options, self._tracker.adopt, self._tracker.store)
+        coordinator = coordinator_for(
+            view, options, self._tracker.adopt, self._tracker.store, self._credentials
+        )
         try:
             report: RebalanceReport = getattr(coordinator, change)(*args)
             return report

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
+from ringkit.cluster.expiry import redis_px
 from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
 from ringkit.cluster.keys import (
     AUDIT_KEY,
@@ -44,6 +45,7 @@ from ringkit.cluster.keys import (
     RESERVED_PREFIX,
     VIEW_KEY,
 )
+from ringkit.cluster.memory import _not_integer
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
 
@@ -141,11 +143,14 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = _CHECK + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
-# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0.
+# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
+# and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
 _INCR = (
     _CHECK
     + """
-if redis.call('EXISTS', KEYS[2]) == 0 then return false end
+local v = redis.call('GET', KEYS[2])
+if not v then return false end
+if not string.find(v, '^%d+$') then return redis.error_reply('ERR value is not an integer') end
 local n = redis.call('INCRBY', KEYS[2], ARGV[2])
 if n < 0 then redis.call('SET', KEYS[2], 0, 'KEEPTTL'); return 0 end
 return n
@@ -179,7 +184,7 @@ _SCRIPTS = {
 
 
 def _px(ttl_s: float | None) -> str:
-    return "" if ttl_s is None else str(max(1, int(-(-ttl_s * 1000 // 1))))
+    return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
 
 
 def _epoch_value(found: bytes | None) -> int:
@@ -260,9 +265,9 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
     if text.startswith("STALEVIEW "):
         sent = int(str(script.args[0]))  # every fenced script takes the epoch first
         return StaleViewError(str(url), int(text.split()[1]), sent)
-    if "not an integer" in text:
-        key = script.keys[-1] if script.keys else b""
-        return ValueError(f"value of key {key!r} is not a decimal integer; incr/decr need one")
+    if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
+        # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
+        return _not_integer(script.keys[-1] if script.keys else b"")
     return server_failed(url, error)
 
 

@@ -18,15 +18,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import BackendError
+from ringkit.errors import BackendError, ConfigError
 
 __all__ = ["MemoryBackend", "MemoryStore", "memory_store"]
 
 T = TypeVar("T")
 
 
-def _not_integer(key: bytes) -> ValueError:
-    return ValueError(f"value of key {key!r} is not a decimal integer; incr/decr need one")
+# memcached's counters: an unsigned 64-bit number in decimal, wrapping past the top on incr.
+_COUNTER_WRAP = 1 << 64
+
+
+def _not_integer(key: bytes) -> ConfigError:
+    """The error of incr/decr on a value that is not a counter, the same on every backend."""
+    return ConfigError(
+        f"value of key {key!r} is not a decimal integer in [0, 2**64 - 1]; incr/decr need one "
+        f"(memcached's counters; Redis counts up to 2**63 - 1)"
+    )
 
 
 class MemoryStore:
@@ -126,9 +134,9 @@ class MemoryBackend:
             value = store.live(key, now)
             if value is None:
                 return None
-            if not value.isdigit():
+            if not (len(value) <= 20 and value.isdigit() and int(value) < _COUNTER_WRAP):
                 raise _not_integer(key)
-            result = max(0, int(value) + delta)
+            result = max(0, int(value) + delta) % _COUNTER_WRAP
             store.data[key] = (str(result).encode(), store.data[key][1])
             return result
 

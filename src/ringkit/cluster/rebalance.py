@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
 from ringkit.cluster.backends import open_backend
+from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.fencing import FencedBackend, fence
 from ringkit.cluster.keys import route_key
 from ringkit.cluster.progress import (
@@ -80,6 +81,8 @@ class Rebalancer:
     ``view`` is the newest view it published or found; `on_view` is told of every view it
     publishes. With an authoritative `view_store` (etcd), views are read and published there
     first, under its lock; other stores (``servers://``, ``file://``) change nothing here.
+    Servers are opened with `credentials` (default: ``RINGKIT_REDIS_PASSWORD``); views carry
+    none, and an added server's inline secret is learnt there, never published.
     """
 
     def __init__(
@@ -89,8 +92,10 @@ class Rebalancer:
         options: RebalanceOptions | None = None,
         on_view: Callable[[ClusterView], None] | None = None,
         view_store: ViewStore | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.view = view
+        self.credentials = Credentials() if credentials is None else credentials
         self.options = options or RebalanceOptions()
         self._on_view = on_view
         self._authority = view_store if isinstance(view_store, AuthoritativeViewStore) else None
@@ -112,7 +117,7 @@ class Rebalancer:
         """Return the coordinator's fenced connection to server `name`."""
         backend = self._backends.get(name)
         if backend is None:
-            url = parse_url(self._urls[name])
+            url = self.credentials.apply(name, parse_url(self._urls[name]))
             raw = open_backend(url, timeout_s=self.options.timeout_s)
             backend = self._backends[name] = fence(raw, lambda: self._epoch, self._point_of)
         return backend
@@ -207,7 +212,7 @@ class Rebalancer:
 
         :raises DuplicateNodeError: when `name` is already a node
         """
-        parse_url(url)
+        url = self.credentials.learn(name, url)
         with self._locked():
             new = self._current_ring().add(name)
             return self.change(new, {**self.view.servers, name: url}, {"add": name})

@@ -73,7 +73,57 @@ class Serializer:
             )
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+# What json.dumps turns a tuple, or a subclass of a JSON type, into: json.loads gives that back.
+_JSON_BECOMES = {
+    tuple: "a list",
+    list: "a list",
+    dict: "a dict",
+    str: "a str",
+    int: "an int",
+    float: "a float",
+}
+
+
+def _refuse_inexact_json(value: Any) -> None:
+    """Raise TypeError naming the first part of `value` that JSON would not give back as is.
+
+    JSON gives back exactly: None, bool, int, finite float, str, list, and dict with str keys,
+    nested; not a tuple (it comes back as a list), a dict key of another type (it comes back as
+    a str) or a subclass (an IntEnum comes back as an int, an OrderedDict as a dict).
+    """
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind in _JSON_SCALARS:
+            continue
+        if id(item) in seen:
+            continue  # shared, or a cycle: json.dumps refuses a cycle itself
+        seen.add(id(item))
+        if kind is list:
+            stack.extend(item)
+        elif kind is dict:
+            for key in item:
+                if type(key) is not str:
+                    raise TypeError(
+                        f"dict key of type {type(key).__name__} ({key!r:.40}) would come back "
+                        f"as a str"
+                    )
+            stack.extend(item.values())
+        else:
+            # A tuple, or a subclass that json.dumps takes as its base type: refused, since it
+            # would come back as that base type; anything else is not JSON at all.
+            base = next((base for base in _JSON_BECOMES if isinstance(item, base)), None)
+            if base is not None:
+                raise TypeError(
+                    f"{kind.__name__} {item!r:.40} would come back as {_JSON_BECOMES[base]}"
+                )
+            raise TypeError(f"{kind.__name__} is not a JSON type")
+
+
 def _json_dumps(value: Any) -> bytes:
+    _refuse_inexact_json(value)
     return json.dumps(value, separators=(",", ":"), allow_nan=False).encode()
 
 
@@ -147,12 +197,15 @@ class Codec:
 
         :raises TypeError: when the serializer cannot encode `value` (named by its type)
         """
+        # Exact types only: a bytearray, or a str or int subclass (an IntEnum), would come back
+        # as plain bytes, str or int; the serializer decides whether it can keep them.
         if type(value) is int and _INT_MIN <= value <= _INT_MAX:
             return str(value).encode()
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            kind, payload = b"b", bytes(value)
-        elif isinstance(value, str):
-            kind, payload = b"s", value.encode()
+        if type(value) is bytes:
+            kind, payload = b"b", value
+        elif type(value) is str:
+            # surrogatepass: a lone surrogate ("\ud800") round-trips, as it does inside JSON.
+            kind, payload = b"s", value.encode(errors="surrogatepass")
         else:
             kind, payload = self.serializer.tag, self._dumps(value)
         return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
@@ -160,7 +213,13 @@ class Codec:
     def _dumps(self, value: object) -> bytes:
         try:
             return self.serializer.dumps(value)
-        except (TypeError, ValueError, pickle.PicklingError, AttributeError) as error:
+        except (
+            TypeError,
+            ValueError,
+            RecursionError,
+            pickle.PicklingError,
+            AttributeError,
+        ) as error:
             raise TypeError(
                 f"value of type {type(value).__name__} cannot be stored with the "
                 f"{self.serializer.name} serializer ({error}); pass serializer=... to the client"
@@ -185,7 +244,7 @@ class Codec:
         if kind == b"b":
             return payload
         if kind == b"s":
-            return payload.decode()
+            return payload.decode(errors="surrogatepass")
         if kind != self.serializer.tag:
             raise ConfigError(
                 f"value was stored with serializer tag {kind!r}; this client uses "

@@ -1,15 +1,21 @@
 """Server URLs: the four fixed forms a sharded client accepts, parsed once and redacted in reprs.
 
-The forms are ``redis://[:password@]host:port/db``, ``rediss://…`` (Redis over TLS),
+The forms are ``redis://[[user]:password@]host:port/db``, ``rediss://…`` (Redis over TLS),
 ``memcached://host:port`` and ``memory://NAME`` (a process-wide named store: two clients that
-name the same store share it). Anything else is refused with a message that names the URL, with
-its password replaced by ``***``: a password never reaches an error, a log line or a repr.
+name the same store share it). User and password are percent-decoded as redis-py's ``from_url``
+decodes them (``%40`` is ``@``, ``%3A`` is ``:``, ``%2F`` is ``/``); a literal ``@`` in the
+password works too, since the host starts after the *last* ``@`` (as in ``urllib.parse``).
+Anything else is refused with a message that names the URL with its whole user part replaced
+by ``***``: no part of a secret reaches an error, a log line or a repr. A URL's text as a view
+publishes it (:func:`url_text`) has no user part at all (:mod:`ringkit.cluster.credentials`).
 
 >>> url = parse_url("redis://:s3cret@127.0.0.1:6379/2")
 >>> url.scheme, url.host, url.port, url.db
 ('redis', '127.0.0.1', 6379, 2)
 >>> url
 ServerURL('redis://:***@127.0.0.1:6379/2')
+>>> parse_url("redis://:p%40ss%3Aw%2Frd@h:1/0").password
+'p@ss:w/rd'
 >>> parse_url("memory://sessions").name
 'sessions'
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from urllib.parse import unquote
 
 from ringkit.errors import ConfigError
 
@@ -25,25 +32,35 @@ __all__ = ["SCHEMES", "ServerURL", "parse_url", "redact", "url_text"]
 
 SCHEMES = ("memcached", "memory", "redis", "rediss")
 
+# The user part runs to the last "@" before the first "/" (greedy), as urllib.parse splits it.
 _NETWORK = re.compile(
     r"^(?P<scheme>rediss?|memcached)://"
-    r"(?:(?P<user>[^:@/]*):(?P<password>[^@]*)@)?"
+    r"(?:(?P<userinfo>[^/]*)@)?"
     r"(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>[0-9]{1,5})"
     r"(?:/(?P<db>[0-9]{0,5}))?$"
 )
 _MEMORY = re.compile(r"^memory://(?P<name>[A-Za-z0-9_.:-]+)$")
-_PASSWORD = re.compile(r"^(\w+://[^:@/]*:)[^@]*@")
 
 
 def redact(text: str) -> str:
-    """Return `text` with the password of a URL in it replaced by ``***``.
+    """Return URL `text` with everything before its last ``@`` (after ``://``) as ``***``.
+
+    Meant for text that may not parse: no part of a user or password survives, whatever
+    characters it holds.
 
     >>> redact("redis://:hunter2@host:6379/0")
-    'redis://:***@host:6379/0'
+    'redis://***@host:6379/0'
+    >>> redact("redis://:p@ss@host:x/0"), redact("h:1@x")
+    ('redis://***@host:x/0', '***@x')
     >>> redact("memcached://host:11211")
     'memcached://host:11211'
     """
-    return _PASSWORD.sub(r"\1***@", text)
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "", text
+    if "@" not in rest:
+        return text
+    return f"{scheme}{sep}***@{rest.rpartition('@')[2]}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,35 +117,47 @@ def parse_url(text: str) -> ServerURL:
     match = _NETWORK.match(text)
     if match is None:
         raise ConfigError(
-            f"server URL must be redis://[:password@]host:port/db, rediss://…, "
+            f"server URL must be redis://[[user]:password@]host:port/db, rediss://…, "
             f"memcached://host:port or memory://NAME, got {redact(text)!r}"
         )
     port = int(match["port"])
     if not 1 <= port <= 65535:
         raise ConfigError(f"port must be in 1..65535, got {port} in {redact(text)!r}")
-    scheme = match["scheme"]
-    if scheme == "memcached" and (match["db"] is not None or match["password"] is not None):
+    scheme, userinfo = match["scheme"], match["userinfo"]
+    if scheme == "memcached" and (match["db"] is not None or userinfo is not None):
         raise ConfigError(f"memcached URLs take no password or /db, got {redact(text)!r}")
+    username: str | None = None
+    password: str | None = None
+    if userinfo is not None:
+        user, colon, secret = userinfo.partition(":")
+        if not colon:
+            raise ConfigError(
+                f"the user part of a redis URL must be [user]:password, got {redact(text)!r}"
+            )
+        # redis-py's from_url unquotes both (redis/connection.py, parse_url).
+        username, password = unquote(user) or None, unquote(secret)
     host = match["host"].strip("[]")
     return ServerURL(
         scheme,
         host=host,
         port=port,
         db=int(match["db"]) if match["db"] else 0,
-        username=match["user"] or None,
-        password=match["password"],
+        username=username,
+        password=password,
     )
 
 
 def url_text(url: ServerURL) -> str:
-    """Return `url` as text again, password included (a view must let clients connect).
+    """Return `url` as text without user or password: the form a view publishes.
 
-    >>> url_text(parse_url("redis://:pw@127.0.0.1:6379/2"))
-    'redis://:pw@127.0.0.1:6379/2'
+    Each process opens a server with secrets from its own configuration
+    (:class:`~ringkit.cluster.credentials.Credentials`), never from a view.
+
+    >>> url_text(parse_url("redis://admin:pw@127.0.0.1:6379/2"))
+    'redis://127.0.0.1:6379/2'
     """
     if url.scheme == "memory":
         return f"memory://{url.name}"
-    auth = f"{url.username or ''}:{url.password}@" if url.password is not None else ""
     host = f"[{url.host}]" if ":" in url.host else url.host
     path = "" if url.scheme == "memcached" else f"/{url.db}"
-    return f"{url.scheme}://{auth}{host}:{url.port}{path}"
+    return f"{url.scheme}://{host}:{url.port}{path}"

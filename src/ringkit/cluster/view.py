@@ -8,6 +8,10 @@ under the reserved key ``ringkit:view`` (so no extra service is needed); a clien
 newer epoch reads it from there (:mod:`ringkit.cluster.viewstore`). Static setups can keep the view
 in a file or an environment variable (:func:`load_view`).
 
+A view carries no secret: it is published on every server, in etcd and in files, so its URLs
+hold no user or password (given ones are dropped when the view is built); each process opens
+the servers with its own :mod:`~ringkit.cluster.credentials`.
+
 A change goes through three views: the *stable* one, a transitional *moving* one (``previous``
 is the old placement: reads try the new owners, then the old; writes go to the new owners),
 and the stable final one. A rollback is a *rolling_back* view from the abandoned placement back
@@ -23,6 +27,7 @@ to the old one (reads try the abandoned owners first, writes go to both sides).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Mapping
@@ -30,24 +35,38 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ringkit.cluster.urls import parse_url, redact
-from ringkit.errors import ConfigError, UnsupportedError
+from ringkit.cluster.urls import parse_url, url_text
+from ringkit.errors import ConfigError, RingkitError, UnsupportedError
 from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
-__all__ = ["STATES", "VIEW_ENV", "AuditLog", "ClusterView", "load_view"]
+__all__ = [
+    "STATES",
+    "VIEW_ENV",
+    "AuditLog",
+    "ClusterView",
+    "check_view_path",
+    "load_view",
+    "write_view",
+]
 
 STATES = ("stable", "moving", "rolling_back")
 VIEW_ENV = "RINGKIT_VIEW"
 _FORMAT = 1
+_log = logging.getLogger("ringkit.cluster")
+# Files ringkit writes are readable by their owner only: a view or an audit log tells where every
+# server is. Created with this mode by os.open, never chmod-ed after (no window of 0644).
+_PRIVATE_MODE = 0o600
 
 
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """One membership view: placement, server URLs, replicas, epoch and transition state.
 
-    Invariants: every node of `placement` (and of `previous`) has a URL in `servers`;
-    `previous` is set exactly when `state` is not ``"stable"``; `epoch` >= 0.
+    Invariants: every node of `placement` (and of `previous`) has a URL in `servers`, and no
+    URL holds a user or password (they are dropped here, so no repr, JSON or file of a view
+    shows one); `previous` is set exactly when `state` is not ``"stable"``; `epoch` >= 0;
+    `replicas` >= 1.
     """
 
     epoch: int
@@ -61,6 +80,10 @@ class ClusterView:
     def __post_init__(self) -> None:
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
             raise ConfigError(f"epoch must be an int >= 0, got {self.epoch!r}")
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
+            raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        if self.replicas < 1:
+            raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
         if self.state not in STATES:
             raise ConfigError(f"view state must be one of {', '.join(STATES)}, got {self.state!r}")
         if (self.previous is None) != (self.state == "stable"):
@@ -73,8 +96,9 @@ class ClusterView:
             missing = [name for name in names if name not in self.servers]
             if missing:
                 raise ConfigError(f"node {missing[0]!r} of the view has no server URL")
-        for url in self.servers.values():
-            parse_url(url)
+        # Frozen, so set once here: the URLs as a view publishes them, without secrets.
+        public = {name: url_text(parse_url(url)) for name, url in self.servers.items()}
+        object.__setattr__(self, "servers", public)
 
     @property
     def transitional(self) -> bool:
@@ -98,10 +122,11 @@ class ClusterView:
         return (self.placement,)
 
     def to_dict(self, *, redact_passwords: bool = False) -> dict[str, Any]:
-        """Return the JSON-ready form (URLs with ``***`` for passwords when asked)."""
-        servers = {
-            name: redact(url) if redact_passwords else url for name, url in self.servers.items()
-        }
+        """Return the JSON-ready form. Its URLs never hold a secret.
+
+        `redact_passwords` is kept for callers of older versions: a view has none to redact.
+        """
+        servers = dict(self.servers)
         return {
             "format": _FORMAT,
             "epoch": self.epoch,
@@ -123,19 +148,28 @@ class ClusterView:
 
         :raises ConfigError: when a field is missing or invalid
         """
-        try:
-            previous = data.get("previous")
-            return cls(
-                epoch=data["epoch"],
-                placement=HashRing.from_dict(data["placement"]),
-                servers=dict(data["servers"]),
-                replicas=int(data.get("replicas", 1)),
-                previous=None if previous is None else HashRing.from_dict(previous),
-                state=data.get("state", "stable"),
-                change=dict(data.get("change", {})),
-            )
-        except (KeyError, TypeError) as error:
-            raise ConfigError(f"cluster view is missing or has a bad field: {error}") from None
+        for name in ("epoch", "placement", "servers"):
+            if name not in data:
+                raise ConfigError(f"cluster view field {name!r} is missing")
+        servers = _str_map(data, "servers", "a JSON object of server name to URL")
+        change = _str_map(data, "change", "a JSON object of str to str", default={})
+        replicas, epoch = data.get("replicas", 1), data["epoch"]
+        for name, value in (("epoch", epoch), ("replicas", replicas)):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"cluster view field {name!r} must be an integer, got {value!r}")
+        state = data.get("state", "stable")
+        if not isinstance(state, str):
+            raise ConfigError(f"cluster view field 'state' must be a string, got {state!r}")
+        previous = data.get("previous")
+        return cls(
+            epoch=epoch,
+            placement=_ring_field("placement", data["placement"]),
+            servers=servers,
+            replicas=replicas,
+            previous=None if previous is None else _ring_field("previous", previous),
+            state=state,
+            change=change,
+        )
 
     @classmethod
     def from_json(cls, text: str | bytes) -> ClusterView:
@@ -147,9 +181,53 @@ class ClusterView:
             data = json.loads(text)
         except ValueError as error:
             raise ConfigError(f"cluster view is not valid JSON: {error}") from None
+        except RecursionError:
+            raise ConfigError("cluster view is not valid JSON: nested too deeply") from None
         if not isinstance(data, dict):
             raise ConfigError(f"cluster view must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)
+
+
+def _str_map(
+    data: Mapping[str, Any], name: str, form: str, default: dict[str, str] | None = None
+) -> dict[str, str]:
+    """Return field `name` of a view's `data` if it is a JSON object of str to str.
+
+    :raises ConfigError: naming the field, what it must be and the type found
+    """
+    value = data.get(name, default)
+    if not isinstance(value, Mapping) or not all(
+        isinstance(key, str) and isinstance(item, str) for key, item in value.items()
+    ):
+        raise ConfigError(f"cluster view field {name!r} must be {form}, got {_shape(value)}")
+    return dict(value)
+
+
+def _shape(value: object) -> str:
+    """Name the JSON type of `value` (never its content, which may hold a URL with a secret)."""
+    if isinstance(value, Mapping):
+        return "an object with a non-string entry"
+    return {list: "a list", str: "a string", type(None): "null"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _ring_field(name: str, value: object) -> HashRing:
+    """Return the HashRing described by view field `name`.
+
+    :raises ConfigError: naming the field when it does not describe one
+    """
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"cluster view field {name!r} must be a HashRing description (a JSON object), "
+            f"got {_shape(value)}"
+        )
+    try:
+        return HashRing.from_dict(value)
+    except RingkitError as error:
+        raise ConfigError(f"cluster view field {name!r}: {error}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        raise ConfigError(f"cluster view field {name!r} is malformed: {error!r}") from None
 
 
 def _ring_dict(placement: Placement) -> dict[str, Any]:
@@ -180,23 +258,104 @@ def load_view(source: str | os.PathLike[str] | None = None) -> ClusterView:
         raise ConfigError(f"cannot read cluster view file {str(source)!r}: {error}") from None
 
 
+def check_view_path(path: str | os.PathLike[str]) -> None:
+    """Check that a file can be written at `path`, before any work it would record starts.
+
+    Nothing is created or changed at `path` itself: a probe file is created and removed
+    beside it.
+
+    :raises ConfigError: naming the path and the cause (no such directory, a directory, denied)
+    """
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"cannot write file {str(path)!r}: it is a directory")
+    try:
+        descriptor, probe = _private_temp(target)
+    except OSError as error:
+        raise ConfigError(f"cannot write file {str(path)!r}: {_cause(error)}") from None
+    os.close(descriptor)
+    os.unlink(probe)
+
+
+def write_view(view: ClusterView, path: str | os.PathLike[str]) -> None:
+    """Write `view` as indented JSON to `path`, readable by its owner only (mode 0600).
+
+    The file is written beside `path` and renamed over it, so a reader never sees half a view
+    and an existing file's wider mode is not kept.
+
+    :raises ConfigError: naming the path and the cause when it cannot be written
+    """
+    target = Path(path)
+    data = (json.dumps(view.to_dict(), indent=2) + "\n").encode()
+    try:
+        descriptor, temporary = _private_temp(target)
+        try:
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+            os.replace(temporary, target)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as error:
+        raise ConfigError(f"cannot write file {str(path)!r}: {_cause(error)}") from None
+
+
+def _private_temp(target: Path) -> tuple[int, str]:
+    """Create a new file beside `target`, mode 0600; return its descriptor and path."""
+    for attempt in range(100):
+        candidate = target.with_name(f".{target.name}.{os.getpid()}.{attempt}.tmp")
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+            return os.open(candidate, flags, _PRIVATE_MODE), str(candidate)
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name beside {target.name}")
+
+
+def _cause(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
 class AuditLog:
     """Every view and every plan, as JSON lines: appended to a local file when one is given.
 
     The coordinator also appends each record to every server's ``ringkit:audit`` log, so the
-    history travels with the cluster. Views are recorded with their passwords redacted.
+    history travels with the cluster. Views hold no secrets. The file is created readable by its
+    owner only (0600), when the log is built, so that a bad path fails before any change.
+    A write that fails later (a full disk) does not stop the change it records: it is logged
+    once and kept in `error`, and every record stays in `records`.
+
+    :raises ConfigError: when the file cannot be opened for appending (naming it and why)
     """
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = None if path is None else Path(path)
         self.records: list[dict[str, Any]] = []
+        self.error: str | None = None
+        if self.path is not None:
+            if self.path.is_dir():
+                raise ConfigError(f"cannot write audit file {str(path)!r}: it is a directory")
+            try:
+                os.close(self._open())
+            except OSError as error:
+                raise ConfigError(
+                    f"cannot write audit file {str(path)!r}: {_cause(error)}"
+                ) from None
+
+    def _open(self) -> int:
+        assert self.path is not None
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _PRIVATE_MODE)
 
     def record(self, kind: str, data: Mapping[str, Any]) -> bytes:
         """Add one record of `kind` (view, plan, done, rollback); return its JSON line."""
         entry = {"at": round(time.time(), 3), "kind": kind, **data}
         self.records.append(entry)
         line = json.dumps(entry, separators=(",", ":"), default=str)
-        if self.path is not None:
-            with self.path.open("a", encoding="utf-8") as handle:
-                handle.write(line + "\n")
+        if self.path is not None and self.error is None:
+            try:
+                with os.fdopen(self._open(), "a", encoding="utf-8") as handle:
+                    handle.write(line + "\n")
+            except OSError as error:
+                self.error = f"cannot append to audit file {str(self.path)!r}: {_cause(error)}"
+                _log.warning("%s; the change goes on, its records are kept in memory", self.error)
         return line.encode()

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping, Set
 from typing import Any
 
+from ringkit.cluster.expiry import refuse_ttl
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import ValueCodec, VersionClock
@@ -77,18 +78,38 @@ class Writer:
             )
         return data
 
+    def check_ttl(self, ttl_s: float | None) -> float | None:
+        """Return `ttl_s` if it is None, or > 0 and no longer than every server keeps.
+
+        Every server of the client is checked, not only the key's replicas, so that a TTL is
+        accepted or refused alike for every key (:mod:`ringkit.cluster.expiry` has the limits).
+
+        :raises ConfigError: naming the TTL, and the server and its limit when it is too long
+        """
+        checked = check_ttl(ttl_s)
+        if checked is not None:
+            now = time.time()
+            for name, server in self.servers.items():
+                refuse_ttl(checked, server.url.scheme, name, now)
+        return checked
+
     def encode_many(self, items: Mapping[Any, object], ttl_s: float | None) -> dict[bytes, bytes]:
         """Validate and encode every item before anything is written.
 
-        :raises ConfigError: when a key is invalid or reserved (``ringkit:``), a value is too
-            large or `ttl_s` is not > 0
-        :raises TypeError: when the serializer cannot encode a value
+        :raises ConfigError: when a key is invalid or reserved (``ringkit:``) or given twice (as
+            str and bytes), a value is too large or `ttl_s` is not > 0 or too long
+        :raises TypeError: when `items` is not a mapping or the serializer cannot encode a value
         """
-        check_ttl(ttl_s)
-        return {
-            (data := user_key(key)): self._encode(data, value, ttl_s)
-            for key, value in items.items()
-        }
+        if not isinstance(items, Mapping):
+            raise TypeError(f"items must be a mapping of key to value, got {type(items).__name__}")
+        self.check_ttl(ttl_s)
+        encoded: dict[bytes, bytes] = {}
+        for key, value in items.items():
+            data = user_key(key)
+            if data in encoded:
+                raise ConfigError(f"key {data!r:.60} is given twice, as str and as bytes")
+            encoded[data] = self._encode(data, value, ttl_s)
+        return encoded
 
     def check_quorum(
         self, replicas: Mapping[bytes, list[str]], acked: Set[tuple[str, bytes]]

@@ -7,6 +7,11 @@ The current membership comes from ``--servers NAME=URL,…`` (a ring over those 
 ``--resume`` finishes an interrupted one, ``--rollback`` undoes one, and ``--status`` prints the
 servers' view. ``--write-view FILE`` saves the final view for static setups.
 
+Views hold no secrets: a password given inline in ``--servers`` or ``--add`` URLs (percent-encoded
+as for redis-py) is used by this process only, and servers learnt from a view are opened with
+``RINGKIT_REDIS_PASSWORD``. Files written here (``--write-view``, ``--audit``) are created 0600,
+and their paths are checked before anything moves.
+
 ``--view-store etcd://HOST:PORT/PREFIX`` keeps the view in etcd (:mod:`ringkit.cluster.etcdviews`):
 the current view comes from there (``--servers`` and ``--view`` only start an empty store), the
 coordinator holds etcd's lease lock while it works, and each view is published there first.
@@ -16,15 +21,14 @@ coordinator holds etcd's lease lock while it works, and each view is published t
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
+from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport, read_views
-from ringkit.cluster.urls import parse_url
-from ringkit.cluster.view import ClusterView, load_view
+from ringkit.cluster.urls import redact
+from ringkit.cluster.view import ClusterView, check_view_path, load_view, write_view
 from ringkit.cluster.viewstore import AuthoritativeViewStore, ViewStore, open_view_store
 from ringkit.commands.common import positive_int, print_json, refuse
 from ringkit.commands.output import TransferBar
@@ -38,7 +42,7 @@ __all__ = ["register", "run"]
 def _server(text: str) -> tuple[str, str]:
     name, sep, url = text.partition("=")
     if not sep or not name or not url:
-        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {redact(text)!r}")
     return name, url
 
 
@@ -102,7 +106,9 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def _initial_view(args: argparse.Namespace, store: ViewStore | None) -> ClusterView:
+def _initial_view(
+    args: argparse.Namespace, store: ViewStore | None, credentials: Credentials
+) -> ClusterView:
     if isinstance(store, AuthoritativeViewStore) and args.servers is None and args.view is None:
         held = store.load()
         if held is None:
@@ -118,11 +124,10 @@ def _initial_view(args: argparse.Namespace, store: ViewStore | None) -> ClusterV
         return load_view(args.view)
     if args.view is not None:
         raise refuse("give --servers or --view, not both")
-    for url in args.servers.values():
-        parse_url(url)
+    servers = credentials.learn_all(args.servers)  # checks every URL, keeps the secrets here
     options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
-    ring = build_placement("ring", list(args.servers), options)
-    return ClusterView(0, ring, args.servers, args.replicas or 1)
+    ring = build_placement("ring", list(servers), options)
+    return ClusterView(0, ring, servers, args.replicas or 1)
 
 
 def _report(report: RebalanceReport, as_json: bool) -> None:
@@ -176,7 +181,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
-    view = _initial_view(args, store)
+    credentials = Credentials()
+    view = _initial_view(args, store, credentials)
+    if args.write_view:
+        check_view_path(args.write_view)  # a bad path fails now, not after the keys moved
     show = not args.no_progress and not args.json and sys.stderr.isatty()
     bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
@@ -187,7 +195,7 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
         progress=bar,
         audit_path=args.audit,
     )
-    rebalancer = Rebalancer(view, options=options, view_store=store)
+    rebalancer = Rebalancer(view, options=options, view_store=store, credentials=credentials)
     try:
         if args.import_from_servers:
             return _import(rebalancer, store, args.json)
@@ -202,7 +210,10 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
             report = _act(rebalancer, args)
     finally:
         rebalancer.close()
-    if args.write_view:
-        Path(args.write_view).write_text(json.dumps(rebalancer.view.to_dict(), indent=2) + "\n")
+    # The report first: a file that cannot be written after all must not lose it.
     _report(report, args.json)
+    if rebalancer.audit.error is not None:
+        print(f"ringkit: warning: {rebalancer.audit.error}", file=sys.stderr)
+    if args.write_view:
+        write_view(rebalancer.view, args.write_view)
     return 0

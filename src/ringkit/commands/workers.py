@@ -50,6 +50,7 @@ ETCD_HINT = (
     "apt-get install etcd-server) or pass --store memory://NAME"
 )
 Report = dict[str, Any]
+_STORE_ENV = "RINGKIT_WORKER_STORE"  # how a worker process is told its store URL
 
 
 def register(scenarios: Any) -> None:
@@ -117,7 +118,8 @@ def work(
     return store, member
 
 
-def _process_main(url: str, name: str, ttl_s: str, tenants: str) -> None:
+def _process_main(name: str, ttl_s: str, tenants: str) -> None:
+    url = os.environ[_STORE_ENV]
     lock = threading.Lock()
     stopping = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stopping)  # for sigwait; the threads inherit it
@@ -205,6 +207,9 @@ def _processes(url: str, names: list[str], args: argparse.Namespace) -> Iterator
     pool = _Pool(tenant_names(args.tenants), {}, lambda name: None, threading.Condition())
     source = str(Path(ringkit.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
+    # The store URL may hold a password: in the child's environment, not its argv (which every
+    # user of the machine can read in /proc/PID/cmdline).
+    env[_STORE_ENV] = url
     children: dict[str, subprocess.Popen[str]] = {}
 
     def read(process: subprocess.Popen[str]) -> None:
@@ -215,7 +220,7 @@ def _processes(url: str, names: list[str], args: argparse.Namespace) -> Iterator
     pool.kill = lambda name: children[name].send_signal(signal.SIGKILL)
     try:
         for name in names:
-            command = [sys.executable, "-m", "ringkit.commands.workers", url, name]
+            command = [sys.executable, "-m", "ringkit.commands.workers", name]
             children[name] = subprocess.Popen(
                 [*command, str(args.ttl_s), str(args.tenants)],
                 stdout=subprocess.PIPE,
@@ -385,4 +390,4 @@ def _store_url(url: str | None) -> Iterator[str]:
 
 
 if __name__ == "__main__":
-    _process_main(*sys.argv[1:5])
+    _process_main(*sys.argv[1:4])

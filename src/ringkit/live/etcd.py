@@ -41,6 +41,27 @@ def _import_client() -> Any:
     return pyetcd
 
 
+def _read_file(url: StoreURL, what: str, path: str | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as error:
+        raise ConfigError(
+            f"etcds:// {what} file must be readable, got {path!r}: {error.strerror or error}"
+        ) from error
+
+
+def _tls_credentials(grpc: Any, url: StoreURL) -> Any:
+    """gRPC channel credentials from the URL's CA and client certificate (system CAs if none)."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read_file(url, "ca", url.ca_file),
+        private_key=_read_file(url, "key", url.key_file),
+        certificate_chain=_read_file(url, "cert", url.cert_file),
+    )
+
+
 def _details(error: BaseException) -> str:
     """The server's own words for a gRPC error, else the error's text."""
     details = getattr(error, "details", None)
@@ -75,7 +96,7 @@ class EtcdBackend:
 
         self._url = url
         self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
-        credentials = grpc.ssl_channel_credentials() if url.tls else None
+        credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
             pyetcd.Endpoint(
                 host, port, secure=url.tls, creds=credentials, time_retry=ENDPOINT_RETRY_S

@@ -28,9 +28,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from starlette.exceptions import HTTPException
+
 from ringkit.errors import ConfigError
 
-__all__ = ["DEFAULT_BUDGET_S", "ComputeGate", "OverloadedError", "default_workers"]
+__all__ = ["DEFAULT_BUDGET_S", "ComputeGate", "default_workers"]
 
 # Long enough for the largest request the parameter limits allow (~0.5 s on one core), short
 # enough that a flood is shed before clients give up on their own.
@@ -44,22 +46,12 @@ def default_workers() -> int:
     return os.cpu_count() or 1
 
 
-class OverloadedError(Exception):
-    """A computation could not start and finish within the budget; retry after a while."""
-
-    def __init__(self, budget_s: float, retry_after_s: int) -> None:
-        super().__init__(
-            f"the server is busy: the request did not finish within its {budget_s:g} s budget;"
-            f" retry after {retry_after_s} s"
-        )
-        self.retry_after_s = retry_after_s
-
-
 class ComputeGate:
     """At most `workers` computations at once, each given `budget_s` seconds, waiting included.
 
     ``run(function, *args)`` awaits ``function(*args)`` run on one of the gate's threads and
-    raises :class:`OverloadedError` past the budget; ``close()`` stops the threads.
+    raises a 503 ``HTTPException`` with ``Retry-After`` past the budget; ``close()`` stops the
+    threads.
     """
 
     def __init__(self, *, workers: int | None = None, budget_s: float = DEFAULT_BUDGET_S) -> None:
@@ -75,7 +67,8 @@ class ComputeGate:
     async def run(self, function: Callable[..., T], /, *args: object) -> T:
         """Return ``function(*args)``, computed on the gate's threads within the budget.
 
-        :raises OverloadedError: when it could not start and finish within ``budget_s``
+        :raises HTTPException: 503 with ``Retry-After`` when it could not start and finish
+            within ``budget_s``
         """
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(self._executor, functools.partial(function, *args))
@@ -83,7 +76,12 @@ class ComputeGate:
             # On timeout wait_for cancels the future: a computation still queued never starts.
             return await asyncio.wait_for(future, self.budget_s)
         except TimeoutError:
-            raise OverloadedError(self.budget_s, self.retry_after_s) from None
+            message = (
+                f"the server is busy: the request did not finish within its {self.budget_s:g} s"
+                f" budget; retry after {self.retry_after_s} s"
+            )
+            headers = {"Retry-After": str(self.retry_after_s)}
+            raise HTTPException(503, detail=message, headers=headers) from None
 
     def close(self) -> None:
         """Drop the queued computations and let the threads end when their work is done."""
