@@ -48,7 +48,8 @@ STATIC = Path(__file__).parent / "static"
 logger = logging.getLogger("ringkit.web")
 
 
-def _meta(request: Request) -> Response:
+async def _meta(request: Request) -> Response:
+    # On the event loop (it only reads constants): no thread to wait for when the pool is busy.
     view: LiveView | None = request.app.state.live
     store = (
         None if view is None else f"{view.store.backend.describe()} (prefix {view.store.prefix})"
