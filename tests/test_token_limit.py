@@ -111,3 +111,40 @@ def test_item_12_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "big.toml"
     path.write_text(text)
     assert main(["simulate", str(path)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("nodes = 100000000\n", r"x\.toml: nodes: 100,000,000 nodes would need 100,000,000 tokens"),
+        ("nodes = 3\n[keys]\nwidth = 100000000\n", r"x\.toml: keys width must be an int in"),
+        (
+            'nodes = 3\n[strategy]\nname = "multiprobe"\nprobes = 1000000000000\n',
+            r"x\.toml: strategy: multiprobe with probes=1000000000000 would need",
+        ),
+        (
+            'nodes = 3\n[strategy]\nname = "maglev"\ntable_size = 1000000000039\n',
+            r"x\.toml: strategy: a maglev table of table_size=1000000000039 would need",
+        ),
+    ],
+)
+def test_item_12_scenario_sizes_are_refused_before_building(text: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_scenario(text, "x.toml")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["compare", "--nodes", "1000000000"], "1,000,000,000 nodes would need"),
+        (["sweep", "--nodes", "100000000", "--vnodes", "1"], "200 seeded rings of 100,000,000"),
+        (["advise", "--nodes", "100000000"], "200 seeded rings of 100,000,000 nodes would need"),
+    ],
+)
+def test_item_12_cli_node_counts_past_the_limit_are_one_error_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("ringkit: error: ") and message in err
+    assert len(err.strip().splitlines()) == 1

@@ -35,6 +35,7 @@ from typing import Any
 from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
+from ringkit.placement import check_token_count
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
@@ -137,20 +138,25 @@ def _population(source: str, data: object, seed: int) -> Population:
         size_model = Sizes(distribution, **params)
     except ConfigError as error:
         raise ConfigError(f"{source}: keys.{error}") from None
-    return Population(
-        count=count,
-        prefix=keys.get("prefix", str, "key-"),
-        start=start,
-        width=width,
-        sizes=size_model,
-        zipf=float(zipf),
-        seed=seed,
-    )
+    try:
+        return Population(
+            count=count,
+            prefix=keys.get("prefix", str, "key-"),
+            start=start,
+            width=width,
+            sizes=size_model,
+            zipf=float(zipf),
+            seed=seed,
+        )
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _nodes(source: str, value: object) -> tuple[Node, ...]:
     try:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            # Every node has a token at least: count them before making the nodes.
+            check_token_count(value, what=f"{value:,} nodes", fix="use fewer nodes")
             width = len(str(value))
             return tuple(Node(f"node-{i:0{width}d}") for i in range(1, value + 1))
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
