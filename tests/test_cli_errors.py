@@ -56,6 +56,7 @@ def _error_line(err: str) -> str:
         (["compare", "--strategies", ""], "expected comma-separated strategy names, got ''"),
         (["compare", "--strategies", "ring,,jump"], "got 'ring,,jump'"),
         (["sweep", "--vnodes", "1-99999999999"], "vnodes must be at most 16,777,216"),
+        (["plan", "--add", "D", "--keys", "1000000000"], "keys must be at most 4,194,304"),
     ],
 )
 def test_item_14_cli_usage_errors_exit_2_naming_the_value(
@@ -128,6 +129,28 @@ _COMMANDS: dict[str, tuple[list[str], list[str]]] = {
         ["--strategies", "--seed", "--vnodes", "--keys", "--nodes", "--change"],
     ),
     "simulate": (["simulate", "--keys", "50"], ["--seed", "--vnodes", "--keys", "--hasher"]),
+    "plan": (
+        ["plan", "--add", "D", "--keys", "50"],
+        [
+            "--nodes",
+            "--add",
+            "--remove",
+            "--strategy",
+            "--vnodes",
+            "--replicas",
+            "--keys",
+            "--seed",
+            "--value-bytes",
+            "--max-streams",
+            "--setup-s",
+            "--bandwidth",
+            "--top",
+        ],
+    ),
+    "compat": (
+        ["lookup", "k", "--mode", "libketama", "--servers", "a:1 b:2"],
+        ["--mode", "--servers", "--replicas"],
+    ),
 }
 
 

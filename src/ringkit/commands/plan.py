@@ -80,7 +80,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="copies of every key, also given to the strategy (default: 1)",
     )
-    add("--keys", type=positive_int, default=100_000, help="keys in the sample (default: 100000)")
+    add("--keys", type=_sample_size, default=100_000, help="keys in the sample (default: 100000)")
     add("--seed", type=seed_int, default=0, help="seed of the key sample (default: 0)")
     add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
     add(
@@ -118,6 +118,20 @@ def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     for name in args.add:
         new = new.add(name)
     return old, new
+
+
+# The sample is a list of key strings (~100 bytes each): past this it is gigabytes, and the
+# plan's figures are fractions that a larger sample hardly changes.
+_MAX_SAMPLE_KEYS = 1 << 22
+
+
+def _sample_size(text: str) -> int:
+    value = positive_int(text)
+    if value > _MAX_SAMPLE_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"keys must be at most {_MAX_SAMPLE_KEYS:,} (a sample), got {value}"
+        )
+    return value
 
 
 def _keys(count: int, seed: int) -> list[str]:
