@@ -172,9 +172,10 @@ def run_watch(args: argparse.Namespace) -> int:
     changes: queue.Queue[Change] = queue.Queue()
     store.subscribe(changes.put)
     deadline = None if args.timeout_s is None else time.monotonic() + args.timeout_s
-    print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
     seen = 0
     try:
+        # Inside the try: a Ctrl-C right after this line is a clean stop, not a traceback.
+        print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
         while args.count is None or seen < args.count:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
