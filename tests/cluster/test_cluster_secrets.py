@@ -19,10 +19,10 @@ import redis
 
 from ringkit import HashRing
 from ringkit.cli import main
-from ringkit.cluster import ClusterView, ShardedClient
+from ringkit.cluster import ClusterView, EtcdViewStore, ShardedClient
 from ringkit.cluster.credentials import PASSWORD_ENV
 from ringkit.cluster.urls import parse_url
-from ringkit.errors import ConfigError
+from ringkit.errors import BackendError, ConfigError
 from ringkit.live.urls import parse_store_url
 from tests.cluster.helpers import memory_urls
 from tests.servers import Server, free_port, redis_server
@@ -147,6 +147,16 @@ def test_item_10_client_opens_servers_learnt_from_a_view_with_its_credentials(
     assert reader.get_many([f"k{i}" for i in range(100)]) == {f"k{i}": i for i in range(100)}
     assert reader.epoch == 2 and "s3" in reader.view.servers and reader.down_servers == []
     assert _leaks(repr(reader)) == []
+
+
+def test_item_10_a_server_without_its_password_says_how_to_give_it(
+    new: New, locked: dict[str, Server]
+) -> None:
+    public = {"s1": _url(locked["s1"], secret=False)}
+    client = new(HashRing(list(public)), public)
+    with pytest.raises(BackendError, match="AuthenticationError") as caught:
+        client.get("k")
+    assert "credentials=" in str(caught.value) and "RINGKIT_REDIS_PASSWORD" in str(caught.value)
 
 
 def test_item_10_credentials_are_checked_and_never_shown() -> None:
@@ -328,3 +338,47 @@ def test_item_14_audit_write_failing_midway_keeps_the_rebalance_and_its_report(
     out, err = capsys.readouterr()
     assert out.startswith("done: epoch 2") and "warning: cannot append to audit file" in err
     assert client.refresh_view().epoch == 2
+
+
+# -- upgrading: views an older ringkit stored with secrets are rewritten without them ------------
+
+
+def _with_secrets(view: ClusterView, urls: dict[str, str]) -> bytes:
+    """Return `view` as an older ringkit stored it: JSON with its servers' inline secrets."""
+    return json.dumps({**view.to_dict(), "servers": urls}, separators=(",", ":")).encode()
+
+
+def test_item_10_resume_rewrites_a_servers_view_stored_with_secrets(
+    locked: dict[str, Server], capsys: pytest.CaptureFixture[str]
+) -> None:
+    urls = {name: _url(locked[name]) for name in NAMES}
+    client = ShardedClient(HashRing(list(urls)), urls)
+    client.set_many({f"k{i}": i for i in range(50)})
+    client.close()
+    listing = ",".join(f"{name}={url}" for name, url in urls.items())
+    assert main(["rebalance", "--servers", listing, "--remove", "s3", "--no-progress"]) == 0
+    done = ClusterView.from_json(_admin(locked["s1"]).get("ringkit:view") or b"")
+    for server in locked.values():
+        with _admin(server) as admin:
+            admin.set("ringkit:view", _with_secrets(done, urls))
+    assert _leaks(_server_keys(locked["s1"])) != []
+    capsys.readouterr()
+    assert main(["rebalance", "--servers", listing, "--resume", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "nothing"
+    for server in locked.values():
+        assert _leaks(_server_keys(server)) == []
+
+
+def test_item_10_etcd_view_stored_with_secrets_is_the_same_view_rewritten(etcd_url: str) -> None:
+    store = EtcdViewStore(etcd_url)
+    try:
+        urls = {"a": "redis://:hunter2@127.0.0.1:7001/0", "b": "redis://:hunter2@127.0.0.1:7002/0"}
+        view = ClusterView(3, HashRing(["a", "b"]), urls)
+        swapped, _ = store.backend.swap(store.key, _with_secrets(view, urls), 0, 0)
+        assert swapped
+        store.publish(view)  # the same view: no conflict, and stored without the secret
+        _, records = store.backend.get_prefix(store.key)
+        assert records and all(b"hunter2" not in record.value for record in records)
+        assert store.load() == view
+    finally:
+        store.close()

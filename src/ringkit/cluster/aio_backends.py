@@ -37,6 +37,7 @@ from ringkit.cluster.backends import (
 )
 from ringkit.cluster.expiry import memcached_exptime
 from ringkit.cluster.memory import MemoryBackend, _not_integer
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
@@ -85,6 +86,12 @@ class AsyncMemoryBackend:
 
     async def delete(self, key: bytes) -> bool:
         return self._sync.delete(key)
+
+    async def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        return self._sync.repair(key, value, ttl_s)
+
+    async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        return self._sync.bury(key, tombstone, ttl_s)
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         return self._sync.incr(key, delta)
@@ -297,6 +304,26 @@ class AsyncMemcachedBackend:
 
     async def delete(self, key: bytes) -> bool:
         return await self._one(b"delete %s\r\n" % key) == b"DELETED"
+
+    async def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``)."""
+        lines = await self._exchange(b"gets %s\r\n" % key, 1)
+        self._check(lines[-1], self.url)
+        there, token = None, b""
+        if len(lines) > 1:
+            header, _, data = lines[0].partition(b"\r\n")
+            there, token = data[:-2], header.split()[4]
+        if not supersedes(value, there, None):
+            return False
+        if there is None:
+            return await self.add(key, value, ttl_s)
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        request = b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(value), token, value)
+        return await self._one(request) == b"STORED"
+
+    async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`: memcached keeps no tombstone, since its views never move data online."""
+        return await self.delete(key)
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         verb = b"incr" if delta >= 0 else b"decr"

@@ -31,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 from ringkit.cluster.expiry import memcached_exptime, redis_px
 from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError
 
@@ -138,6 +139,12 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
         cause = inner
         seen.add(id(cause))
     text = str(cause) or ("no answer in time" if isinstance(cause, TimeoutError) else "no detail")
+    if type(cause).__name__ == "AuthenticationError":
+        # Views carry no secrets (issue 16): a server learnt from one needs this process's own.
+        text += (
+            "; give its password inline in the URL, with credentials= "
+            "(server name, host:port or '*') or RINGKIT_REDIS_PASSWORD"
+        )
     return BackendError(f"server {url} failed: {type(cause).__name__}: {text}")
 
 
@@ -329,6 +336,28 @@ class MemcachedBackend:
 
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+
+        ``add`` where the key is absent and ``cas`` where it is older: a write that lands in
+        between makes either refuse, so the repair never replaces it (memcached protocol.txt).
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+
+        def action(client: Any) -> bool:
+            there, token = client.gets(key)
+            if not supersedes(value, there, None):
+                return False
+            if there is None:
+                return bool(client.add(key, value, expire, noreply=False))
+            return bool(client.cas(key, value, token, expire, noreply=False))
+
+        return self._call(action)
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`: memcached keeps no tombstone, since its views never move data online."""
+        return self.delete(key)
 
     def incr(self, key: bytes, delta: int) -> int | None:
         not_integer = object()

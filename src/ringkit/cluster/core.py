@@ -25,6 +25,7 @@ from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.index import SWEEP_BATCH
 from ringkit.cluster.keys import key_bytes, route_key, user_key
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
@@ -355,7 +356,10 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
-        return any((yield from self._each(data, "delete", (data,))))
+        answers: list[Any] = yield from self._fenced(
+            lambda router: self.writer.delete(router, data)
+        )
+        return any(answers)
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
         check_delta(delta)
@@ -378,6 +382,20 @@ class ClientCore(Generic[B]):
         for name in self._servers.names:
             yield from self._servers.usable(name, self._epoch())
         return self.down_servers
+
+    def _sweep_index(self) -> Steps[int]:
+        """Sweep the whole key index of every server, one bounded step at a time."""
+        removed = 0
+        for name in self._servers.names:
+            cursor = b"-"
+            while cursor:
+                call = Call(name, "sweep_index", (cursor, SWEEP_BATCH), self._epoch())
+                [outcome] = yield (call,)
+                if isinstance(outcome, Failed):
+                    raise outcome.error
+                gone, cursor = outcome
+                removed += gone
+        return removed
 
     def _flush(self) -> Steps[None]:
         names = self._servers.names

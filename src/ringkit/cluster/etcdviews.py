@@ -126,8 +126,10 @@ class EtcdViewStore:
             record = self._get()[1]
             if record is not None:
                 held = self._decode(record.value)
+                # Compared as views hold them: one stored by an older ringkit, secrets and all,
+                # is the same view, rewritten here without them.
                 if held.epoch > view.epoch or (
-                    held.epoch == view.epoch and record.value != data and not replace
+                    held.epoch == view.epoch and held.to_json() != data and not replace
                 ):
                     raise ViewConflictError(
                         f"etcd key {self.key!r} must hold an older view to publish epoch "

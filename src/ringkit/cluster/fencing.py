@@ -27,6 +27,7 @@ bookkeeping (:mod:`ringkit.cluster.keys`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +37,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
 from ringkit.cluster.expiry import redis_px
-from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
+from ringkit.cluster.index import (
+    SWEEP_SCRIPT,
+    Index,
+    IndexSweep,
+    RedisIndex,
+    ScanIndex,
+    member,
+)
 from ringkit.cluster.keys import (
     AUDIT_KEY,
     CHECKPOINT_KEY,
@@ -44,10 +52,11 @@ from ringkit.cluster.keys import (
     INDEX_KEY,
     RESERVED_PREFIX,
     VIEW_KEY,
+    tombstone_key,
 )
 from ringkit.cluster.memory import _not_integer
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
+from ringkit.errors import BackendError, StaleViewError, UnsupportedError, ViewConflictError
 
 if TYPE_CHECKING:
     from ringkit.cluster.aio_backends import AsyncBackend
@@ -143,6 +152,40 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = _CHECK + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
+# repair as a conditional write (serializers.supersedes): lands where the key is absent and
+# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
+_REPAIR = (
+    _CHECK
+    + """
+local ours = string.sub(ARGV[4], 2, 9)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
+  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
+    return 0
+  end
+else
+  local tomb = redis.call('GET', KEYS[4])
+  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
+end
+if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
+else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+return 1
+"""
+)
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete while
+# data moves: the key goes and its tombstone stays for px, so no older copy lands after it.
+_BURY = (
+    _CHECK
+    + """
+redis.call('ZREM', KEYS[2], ARGV[2])
+local gone = redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+return gone
+"""
+)
 # KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
 # and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
 _INCR = (
@@ -180,6 +223,9 @@ _SCRIPTS = {
     "incr": _INCR,
     "touch": _TOUCH,
     "publish": _PUBLISH,
+    "repair": _REPAIR,
+    "bury": _BURY,
+    "sweep": SWEEP_SCRIPT,
 }
 
 
@@ -233,6 +279,17 @@ def redis_scripts(
     if op == "delete":
         (key,) = args
         return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
+    if op == "repair":
+        key, value, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("repair", guarded, (epoch, _px(ttl_s), member_of(key), value))]
+    if op == "bury":
+        key, tomb, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("bury", guarded, (epoch, member(point_of(key), key), tomb, _px(ttl_s)))]
+    if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
+        cursor, batch = args
+        return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
     if op == "incr":
         key, delta = args
         return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
@@ -256,6 +313,8 @@ def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
         return None
     if op == "incr":
         return None if answer is None else int(answer)
+    if op == "sweep_index":
+        return int(answer[0]), bytes(answer[1])
     return bool(answer)
 
 
@@ -306,6 +365,15 @@ class _Fenced:
         self.point_of = point_of
         self.index_keys = True
         self._gate = EpochGate()
+        self.sweep = IndexSweep()  # the bounded index sweep that rides on this client's writes
+
+    def sweep_due(self, op: str, args: Sequence[Any]) -> list[Script]:
+        """Return the index sweep step to run on Redis after write `op(*args)`, if one is due.
+
+        One step of the bounded sweep (:class:`~ringkit.cluster.index.IndexSweep`) at most.
+        """
+        count = self.sweep.due(op, args) if self.index_keys else 0
+        return [Script("sweep", (INDEX_KEY,), (self.sweep.cursor, count))] if count else []
 
 
 class FencedBackend(_Fenced):
@@ -356,12 +424,28 @@ class FencedBackend(_Fenced):
     def delete(self, key: bytes) -> bool:
         return bool(self.serve("delete", key))
 
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what the server holds."""
+        return bool(self.serve("repair", key, value, ttl_s))
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`, keeping `tombstone` beside it for `ttl_s` (a delete while data moves)."""
+        return bool(self.serve("bury", key, tombstone, ttl_s))
+
     def incr(self, key: bytes, delta: int) -> int | None:
         result: int | None = self.serve("incr", key, delta)
         return result
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self.serve("touch", key, ttl_s))
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only).
+
+        Returns the entries removed and the next cursor (b"" at the end); (0, b"") where the
+        server keeps no index (memory, memcached).
+        """
+        return 0, b""
 
     def ping(self) -> None:
         self.inner.ping()
@@ -462,7 +546,16 @@ class FencedRedis(FencedBackend):
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-        return redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        answer = redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        for step in self.sweep_due(op, args):
+            # Best effort: the write was acknowledged; a failed sweep step changes nothing.
+            with contextlib.suppress(BackendError):
+                self.sweep.advance(self._run(step.name, step.keys, step.args))
+        return answer
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        result: tuple[int, bytes] = self.serve("sweep_index", cursor, batch)
+        return result
 
     def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
         args = [epoch, view_json, "1" if replace else "0"]
@@ -538,13 +631,19 @@ class AsyncFencedBackend(_Fenced):
         """Await backend call `op(*args)` fenced by the routed epoch (ping, flush: unfenced)."""
         if op in _UNFENCED:
             return await getattr(self, op)(*args)
+        if op == "sweep_index" and not self._scripts:
+            return 0, b""  # no index on memory or memcached
         if self._memory is not None:
             self._memory.index_keys = self.index_keys
             return self._memory.serve(op, *args)
         sent = self.epoch_of()
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-            return redis_answer(op, args, [await self._run(script) for script in scripts])
+            answer = redis_answer(op, args, [await self._run(script) for script in scripts])
+            for step in self.sweep_due(op, args):
+                with contextlib.suppress(BackendError):  # best effort, as in the sync form
+                    self.sweep.advance(await self._run(step))
+            return answer
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)

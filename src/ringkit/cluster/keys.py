@@ -7,7 +7,8 @@ non-empty ``{tag}`` (Redis Cluster's hash tags, twemproxy's ``hash_tag``), else 
 
 Keys starting with ``ringkit:`` are reserved for the cluster's own bookkeeping, each defined
 here once: the epoch of the newest view a server was given, that view, the audit log, the
-rebalance checkpoint and the key index (:mod:`ringkit.cluster.index`).
+rebalance checkpoint, the key index (:mod:`ringkit.cluster.index`) and the tombstones that
+deletes leave while data moves (:func:`tombstone_key`).
 
 >>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
 (b'42', b'plain', b'empty:{}')
@@ -26,9 +27,11 @@ __all__ = [
     "INDEX_KEY",
     "MAX_KEY_BYTES",
     "RESERVED_PREFIX",
+    "TOMBSTONE_PREFIX",
     "VIEW_KEY",
     "key_bytes",
     "route_key",
+    "tombstone_key",
     "user_key",
 ]
 
@@ -38,6 +41,7 @@ VIEW_KEY = b"ringkit:view"
 AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
 INDEX_KEY = b"ringkit:index"
+TOMBSTONE_PREFIX = b"ringkit:tomb:"
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
 _FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
@@ -107,3 +111,14 @@ def route_key(key: bytes) -> bytes:
         if end > start + 1:
             return key[start + 1 : end]
     return key
+
+
+def tombstone_key(key: bytes) -> bytes:
+    """Return the reserved key that holds the tombstone of a delete of `key` during a move.
+
+    Beside the key, not in it, so that reads, ``add`` and ``incr`` never meet a tombstone.
+
+    >>> tombstone_key(b"cart:7")
+    b'ringkit:tomb:cart:7'
+    """
+    return TOMBSTONE_PREFIX + key

@@ -9,7 +9,8 @@ DeCandia et al. 2007, section 4.9). A :class:`Rebalancer` is the coordinator of 
    and writes go to the new owners;
 2. stream exactly the moved arcs of :func:`ringkit.diff` (replicas included) with range reads
    on each source's index, DUMP / RESTORE with the TTL left, landing only where the key is absent
-   or older (a newer write is never overwritten), a checkpoint after each transfer;
+   or older (a newer write is never overwritten, nor a delete made during the move undone: it
+   leaves a tombstone, :mod:`ringkit.cluster.writer`), a checkpoint after each transfer;
 3. publish the final view (epoch + 2), then delete the moved copies from the old owners.
 
 An interrupted rebalance continues with :meth:`Rebalancer.resume` (finished transfers are
@@ -238,8 +239,9 @@ class Rebalancer:
             or another coordinator holds the view store's lock
         :raises BackendError: when a server of `new` is down, or keys would have no source
         """
+        public = self.credentials.learn_all(servers)  # secrets stay here, out of the views
         with self._locked():
-            return self._change(new, servers, change)
+            return self._change(new, public, change)
 
     def _change(
         self, new: HashRing, servers: Mapping[str, str], change: Mapping[str, str]

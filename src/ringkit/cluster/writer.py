@@ -8,6 +8,11 @@ server, sent at once by the async client. A server that is down or fails gets a 
 key instead (:meth:`~ringkit.cluster.servers.ServerSet.attempt`), and the write is acknowledged
 only when at least `write_quorum` of the key's replicas took it, else :class:`QuorumError`.
 
+While data moves, a delete leaves a *tombstone* on every target: the key is deleted and the
+delete's version is kept beside it (:func:`~ringkit.cluster.keys.tombstone_key`) for
+:data:`TOMBSTONE_TTL_S`, so that a copy of the key that the coordinator read before the delete
+never lands after it (regression: issue 16, item 15). Tombstones expire by themselves.
+
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
 """
@@ -22,12 +27,17 @@ from typing import Any
 from ringkit.cluster.expiry import refuse_ttl
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import ValueCodec, VersionClock
+from ringkit.cluster.serializers import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
 
-__all__ = ["Writer", "check_ttl"]
+__all__ = ["TOMBSTONE_TTL_S", "Writer", "check_ttl"]
+
+# How long a delete made while data moves keeps its tombstone. It must outlast a copy in flight
+# (one page between its read on the old owner and its write on the new one: milliseconds, or as
+# long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
+TOMBSTONE_TTL_S = 3600.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
@@ -162,6 +172,16 @@ class Writer:
             else:
                 acked |= {(name, data) for data in groups[name]}
         self.check_quorum(replicas, acked)
+
+    def delete(self, router: Router, data: bytes) -> Steps[list[Any]]:
+        """Delete `data` on every target; while data moves, leave a tombstone there too.
+
+        :raises QuorumError: when fewer than `write_quorum` replicas answered
+        """
+        if not router.view.transitional:
+            return (yield from self.each(router, data, "delete", (data,)))
+        args = (data, tombstone(self._clock.next()), TOMBSTONE_TTL_S)
+        return (yield from self.each(router, data, "bury", args))
 
     def each(
         self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
