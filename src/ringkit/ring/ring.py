@@ -630,6 +630,7 @@ class HashRing(PlacementBase):
         return {k: v for k, v in vars(self).items() if k != "node_for"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_max_tokens", MAX_TOKENS)  # rings pickled before the limit existed
         vars(self).update(state)
         self._install(self._nodes, self._table)
 
