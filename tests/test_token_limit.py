@@ -148,3 +148,15 @@ def test_item_12_cli_node_counts_past_the_limit_are_one_error_line(
     err = capsys.readouterr().err
     assert err.startswith("ringkit: error: ") and message in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_item_12_counts_past_4300_digits_are_named_not_a_value_error() -> None:
+    # Python refuses str() of an int past 4,300 digits: messages show such counts as 10**k.
+    with pytest.raises(ConfigError, match=r"got ~1\.0e\+5000 x 1\.0"):
+        HashRing(["a"], vnodes=10**5000)
+    with pytest.raises(ConfigError, match=r"table_size=~1\.0e\+5000 would need ~1\.0e\+5000"):
+        Maglev(["a"], table_size=10**5000)
+    with pytest.raises(ConfigError, match=r"x\.toml: invalid TOML: Exceeds the limit"):
+        parse_scenario("seed = 1" + "0" * 5000 + "\n", "x.toml")
+    with pytest.raises(ConfigError, match=r"x\.toml: nodes: ~1\.0e\+3999 nodes would need"):
+        parse_scenario("nodes = 1" + "0" * 3999 + "\n", "x.toml")

@@ -34,6 +34,7 @@ kind equal (``_identity``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
@@ -66,6 +67,7 @@ __all__ = [
     "check_not_empty",
     "check_token_count",
     "count_text",
+    "int_text",
     "unknown_node",
 ]
 
@@ -471,13 +473,30 @@ def check_max_tokens(max_tokens: object) -> int:
 def count_text(count: int) -> str:
     """Return `count` for an error message: with thousands separators, or as a power of ten.
 
-    >>> count_text(16_777_216), count_text(16 * 10**301)
-    ('16,777,216', '~1.6e+302')
+    >>> count_text(16_777_216), count_text(16 * 10**301), count_text(10**5000)
+    ('16,777,216', '~1.6e+302', '~1.0e+5000')
     """
     if count < 10**15:
         return f"{count:,}"
-    digits = str(count)
-    return f"~{digits[0]}.{digits[1]}e+{len(digits) - 1:02d}"
+    # No str(count): past 4,300 digits Python refuses to convert an int to text.
+    exponent = int(math.log10(count))
+    lead = count // 10 ** (exponent - 1)  # the two leading digits (one off near powers of 10)
+    if lead >= 100:
+        exponent, lead = exponent + 1, lead // 10
+    elif lead < 10:
+        exponent, lead = exponent - 1, count // 10 ** (exponent - 2)
+    return f"~{lead // 10}.{lead % 10}e+{exponent:02d}"
+
+
+def int_text(value: int) -> str:
+    """Return `value` as written, or as a power of ten past 15 digits, for an error message.
+
+    >>> int_text(50_000_000), int_text(-(10**5000))
+    ('50000000', '-~1.0e+5000')
+    """
+    if abs(value) < 10**15:
+        return str(value)
+    return ("-" if value < 0 else "") + count_text(abs(value))
 
 
 def _approximate_bytes(count: int) -> str:

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ringkit.errors import ConfigError
-from ringkit.placement import MAX_TOKENS, check_token_count
+from ringkit.placement import MAX_TOKENS, check_token_count, count_text
 from ringkit.strategies.registry import STRATEGY_NAMES
 
 __all__ = [
@@ -71,8 +71,8 @@ def check_draw_size(draws: int, nodes: int, vnodes: int, replicas: int) -> None:
     sorted (``ringkit.stats.draw_shares`` batches rings, so one ring is what counts).
     """
     cells = max(draws * nodes, nodes * vnodes if replicas > 1 else 0)
-    what = f"{draws:,} seeded rings of {nodes:,} nodes" + (
-        f" x {vnodes:,} vnodes" if replicas > 1 else ""
+    what = f"{count_text(draws)} seeded rings of {count_text(nodes)} nodes" + (
+        f" x {count_text(vnodes)} vnodes" if replicas > 1 else ""
     )
     check_token_count(cells, what=what, fix="use fewer --draws, --nodes or --vnodes")
 

@@ -38,6 +38,7 @@ from ringkit.placement import (
     check_n,
     check_not_empty,
     check_token_count,
+    int_text,
 )
 
 __all__ = ["UHASHRING_DEFAULT_VNODES", "UhashringRing", "uhashring", "uhashring_point"]
@@ -96,7 +97,9 @@ class UhashringRing(PlacementBase):
         self._names = tuple(node.name for node in nodes)
         self._vnodes, self._max_tokens = vnodes, check_max_tokens(max_tokens)
         count = sum(vnodes * _whole_weight(node) for node in nodes)
-        check_token_count(count, self._max_tokens, what=f"a uhashring ring of vnodes={vnodes}")
+        check_token_count(
+            count, self._max_tokens, what=f"a uhashring ring of vnodes={int_text(vnodes)}"
+        )
         ring: dict[int, int] = {}
         for index, node in enumerate(nodes):
             name = node.name

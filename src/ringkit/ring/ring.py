@@ -51,6 +51,7 @@ from ringkit.placement import (
     check_max_tokens,
     check_n,
     check_token_count,
+    int_text,
     unknown_node,
 )
 from ringkit.ring.format import RingDescription
@@ -88,7 +89,7 @@ def check_vnodes(vnodes: object) -> int:
     if isinstance(vnodes, bool) or not isinstance(vnodes, int):
         raise ConfigError(f"vnodes must be an int, got {type(vnodes).__name__}")
     if vnodes < 1:
-        raise ConfigError(f"vnodes must be >= 1, got {vnodes!r}")
+        raise ConfigError(f"vnodes must be >= 1, got {int_text(vnodes)}")
     return vnodes
 
 
@@ -453,7 +454,8 @@ class HashRing(PlacementBase):
 
     def _check_size(self, count: int) -> None:
         # Counted before any token is hashed or any array allocated (issue 16, item 12).
-        check_token_count(count, self._max_tokens, what=f"a ring of vnodes={self._vnodes}")
+        what = f"a ring of vnodes={int_text(self._vnodes)}"
+        check_token_count(count, self._max_tokens, what=what)
 
     def _inserted(
         self, node: Node, explicit: Mapping[str, Iterable[int]], added: UInt64Array

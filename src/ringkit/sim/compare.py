@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ringkit.errors import ConfigError, RingkitError
 from ringkit.nodes import Node
-from ringkit.placement import Placement, check_token_count
+from ringkit.placement import Placement, check_token_count, count_text
 from ringkit.sim.measure import PassContext, measure_pass
 from ringkit.sim.population import Population
 from ringkit.sim.scenario import Event, Scenario
@@ -149,7 +149,7 @@ def compare(
         raise ConfigError(f"change must be one of {', '.join(CHANGES)}, got {change!r}")
     if nodes < (2 if change == "remove" else 1):
         raise ConfigError(f"nodes must be >= {2 if change == 'remove' else 1}, got {nodes!r}")
-    check_token_count(nodes + 1, what=f"{nodes:,} nodes", fix="compare fewer nodes")
+    check_token_count(nodes + 1, what=f"{count_text(nodes)} nodes", fix="compare fewer nodes")
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats!r}")
     if not strategies:

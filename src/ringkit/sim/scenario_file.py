@@ -35,7 +35,7 @@ from typing import Any
 from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
-from ringkit.placement import check_token_count
+from ringkit.placement import check_token_count, count_text
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
@@ -156,7 +156,7 @@ def _nodes(source: str, value: object) -> tuple[Node, ...]:
     try:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
             # Every node has a token at least: count them before making the nodes.
-            check_token_count(value, what=f"{value:,} nodes", fix="use fewer nodes")
+            check_token_count(value, what=f"{count_text(value)} nodes", fix="use fewer nodes")
             width = len(str(value))
             return tuple(Node(f"node-{i:0{width}d}") for i in range(1, value + 1))
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -236,6 +236,8 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    except ValueError as error:  # e.g. an integer of more than 4,300 digits (int's own limit)
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
     except RecursionError:
         # regression: #16 item 14 — tomllib recurses once per nesting level

@@ -47,6 +47,7 @@ from ringkit.placement import (
     check_n,
     check_not_empty,
     check_token_count,
+    int_text,
 )
 from ringkit.strategies.options import Strategy
 
@@ -102,7 +103,9 @@ def _check_table_size(table_size: object, max_tokens: int = MAX_TOKENS) -> int:
     if isinstance(table_size, bool) or not isinstance(table_size, int):
         raise TypeError(f"maglev table_size must be int, got {type(table_size).__name__}")
     # Before the primality test, which a huge table size would also make slow.
-    check_token_count(table_size, max_tokens, what=f"a maglev table of table_size={table_size}")
+    check_token_count(
+        table_size, max_tokens, what=f"a maglev table of table_size={int_text(table_size)}"
+    )
     if not is_prime(table_size):
         below, above = nearest_primes(max(table_size, 0))
         nearest = ", ".join(str(p) for p in (below, above) if p is not None)

@@ -46,6 +46,7 @@ from ringkit.placement import (
     check_n,
     check_not_empty,
     check_token_count,
+    int_text,
 )
 from ringkit.strategies.options import Strategy
 
@@ -65,7 +66,9 @@ def _check_probes(probes: object) -> int:
     if probes < 1:
         raise ConfigError(f"probes must be >= 1, got {probes!r}")
     # A key's probes are an array like a ring's tokens: the same limit bounds them.
-    check_token_count(probes, what=f"multiprobe with probes={probes}", fix="use fewer probes")
+    check_token_count(
+        probes, what=f"multiprobe with probes={int_text(probes)}", fix="use fewer probes"
+    )
     return probes
 
 
