@@ -12,6 +12,7 @@ import pytest
 
 from ringkit import HashRing, Maglev
 from ringkit.cli import main
+from ringkit.compat.ketama import ketama
 from ringkit.compat.uhashring import uhashring
 from ringkit.errors import ConfigError
 from ringkit.placement import MAX_TOKENS, check_token_count
@@ -160,3 +161,9 @@ def test_item_12_counts_past_4300_digits_are_named_not_a_value_error() -> None:
         parse_scenario("seed = 1" + "0" * 5000 + "\n", "x.toml")
     with pytest.raises(ConfigError, match=r"x\.toml: nodes: ~1\.0e\+3999 nodes would need"):
         parse_scenario("nodes = 1" + "0" * 3999 + "\n", "x.toml")
+
+
+def test_item_12_ketama_continuum_is_counted_before_hashing() -> None:
+    servers = [f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:11211" for i in range(110_000)]
+    with pytest.raises(ConfigError, match=r"ketama continuum of 110,000 servers would need"):
+        ketama(servers)
