@@ -37,7 +37,7 @@ from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.cluster.viewstore import ViewStore, open_view_store
 from ringkit.cluster.writer import Writer, check_ttl
-from ringkit.errors import ConfigError, QuorumError, UnsupportedError
+from ringkit.errors import ConfigError, EpochLostError, QuorumError, UnsupportedError
 from ringkit.placement import Placement
 
 __all__ = [
@@ -208,7 +208,6 @@ class ClientCore(Generic[B]):
         self._credentials = Credentials(credentials)
         self._credentials.check_known(urls)
         public = self._credentials.learn_all(urls)
-        view = ClusterView(0, placement, public, replicas)
         store = open_view_store(view_store)
         self._index_keys = True
         self._hot = hot_keys
@@ -217,6 +216,10 @@ class ClientCore(Generic[B]):
         codec: ValueCodec = (
             _raw_codec(replicas, read, hot_keys) if self._raw else Codec(get_serializer(serializer))
         )
+        # The client's configuration, as a view: the first client of empty servers publishes it
+        # (epoch 1); later clients must match the one published (ringkit.cluster.epochs).
+        named = RAW if self._raw else get_serializer(serializer).name
+        view = ClusterView(0, placement, public, replicas, serializer=named)
         self.reader = Reader(self._servers, codec, read_all=read == "all", read_repair=read_repair)
         self.writer = Writer(
             self._servers, codec, write_quorum=write_quorum, max_value_bytes=max_value_bytes
@@ -380,7 +383,10 @@ class ClientCore(Generic[B]):
 
     def _check_health(self) -> Steps[list[str]]:
         for name in self._servers.names:
-            yield from self._servers.usable(name, self._epoch())
+            try:
+                yield from self._servers.usable(name, self._epoch())
+            except EpochLostError as lost:  # restarted empty: re-stamped, probed again later
+                yield from self._tracker.restamp(lost.server)
         return self.down_servers
 
     def _sweep_index(self) -> Steps[int]:
