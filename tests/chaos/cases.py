@@ -39,9 +39,9 @@ TOLERATED: dict[str, str] = {
     "replica, so those that took it counted it twice (membership, rollback, and every kill / "
     "restart once a restarted server refuses until re-stamped); not seen since 27752b9, remove "
     "after 20 clean seeds per kind",
-    "unrepaired": "item 3: hints lived in the memory of the process that wrote them, so a process "
-    "re-admitting a server served what other processes' hints should have invalidated (D1; not "
-    "seen in the last runs, remove after 20 clean seeds of pause)",
+    "unrepaired": "item 3: hints live in the memory of the process that wrote them, so a process "
+    "re-admitting a server serves what other processes' hints should have invalidated (seen "
+    "under pause on Redis; rare in short runs; the fix, hints on the servers, is D1)",
 }
 
 
