@@ -10,6 +10,8 @@ newer value before the repair is sent.
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,10 +22,10 @@ from hypothesis import strategies as st
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.backends import open_backend
-from ringkit.cluster.fencing import fence
+from ringkit.cluster.fencing import MEMCACHED_FENCE_CHECK_S, fence
 from ringkit.cluster.health import OpEvent
 from ringkit.cluster.keys import tombstone_key
-from ringkit.cluster.serializers import JSON, Codec, supersedes, tombstone
+from ringkit.cluster.serializers import JSON, Codec, stored_version, supersedes, tombstone
 from ringkit.cluster.urls import parse_url
 from tests.cluster.helpers import memory_urls, server_urls
 
@@ -159,3 +161,75 @@ def test_every_backend_repairs_exactly_where_supersedes_says(
         assert landed is supersedes(value, held, tomb), kind
         assert raw.get_many([key]).get(key) == (value if landed else held), kind
         fenced.close()
+
+
+def let_memcached_fences_look_again(urls: dict[str, str]) -> None:
+    """memcached's fence is a read of the epoch at most every MEMCACHED_FENCE_CHECK_S."""
+    if any(url.startswith("memcached://") for url in urls.values()):
+        time.sleep(MEMCACHED_FENCE_CHECK_S + 0.1)
+
+
+def test_a_write_retried_after_a_refusal_is_applied_once_per_server(
+    urls: dict[str, str], new: Callable[..., Any]
+) -> None:
+    """A stale-view refusal from the second replica must not make the first count twice.
+
+    Found by the chaos history check: after an online rebalance, counters gained more than the
+    increments acknowledged. The first replica applied the ``incr``, the second (already at a
+    newer epoch) refused it, and the retry under the refreshed view applied it again on the
+    first. An ``add`` retried the same way answered False for the key it had just added.
+    """
+    client = new(HashRing(list(urls)), urls, replicas=2)
+    client.set("seats", 10)
+    first, second = client.replicas_for("seats")
+    newer = dataclasses.replace(client.view, epoch=client.view.epoch + 1)
+    client.server(second).backend.publish(newer.epoch, newer.to_json())  # only the second
+    let_memcached_fences_look_again(urls)
+    assert client.incr("seats", 1) == 11
+    assert client.view.epoch == newer.epoch  # refused once, refreshed, retried
+    counts = [client.server(name).backend.get_many([b"seats"]) for name in (first, second)]
+    assert counts == [{b"seats": b"11"}] * 2
+    newest = dataclasses.replace(newer, epoch=newer.epoch + 1)
+    client.server(second).backend.publish(newest.epoch, newest.to_json())
+    let_memcached_fences_look_again(urls)
+    assert client.add("fresh", "x") is True
+    assert client.get("fresh") == "x"
+
+
+def test_item_15_read_all_reconciles_a_delete_a_replica_missed(
+    urls: dict[str, str], new: Callable[..., Any]
+) -> None:
+    """With read="all", a tombstone takes part in reconciliation like a value.
+
+    Found by the chaos history check (kill and restart faults, read="all", write_quorum=1): a
+    delete acknowledged by one replica while the other was unreachable, then a read="all" that
+    reached both: the replica that missed the delete held the newest *value* and won, and the
+    deleted key came back. Now the delete's tombstone on the first replica wins, the read answers
+    None, and the replica behind is given the delete.
+    """
+    client = new(HashRing(list(urls)), urls, replicas=2, read="all")
+    client.set(KEY, {"price": 100})
+    missed, took = client.replicas_for(KEY)
+    key = KEY.encode()
+    held = client.server(took).backend.get_many([key])[key]
+    delete = tombstone(int.from_bytes(stored_version(held), "big") + 1)
+    client.server(took).backend.bury(key, delete, 60.0)  # the delete reached one replica
+    assert client.server(missed).backend.get_many([key]) == {key: held}
+    assert client.get(KEY) is None
+    assert client.server(missed).backend.get_many([key]) == {}  # given the delete
+    assert client.get_many([KEY]) == {}
+
+
+def test_a_delete_never_removes_a_newer_write(urls: dict[str, str]) -> None:
+    """``bury`` is a conditional delete: a value written at a newer version survives it."""
+    client = ShardedClient(HashRing(list(urls)), urls, replicas=1)
+    client.set(KEY, {"price": 100})
+    [name] = client.replicas_for(KEY)
+    key = KEY.encode()
+    held = client.server(name).backend.get_many([key])[key]
+    older_delete = tombstone(int.from_bytes(stored_version(held), "big") - 1)
+    assert client.server(name).backend.bury(key, older_delete, 60.0) is False
+    assert client.get(KEY) == {"price": 100}
+    client.delete(KEY)  # a delete made now is newer: it goes
+    assert client.get(KEY) is None
+    client.close()

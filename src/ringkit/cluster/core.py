@@ -354,8 +354,9 @@ class ClientCore(Generic[B]):
         yield from self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
         answers: list[Any] = yield from self._fenced(
-            lambda router: self.writer.each(router, data, method, args)
+            lambda router: self.writer.each(router, data, method, args, done)
         )
         return answers
 
@@ -365,8 +366,9 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
+        done: dict[str, Any] = {}
         answers: list[Any] = yield from self._fenced(
-            lambda router: self.writer.delete(router, data)
+            lambda router: self.writer.delete(router, data, done)
         )
         return any(answers)
 

@@ -31,7 +31,7 @@ from typing import Any, cast
 from ringkit.cluster.expiry import refuse_ttl
 from ringkit.cluster.handoff import copy_tombstone, copy_version
 from ringkit.cluster.hotcopies import HotCopies, spread_of
-from ringkit.cluster.keys import user_key
+from ringkit.cluster.keys import DELETE_TOMBSTONE_TTL_S, user_key
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.servers import ServerSet
@@ -44,10 +44,6 @@ __all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
 # (one page between its read on the old owner and its write on the new one: milliseconds, or as
 # long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
 TOMBSTONE_TTL_S = 3600.0
-#: How long a delete's tombstone outlives it in a stable view: a read that found the value
-#: before the delete and repairs a replica later than this (a process paused that long between
-#: the two) could bring the key back there.
-DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
@@ -231,7 +227,9 @@ class Writer:
             yield from self.copies.follow(router, markers, copies, ttl_s, holders)
         self.check_quorum(replicas, acked)
 
-    def delete(self, router: Router, data: bytes) -> Steps[list[Any]]:
+    def delete(
+        self, router: Router, data: bytes, done: dict[str, Any] | None = None
+    ) -> Steps[list[Any]]:
         """Delete `data` on every target and leave a tombstone there.
 
         The tombstone keeps a read repair (or, while data moves, a copy) that read the value
@@ -244,39 +242,58 @@ class Writer:
         """
         ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
         args = (data, tombstone(self._clock.next()), ttl_s)
-        return (yield from self.each(router, data, "bury", args))
+        return (yield from self.each(router, data, "bury", args, done))
 
     def each(
-        self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
+        self,
+        router: Router,
+        data: bytes,
+        method: str,
+        args: tuple[Any, ...],
+        done: dict[str, Any] | None = None,
     ) -> Steps[list[Any]]:
         """Run a single-key write on every target of `data`; return the replicas' answers.
+
+        `done` (server name → answer) carries what earlier attempts of the same call applied:
+        when a server refuses a call routed by an old view, the client refreshes and runs the
+        call again, and a server that already took it must not take it twice (an ``incr``
+        counted twice, an ``add`` reported as refused by the server that made it).
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
         epoch = router.view.epoch
         replicas = router.replica_names(data)
+        done = {} if done is None else done
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
         missed: dict[str, list[bytes]] = {}
         markers: dict[bytes, int] = {}
+        marked = False
         for name in router.write_names(data):
-            # The marker is read back from the first server that takes the write.
-            call = Call(name, method, args, epoch)
-            asked = not acked
-            ok, outcome = yield from self.servers.attempt(
-                name, _marked(call, [data]) if asked else call, [data], hint=False
-            )
-            if ok:
+            if name in done:  # taken by an earlier attempt of this call (see `done`)
+                ok, answer = True, done[name]
+            else:
+                # The marker is read back from the first server that takes the write.
+                call = Call(name, method, args, epoch)
+                asked = not marked
+                ok, outcome = yield from self.servers.attempt(
+                    name, _marked(call, [data]) if asked else call, [data], hint=False
+                )
                 answer = outcome
-                if asked:
+                if ok and asked:
                     answer, found = cast(tuple[Any, dict[bytes, bytes]], outcome)
                     _mark(markers, found)
+                    marked = True
+            if ok:
+                done[name] = answer
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)
             else:
                 missed[name] = [data]
         holders = {data: [name for name, _ in acked]}
+        if acked and not marked:  # every server that took it did so in an earlier attempt
+            yield from self._read_markers(router, {data}, holders, markers)
         if missed:
             yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # a spread hot key: its copies are invalidated before the ack
