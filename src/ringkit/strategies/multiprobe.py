@@ -110,7 +110,10 @@ class MultiProbe(PlacementBase):
     def _bind_lookup(self) -> None:
         if self._names:
             vars(self)["node_for"] = _make_lookup(
-                self._hasher, self._tokens, [self._names[i] for i in self._order.tolist()], self._probes
+                self._hasher,
+                self._tokens,
+                [self._names[i] for i in self._order.tolist()],
+                self._probes,
             )
 
     def __getstate__(self) -> dict[str, Any]:

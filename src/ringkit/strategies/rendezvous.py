@@ -23,6 +23,7 @@ pymemcache ``pymemcache/client/rendezvous.py`` (the ``variant="pymemcache"`` rul
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -93,17 +94,8 @@ class Rendezvous(PlacementBase):
     Measuring: ``nodes``, ``hasher``, ``shares``, ``variant``, ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = (
-        "_hasher",
-        "_names",
-        "_nodes",
-        "_scalar_nodes",
-        "_seeds",
-        "_uniform",
-        "_variant",
-        "_weights",
-        "routes_by_hash",
-    )
+    # NOTE: no __slots__: a weighted placement of up to _SCALAR_NODES nodes shadows node_for with
+    # a closure in its __dict__ (as HashRing does), one Python call per lookup.
     _hasher: Hasher
 
     def __init__(
@@ -132,6 +124,21 @@ class Rendezvous(PlacementBase):
         self._weights = np.array([node.weight for node in self._nodes], dtype=np.float64)
         self._uniform = len(set(self._weights.tolist())) <= 1
         self._scalar_nodes = tuple(zip(self._seeds.tolist(), self._weights.tolist(), strict=True))
+        self._bind_lookup()
+
+    def _bind_lookup(self) -> None:
+        if self._variant == "weighted" and 0 < len(self._names) <= _SCALAR_NODES:
+            vars(self)["node_for"] = _make_lookup(
+                self._hasher.function, self._seeds.tolist(), self._weights.tolist(), self._names
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The bound lookup closure does not pickle; it is rebuilt on load.
+        return {k: v for k, v in vars(self).items() if k != "node_for"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._bind_lookup()
 
     def _check_pymemcache(self, hasher: HasherLike | None) -> None:
         if hasher is not None:
@@ -170,6 +177,24 @@ class Rendezvous(PlacementBase):
         row: npt.NDArray[Any] = self._score_block(np.array([self._key_hash(key)], np.uint64))[0]
         return row
 
+    def _score_one(self, h: int) -> npt.NDArray[Any]:
+        """Return the score row of one key hash `h` (weighted variant), updating in place.
+
+        The same scores as ``_score_block``, with no (1 x N) temporaries: a scalar lookup over
+        many nodes pays numpy's per-call cost a dozen times, not per temporary.
+        """
+        z = self._seeds ^ np.uint64(h)
+        z ^= z >> np.uint64(33)
+        z *= np.uint64(0xFF51AFD7ED558CCD)
+        z ^= z >> np.uint64(33)
+        z *= np.uint64(0xC4CEB9FE1A85EC53)
+        z ^= z >> np.uint64(33)
+        if self._uniform:
+            return z
+        u = ((z >> np.uint64(11)).astype(np.float64) + 0.5) * _TWO_MINUS_53
+        result: npt.NDArray[np.float64] = -self._weights / np.log(u)
+        return result
+
     def _score_block(self, hashes: npt.NDArray[np.uint64]) -> npt.NDArray[Any]:
         """Return the (keys x nodes) score matrix of the weighted variant."""
         mixed = fmix64_many(hashes[:, None] ^ self._seeds[None, :])
@@ -185,7 +210,8 @@ class Rendezvous(PlacementBase):
     def node_for(self, key: Key) -> str:
         """Return the node with the highest score for `key`.
 
-        Runtime: O(N) (numpy over the nodes).
+        Runtime: O(N): for up to ``_SCALAR_NODES`` nodes (weighted variant) a closure bound in
+        ``__init__`` scores in plain integers (``_make_lookup``); beyond, numpy scores the row.
 
         :raises EmptyRingError: when there are no nodes
         :raises TypeError: when `key` is not str, bytes or int
@@ -193,7 +219,10 @@ class Rendezvous(PlacementBase):
         check_not_empty(len(self._names), "node_for")
         if self._variant == "weighted" and len(self._names) <= _SCALAR_NODES:
             return self._names[self._best_scalar(self._key_hash(key))]
-        row = self._score_row(key)
+        if self._variant == "weighted":
+            row = self._score_one(self._key_hash(key))
+        else:
+            row = self._score_row(key)
         # The last maximum in name order is the larger name: pymemcache's tie rule.
         return self._names[len(row) - 1 - int(np.argmax(row[::-1]))]
 
@@ -271,6 +300,71 @@ class Rendezvous(PlacementBase):
 
     def _repr_options(self) -> str:
         return f", hasher={self._hasher.name!r}, variant={self._variant!r}"
+
+
+def _make_lookup(
+    function: Callable[[bytes], int],
+    seeds: list[int],
+    weights: list[float],
+    names: tuple[str, ...],
+) -> Callable[[Any], str]:
+    """Return ``key -> owner name`` for the weighted variant, scoring in plain integers.
+
+    The scores of ``Rendezvous._best_scalar`` with every constant a local; equal weights compare
+    the mixed hashes themselves (``-w / ln(u)`` is increasing in ``u``), so the uniform loop
+    does no float work at all.
+    """
+    if len(set(weights)) <= 1:
+        pairs = tuple(zip(seeds, names, strict=True))
+
+        def uniform(
+            key: Any,
+            function: Callable[[bytes], int] = function,
+            pairs: tuple[tuple[int, str], ...] = pairs,
+            encode_key: Callable[[Any], bytes] = encode_key,
+        ) -> str:
+            try:
+                data = key.encode()
+            except AttributeError:
+                data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+            h = function(data)
+            best_score, best = -1, names[0]
+            for seed, name in pairs:
+                z = h ^ seed  # MurmurHash3's fmix64, inlined
+                z = ((z ^ (z >> 33)) * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
+                z = ((z ^ (z >> 33)) * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
+                z ^= z >> 33
+                if z >= best_score:  # >=: equal scores go to the later, larger name
+                    best_score, best = z, name
+            return best
+
+        return uniform
+    triples = tuple(zip(seeds, weights, names, strict=True))
+
+    def weighted(
+        key: Any,
+        function: Callable[[bytes], int] = function,
+        triples: tuple[tuple[int, float, str], ...] = triples,
+        log: Callable[[float], float] = math.log,
+        encode_key: Callable[[Any], bytes] = encode_key,
+    ) -> str:
+        try:
+            data = key.encode()
+        except AttributeError:
+            data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+        h = function(data)
+        best_score, best = -1.0, names[0]
+        for seed, weight, name in triples:
+            z = h ^ seed
+            z = ((z ^ (z >> 33)) * 0xFF51AFD7ED558CCD) & 0xFFFFFFFFFFFFFFFF
+            z = ((z ^ (z >> 33)) * 0xC4CEB9FE1A85EC53) & 0xFFFFFFFFFFFFFFFF
+            z ^= z >> 33
+            score = -weight / log(((z >> 11) + 0.5) * _TWO_MINUS_53)
+            if score >= best_score:
+                best_score, best = score, name
+        return best
+
+    return weighted
 
 
 def _pymemcache_key(key: Key) -> str:
