@@ -214,7 +214,7 @@ def rendezvous_reference(nodes: list[Node], hasher: Hasher, key: Key) -> str:
 
 
 @given(
-    count=st.integers(1, 40),  # past the 24 nodes scored in plain integers
+    count=st.integers(1, 70),  # past the 24 nodes scored in plain integers, the 64 packed
     weighted=st.booleans(),
     hasher=HASHERS,
     keys=key_lists,
