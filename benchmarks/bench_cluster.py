@@ -31,6 +31,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.adapters import PlacementHasher, RedisRouter
 from ringkit.cluster.gatepass import local_servers
 from ringkit.cluster.servers import route_key
+from ringkit.cluster.view import ClusterView
 
 NAMES = ["cache-a", "cache-b", "cache-c"]
 
@@ -60,7 +61,11 @@ def single_key(kind: str, urls: list[str], ops: int, repeats: int) -> None:
     else:
         raw_mc = Client((host, port), default_noreply=False)
         pooled = PooledClient((host, port), default_noreply=False)
-        single = ShardedClient(HashRing(NAMES[:1]), {NAMES[0]: urls[0]})
+        one = {NAMES[0]: urls[0]}
+        single = ShardedClient(HashRing(NAMES[:1]), one)
+        # A second configuration on a server of the cluster: it routes by a view of its own, at
+        # an epoch above the cluster's, rather than be refused by the view the cluster published.
+        single.adopt_view(ClusterView(client.epoch + 1, HashRing(NAMES[:1]), one))
         single.set_many({key: "x" * 64 for key in keys})  # every key on that server: all hits
         servers = [_host_port(url) for url in urls]
         rendezvous = HashClient(servers, default_noreply=False)

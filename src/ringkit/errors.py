@@ -14,6 +14,7 @@ written against the builtins (``except ValueError``) keeps working::
     ├── BackendError(RingkitError)                    cluster: server unavailable, timeout, protocol
     │   └── QuorumError(BackendError)                 fewer replicas than write_quorum took a write
     ├── StaleViewError(RingkitError, RuntimeError)    a server refused a call of an older view
+    ├── EpochLostError(RingkitError, RuntimeError)    a server restarted empty refused a write
     └── ViewConflictError(RingkitError, RuntimeError) two writers raced for one epoch; one lost
 
 Messages follow ``<subject> <constraint>, got <value!r>[; <how to fix>]``.
@@ -29,6 +30,7 @@ __all__ = [
     "ConfigError",
     "DuplicateNodeError",
     "EmptyRingError",
+    "EpochLostError",
     "ParamError",
     "QuorumError",
     "RingkitError",
@@ -115,6 +117,22 @@ class StaleViewError(RingkitError, RuntimeError):
         )
         self.server = server
         self.epoch = epoch
+
+
+class EpochLostError(RingkitError, RuntimeError):
+    """A server that holds no epoch (restarted empty) refused a write routed by epoch `sent`.
+
+    The cluster client catches it, gives the server the newest view the other servers hold
+    and retries: until then the server could take writes that up-to-date clients never read.
+    """
+
+    def __init__(self, server: str, sent: int) -> None:
+        super().__init__(
+            f"server {server} holds no cluster view (restarted empty?), the write was routed by "
+            f"epoch {sent}; give it the newest view of the other servers first"
+        )
+        self.server = server
+        self.sent = sent
 
 
 class ViewConflictError(RingkitError, RuntimeError):

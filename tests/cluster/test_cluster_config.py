@@ -95,8 +95,11 @@ def test_pickle_only_when_asked_and_never_across_serializers() -> None:
     plain = ShardedClient(ring, urls)
     with pytest.raises(TypeError, match="value of type set cannot be stored with the json"):
         plain.set("obj2", {1, 2})
+    with pytest.raises(ConfigError, match="configured 'json', published 'pickle'"):
+        plain.get("obj")  # the view the pickling client published says pickle: refused first
+    [stored] = [v for n in urls for v in pickling.server(n).backend.get_many([b"obj"]).values()]
     with pytest.raises(ConfigError, match="stored with serializer tag b'p'; this client uses"):
-        plain.get("obj")
+        Codec(JSON).decode(stored)  # and a value is never guessed at either
     custom = Serializer("repr", b"r", lambda v: repr(v).encode(), lambda b: b.decode())
     assert custom.tag == b"r" and PICKLE.loads(pickle.dumps(5)) == 5
     with pytest.raises(ConfigError, match="serializer tag must be one byte other than b or s"):

@@ -16,6 +16,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import QuorumError, ShardedClient, memory_store
+from ringkit.cluster.serializers import JSON, Codec
 from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.servers import Server, memcached_server, redis_server
@@ -36,12 +37,13 @@ def test_read_falls_back_when_the_first_replica_is_down(new: New) -> None:
     client = new(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60)
     client.set("booking:42", "paid")
     first = client.replicas_for("booking:42")[0]
+    settled = client.stats()[first].calls  # the view's calls, then the write
     _store(urls[first]).unavailable = True
     assert client.get("booking:42") == "paid"
     assert client.down_servers == [first]
     assert client.stats()[first].failovers == 1 and client.stats()[first].errors == 1
     assert client.get("booking:42") == "paid"  # skipped now, not tried again
-    assert client.stats()[first].skipped == 1 and client.stats()[first].calls == 2
+    assert client.stats()[first].skipped == 1 and client.stats()[first].calls == settled + 1
 
 
 def test_write_quorum_refuses_to_acknowledge_too_few_replicas(new: New) -> None:
@@ -295,8 +297,7 @@ def test_readmission_invalidates_more_hints_than_the_pool_has_connections(new: N
         assert client.check_health() == []
         assert client.stats()["s2"].readmissions >= 1
         assert client.get_many(keys) == dict.fromkeys(keys, "new")
-        direct = ShardedClient(HashRing(["s2"]), {"s2": urls["s2"]})
+        on_s2 = client.server("s2").backend.get_many([key.encode() for key in keys])
         # Every stale copy on s2 was invalidated (read repair may since have written "new").
-        assert set(direct.get_many(keys).values()) <= {"new"}
+        assert {Codec(JSON).decode(value).value for value in on_s2.values()} <= {"new"}
         client.close()
-        direct.close()

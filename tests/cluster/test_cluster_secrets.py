@@ -145,7 +145,7 @@ def test_item_10_client_opens_servers_learnt_from_a_view_with_its_credentials(
         monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     reader = new(HashRing(list(public)), public, credentials=credentials)
     assert reader.get_many([f"k{i}" for i in range(100)]) == {f"k{i}": i for i in range(100)}
-    assert reader.epoch == 2 and "s3" in reader.view.servers and reader.down_servers == []
+    assert reader.epoch == 3 and "s3" in reader.view.servers and reader.down_servers == []
     assert _leaks(repr(reader)) == []
 
 
@@ -230,7 +230,7 @@ def test_item_10_rebalance_files_are_0600_and_nothing_shows_the_secret(
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
     assert main(["rebalance", "--view", str(view_file), "--status"]) == 0
     out, err = capsys.readouterr()
-    assert json.loads(out)["epoch"] == 2 and _leaks(out + err) == []
+    assert json.loads(out)["epoch"] == 3 and _leaks(out + err) == []
     for server in locked.values():
         assert _leaks(_server_keys(server)) == []
     writer.close()
@@ -310,7 +310,7 @@ def test_item_14_bad_file_path_fails_before_the_rebalance_starts(
     assert main(["rebalance", "--servers", listing, "--add", add, flag, str(path)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("ringkit: error: cannot write") and str(path) in err, err
-    assert client.refresh_view().epoch == 0  # nothing was published, nothing moved
+    assert client.refresh_view().epoch == 1  # only the first client's view: nothing moved
     assert client.view.state == "stable" and sorted(client.view.servers) == ["s1", "s2"]
 
 
@@ -323,9 +323,9 @@ def test_item_14_report_is_printed_when_the_view_file_fails_after_the_rebalance(
     monkeypatch.setattr("ringkit.commands.rebalance.check_view_path", lambda _: None)
     status = main(["rebalance", "--servers", listing, "--add", add, "--write-view", str(path)])
     out, err = capsys.readouterr()
-    assert status == 1 and out.startswith("done: epoch 2"), out
+    assert status == 1 and out.startswith("done: epoch 3"), out
     assert f"cannot write file {str(path)!r}" in err
-    assert client.refresh_view().epoch == 2
+    assert client.refresh_view().epoch == 3
 
 
 def test_item_14_audit_write_failing_midway_keeps_the_rebalance_and_its_report(
@@ -336,8 +336,8 @@ def test_item_14_audit_write_failing_midway_keeps_the_rebalance_and_its_report(
     audit.symlink_to("/dev/full")  # Linux: opens, and every write fails with ENOSPC
     assert main(["rebalance", "--servers", listing, "--add", add, "--audit", str(audit)]) == 0
     out, err = capsys.readouterr()
-    assert out.startswith("done: epoch 2") and "warning: cannot append to audit file" in err
-    assert client.refresh_view().epoch == 2
+    assert out.startswith("done: epoch 3") and "warning: cannot append to audit file" in err
+    assert client.refresh_view().epoch == 3
 
 
 # -- upgrading: views an older ringkit stored with secrets are rewritten without them ------------

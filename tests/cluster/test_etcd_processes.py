@@ -96,6 +96,8 @@ def test_acknowledged_writes_survive_a_rebalance_a_killed_and_a_paused_writer(
             listing,
             "--view-store",
             etcd_url,
+            "--replicas",  # no view anywhere yet: the clients' count is given
+            "1",
             "--add",
             f"s4={urls['s4']}",
             "--keys-per-s",

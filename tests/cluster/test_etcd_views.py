@@ -181,7 +181,7 @@ def test_import_from_servers_round_trip_then_rebalance_from_etcd(
     two = {name: urls[name] for name in ("s1", "s2")}
     client = ShardedClient(HashRing(list(two)), two)  # servers:// (the default store)
     client.set_many({f"k{i}": i for i in range(300)})
-    client.remove_server("s2")  # the servers now hold a view at epoch 2
+    client.remove_server("s2")  # the servers now hold a view at epoch 3 (the first was 1)
     client.close()
     servers = _listing(urls, ("s1", "s2"))
     # Without the import, etcd refuses to start behind the servers.
@@ -189,28 +189,28 @@ def test_import_from_servers_round_trip_then_rebalance_from_etcd(
         "--servers", servers, "--view-store", etcd_url, "--add", f"s3={urls['s3']}",
         capsys=capsys,
     )  # fmt: skip
-    assert status == 1 and "import it with" in err and "epoch 2 on the servers" in err
+    assert status == 1 and "import it with" in err and "epoch 3 on the servers" in err
     status, out, _ = _cli(
         "--servers", servers, "--view-store", etcd_url, "--import-from-servers", "--json",
         capsys=capsys,
     )  # fmt: skip
     assert status == 0 and json.loads(out) == {
-        "imported": True, "epoch": 2, "view_store": etcd_url,
+        "imported": True, "epoch": 3, "view_store": etcd_url,
     }  # fmt: skip
     status, out, _ = _cli(
         "--servers", servers, "--view-store", etcd_url, "--import-from-servers", capsys=capsys
     )
-    assert status == 0 and out.startswith("already held: the servers' view at epoch 2")
+    assert status == 0 and out.startswith("already held: the servers' view at epoch 3")
     # From now on etcd is the authority: no --servers needed.
     status, out, _ = _cli("--view-store", etcd_url, "--add", f"s3={urls['s3']}", capsys=capsys)
-    assert status == 0 and out.startswith("done: epoch 4")
+    assert status == 0 and out.startswith("done: epoch 5")
     status, out, _ = _cli("--view-store", etcd_url, "--status", capsys=capsys)
     shown = json.loads(out)
-    assert (shown["epoch"], sorted(shown["servers"])) == (4, ["s1", "s3"])
+    assert (shown["epoch"], sorted(shown["servers"])) == (5, ["s1", "s3"])
     for name in ("s1", "s3"):
-        assert redis.Redis.from_url(urls[name]).get(EPOCH_KEY) == b"4"
+        assert redis.Redis.from_url(urls[name]).get(EPOCH_KEY) == b"5"
     reader = ShardedClient(HashRing(["s1"]), {"s1": urls["s1"]}, view_store=etcd_url)
-    assert reader.epoch == 4 and reader.get_many([f"k{i}" for i in range(300)]) == {
+    assert reader.epoch == 5 and reader.get_many([f"k{i}" for i in range(300)]) == {
         f"k{i}": i for i in range(300)
     }
     reader.close()
@@ -222,7 +222,7 @@ def test_import_from_servers_round_trip_then_rebalance_from_etcd(
     store.close()
     status, _, err = _cli("--view-store", etcd_url, "--import-from-servers", capsys=capsys)
     assert status == 1
-    assert "must be at least etcd's epoch 9" in err and "got the servers' epoch 4" in err
+    assert "must be at least etcd's epoch 9" in err and "got the servers' epoch 5" in err
 
 
 def test_the_cli_refuses_an_import_without_an_etcd_store_or_a_view(

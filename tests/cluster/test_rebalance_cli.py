@@ -59,11 +59,11 @@ def test_sigkilled_coordinator_is_resumed_by_another_process(
         assert report["transfers_skipped"] >= 5
         fresh = ShardedClient(HashRing(list(urls)), urls)
         assert fresh.get_many(KEYS) == {key: key for key in KEYS}
-        assert fresh.epoch == 2  # moving at 1, final at 2: read from the servers
+        assert fresh.epoch == 3  # the first client's 1, moving 2, final 3: from the servers
         view_file = tmp_path / "view.json"
         assert main(["rebalance", "--servers", listing, "--status"]) == 0
         shown = json.loads(capsys.readouterr().out)
-        assert (shown["epoch"], shown["state"]) == (2, "stable")
+        assert (shown["epoch"], shown["state"]) == (3, "stable")
         view_file.write_text(json.dumps(shown))
         assert main(["rebalance", "--view", str(view_file), "--remove", "s9"]) == 1
         assert "'s9' is not in the ring" in capsys.readouterr().err

@@ -214,7 +214,7 @@ def test_two_coordinators_at_once_one_gets_the_lock_the_other_is_told_who(
     urls: dict[str, str], etcd_url: str
 ) -> None:
     two = _pick(urls, ("s1", "s2"))
-    seed = ShardedClient(HashRing(list(two)), two)
+    seed = ShardedClient(HashRing(list(two)), two, view_store=etcd_url)  # nothing on servers
     seed.set_many({key: key for key in KEYS[:400]})
     seed.close()
     inside, leave = threading.Event(), threading.Event()

@@ -82,8 +82,8 @@ def test_add_then_remove_under_load_loses_nothing(urls: dict[str, str], new: New
     assert added.keys_streamed == diff(old, middle).plan(keys=KEYS).total_keys
     assert removed.keys_streamed == diff(middle, admin.view.placement).plan(keys=KEYS).total_keys
     assert added.keys_deleted == added.keys_streamed
-    assert (admin.epoch, admin.view.state) == (4, "stable")
-    assert load_client.epoch == 4  # the load's stale client converged
+    assert (admin.epoch, admin.view.state) == (5, "stable")  # first 1, then 2 and 2 more
+    assert load_client.epoch == 5  # the load's stale client converged
     _check_all(urls, ("s2", "s3", "s4"), load.latest)
     assert _raw(urls["s1"]).dbsize() <= 4  # only ringkit's bookkeeping keys are left
 
@@ -157,10 +157,11 @@ def test_failed_server_is_rebuilt_from_surviving_replicas(quartet: list[Server],
 def test_stale_write_after_the_switch_is_redirected(urls: dict[str, str], new: New) -> None:
     admin = _seed(new, urls, ("s1", "s2", "s3"))
     stale = _client(new, urls, ("s1", "s2", "s3"))
+    assert stale.get(KEYS[0]) is not None and stale.epoch == 1
     admin.add_server("s4", urls["s4"])
     moved = next(key for key in KEYS if admin.replicas_for(key) == ["s4"])
     stale.set(moved, "after the switch")
-    assert stale.epoch == admin.epoch == 2
+    assert stale.epoch == admin.epoch == 3
     assert _client(new, urls, NAMES).get(moved) == "after the switch"
     old_owner = HashRing(["s1", "s2", "s3"]).node_for(route_key(moved.encode()))
     assert _raw(urls[old_owner]).get(moved) is None
@@ -170,13 +171,13 @@ def test_server_refuses_a_call_routed_by_an_older_epoch(urls: dict[str, str], ne
     admin = _seed(new, urls, ("s1", "s2", "s3"))
     admin.add_server("s4", urls["s4"])
     stale = fence(_client(new, urls, ("s1",)).server("s1").backend, lambda: 1, lambda key: 0)
-    with pytest.raises(StaleViewError, match="at epoch 2, the call was routed by epoch 1"):
+    with pytest.raises(StaleViewError, match="at epoch 3, the call was routed by epoch 1"):
         stale.set_many({b"x": b"y"}, None)
     assert _raw(urls["s1"]).get(b"x") is None
-    assert int(_raw(urls["s1"]).get(EPOCH_KEY)) == 2
-    with pytest.raises(ViewConflictError, match="holds another view at epoch 2"):
-        stale.publish(2, b"{}")  # a second coordinator with another view at the same epoch
-    assert stale.publish(1, b"{}") == 2  # an older view never moves a server back
+    assert int(_raw(urls["s1"]).get(EPOCH_KEY)) == 3
+    with pytest.raises(ViewConflictError, match="holds another view at epoch 3"):
+        stale.publish(3, b"{}")  # a second coordinator with another view at the same epoch
+    assert stale.publish(1, b"{}") == 3  # an older view never moves a server back
 
 
 def test_reads_converge_with_a_periodic_check(
@@ -184,6 +185,7 @@ def test_reads_converge_with_a_periodic_check(
 ) -> None:
     admin = _seed(new, urls, ("s1", "s2", "s3"))
     reader = _client(new, urls, ("s1", "s2", "s3"))
+    assert reader.get(KEYS[0]) is not None and reader.epoch == 1  # settled on the first view
     reader.view_check_s = 0.01
     refreshes: list[int] = []
     read = reader.view_store.read
@@ -197,7 +199,7 @@ def test_reads_converge_with_a_periodic_check(
     time.sleep(0.02)
     assert reader.get(KEYS[0]) is not None
     assert refreshes == [0]  # the check found the new view before any server had to refuse
-    assert reader.epoch == 2 and "s4" in reader.view.placement
+    assert reader.epoch == 3 and "s4" in reader.view.placement
 
 
 def test_ttl_and_foreign_keys_move(urls: dict[str, str], new: New) -> None:

@@ -40,6 +40,8 @@ class Membership(RuleBasedStateMachine):
         start = {name: self.urls[name] for name in ("n0", "n1")}
         self.client = new_client(self.flavor, HashRing(list(start), vnodes=8), start)
         self.stale = new_client(self.flavor, HashRing(list(start), vnodes=8), start)
+        self.client.refresh_view()  # both settle on the first view (epoch 1) before any rule
+        self.stale.refresh_view()
         self.model: dict[str, int] = {}
         self.values = itertools.count()
 

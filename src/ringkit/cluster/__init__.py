@@ -27,7 +27,7 @@ from ringkit.cluster.serializers import JSON, PICKLE, Serializer
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.cluster.view import ClusterView, load_view
 from ringkit.cluster.viewstore import ViewStore, open_view_store, register_view_store
-from ringkit.errors import QuorumError, StaleViewError, ViewConflictError
+from ringkit.errors import EpochLostError, QuorumError, StaleViewError, ViewConflictError
 
 # The client calls the coordinator of membership changes; it is wired here, once, so that the
 # client never imports it (see ringkit.cluster.coordination).
@@ -47,6 +47,7 @@ __all__ = [
     "AsyncShardedClient",
     "Backend",
     "ClusterView",
+    "EpochLostError",
     "EtcdViewStore",
     "HotKeys",
     "MemoryStore",

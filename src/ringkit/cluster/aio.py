@@ -119,6 +119,10 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         """Probe every down server whose dead timeout has passed; return those still down."""
         return await self._run(self._check_health())
 
+    async def sweep_index(self) -> int:
+        """Drop the key index entries of keys that expired or were evicted; return how many."""
+        return await self._run(self._sweep_index())
+
     async def flush(self) -> None:
         """Delete every key on every server."""
         await self._run(self._flush())

@@ -36,7 +36,9 @@ from ringkit.cluster.backends import (
     too_large,
 )
 from ringkit.cluster.expiry import memcached_exptime
+from ringkit.cluster.keys import tombstone_key
 from ringkit.cluster.memory import MemoryBackend, _not_integer
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
@@ -85,6 +87,12 @@ class AsyncMemoryBackend:
 
     async def delete(self, key: bytes) -> bool:
         return self._sync.delete(key)
+
+    async def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        return self._sync.repair(key, value, ttl_s)
+
+    async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        return self._sync.bury(key, tombstone, ttl_s)
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         return self._sync.incr(key, delta)
@@ -297,6 +305,47 @@ class AsyncMemcachedBackend:
 
     async def delete(self, key: bytes) -> bool:
         return await self._one(b"delete %s\r\n" % key) == b"DELETED"
+
+    async def _gets(self, key: bytes) -> tuple[bytes | None, bytes]:
+        """The value of `key` and its cas token (None and b"" when absent)."""
+        lines = await self._exchange(b"gets %s\r\n" % key, 1)
+        self._check(lines[-1], self.url)
+        if len(lines) == 1:
+            return None, b""
+        header, _, data = lines[0].partition(b"\r\n")
+        return data[:-2], header.split()[4]
+
+    async def _cas(self, key: bytes, value: bytes, token: bytes, expire: int) -> bool:
+        request = b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(value), token, value)
+        return await self._one(request) == b"STORED"
+
+    async def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+
+        As the sync backend: the tombstone is read before, and again after an ``add``.
+        """
+        tomb_key = tombstone_key(key)
+        there, token = await self._gets(key)
+        tomb, _ = await self._gets(tomb_key)
+        if not supersedes(value, there, tomb):
+            return False
+        if there is not None:
+            expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+            return await self._cas(key, value, token, expire)
+        if not await self.add(key, value, ttl_s):
+            return False
+        tomb, _ = await self._gets(tomb_key)
+        if tomb is not None and not supersedes(value, None, tomb):
+            now, token = await self._gets(key)
+            if now == value:
+                await self._cas(key, value, token, -1)  # expired at once: taken back
+            return False
+        return True
+
+    async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` (the tombstone first)."""
+        await self.set_many({tombstone_key(key): tombstone}, ttl_s)
+        return await self.delete(key)
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         verb = b"incr" if delta >= 0 else b"decr"

@@ -30,7 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ringkit.cluster.expiry import memcached_exptime, redis_px
+from ringkit.cluster.keys import tombstone_key
 from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError
 
@@ -335,6 +337,50 @@ class MemcachedBackend:
 
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+
+        ``add`` where the key is absent and ``cas`` where it is older: a write that lands in
+        between makes either refuse, so the repair never replaces it (memcached protocol.txt).
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        tomb_key = tombstone_key(key)
+
+        def action(client: Any) -> bool:
+            found = client.gets_many([key, tomb_key])
+            there, token = found.get(key, (None, None))
+            if not supersedes(value, there, found.get(tomb_key, (None, None))[0]):
+                return False
+            if there is not None:
+                return bool(client.cas(key, value, token, expire, noreply=False))
+            if not client.add(key, value, expire, noreply=False):
+                return False
+            # A delete may have run between the read and the add (its tombstone first, then
+            # the delete of a key not yet there): look again, and take the copy back, only if
+            # it is still ours, by cas with a negative exptime (protocol.txt: expired at once).
+            tomb = client.get(tomb_key)
+            if tomb is not None and not supersedes(value, None, tomb):
+                now, cas_token = client.gets(key)
+                if now == value:
+                    client.cas(key, value, cas_token, -1, noreply=False)
+                return False
+            return True
+
+        return self._call(action)
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key`; True if it was there.
+
+        The tombstone first: a repair that reads in between sees it and stands down.
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+
+        def action(client: Any) -> bool:
+            client.set(tombstone_key(key), tombstone, expire, noreply=False)
+            return bool(client.delete(key, noreply=False))
+
+        return self._call(action)
 
     def incr(self, key: bytes, delta: int) -> int | None:
         not_integer = object()

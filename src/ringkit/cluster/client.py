@@ -182,6 +182,16 @@ class ShardedClient(ClientCore[FencedBackend]):
         """Probe every down server whose dead timeout has passed; return those still down."""
         return self._run(self._check_health())
 
+    def sweep_index(self) -> int:
+        """Drop the key index entries of keys that expired or were evicted; return how many.
+
+        Writes already sweep the index a bounded step at a time, which keeps it within about
+        4/3 entries per live key; this sweeps all of it at once (Redis servers; 0 elsewhere).
+
+        :raises BackendError: when a server fails
+        """
+        return self._run(self._sweep_index())
+
     def flush(self) -> None:
         """Delete every key on every server (``flush_all`` / ``FLUSHDB``)."""
         self._run(self._flush())

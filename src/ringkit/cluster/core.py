@@ -25,6 +25,7 @@ from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.epochs import ViewTracker
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.index import SWEEP_BATCH
 from ringkit.cluster.keys import key_bytes, route_key, user_key
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
@@ -36,7 +37,7 @@ from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.cluster.viewstore import ViewStore, open_view_store
 from ringkit.cluster.writer import Writer, check_ttl
-from ringkit.errors import ConfigError, QuorumError, UnsupportedError
+from ringkit.errors import ConfigError, EpochLostError, QuorumError, UnsupportedError
 from ringkit.placement import Placement
 
 __all__ = [
@@ -207,7 +208,6 @@ class ClientCore(Generic[B]):
         self._credentials = Credentials(credentials)
         self._credentials.check_known(urls)
         public = self._credentials.learn_all(urls)
-        view = ClusterView(0, placement, public, replicas)
         store = open_view_store(view_store)
         self._index_keys = True
         self._hot = hot_keys
@@ -216,6 +216,10 @@ class ClientCore(Generic[B]):
         codec: ValueCodec = (
             _raw_codec(replicas, read, hot_keys) if self._raw else Codec(get_serializer(serializer))
         )
+        # The client's configuration, as a view: the first client of empty servers publishes it
+        # (epoch 1); later clients must match the one published (ringkit.cluster.epochs).
+        named = RAW if self._raw else get_serializer(serializer).name
+        view = ClusterView(0, placement, public, replicas, serializer=named)
         self.reader = Reader(self._servers, codec, read_all=read == "all", read_repair=read_repair)
         self.writer = Writer(
             self._servers, codec, write_quorum=write_quorum, max_value_bytes=max_value_bytes
@@ -344,8 +348,9 @@ class ClientCore(Generic[B]):
         yield from self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
         answers: list[Any] = yield from self._fenced(
-            lambda router: self.writer.each(router, data, method, args)
+            lambda router: self.writer.each(router, data, method, args, done)
         )
         return answers
 
@@ -355,7 +360,11 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
-        return any((yield from self._each(data, "delete", (data,))))
+        done: dict[str, Any] = {}
+        answers: list[Any] = yield from self._fenced(
+            lambda router: self.writer.delete(router, data, done)
+        )
+        return any(answers)
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
         check_delta(delta)
@@ -376,8 +385,25 @@ class ClientCore(Generic[B]):
 
     def _check_health(self) -> Steps[list[str]]:
         for name in self._servers.names:
-            yield from self._servers.usable(name, self._epoch())
+            try:
+                yield from self._servers.usable(name, self._epoch())
+            except EpochLostError as lost:  # restarted empty: re-stamped, probed again later
+                yield from self._tracker.restamp(lost.server)
         return self.down_servers
+
+    def _sweep_index(self) -> Steps[int]:
+        """Sweep the whole key index of every server, one bounded step at a time."""
+        removed = 0
+        for name in self._servers.names:
+            cursor = b"-"
+            while cursor:
+                call = Call(name, "sweep_index", (cursor, SWEEP_BATCH), self._epoch())
+                [outcome] = yield (call,)
+                if isinstance(outcome, Failed):
+                    raise outcome.error
+                gone, cursor = outcome
+                removed += gone
+        return removed
 
     def _flush(self) -> Steps[None]:
         names = self._servers.names

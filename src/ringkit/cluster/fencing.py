@@ -27,6 +27,7 @@ bookkeeping (:mod:`ringkit.cluster.keys`).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -36,7 +37,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.backends import Backend, MemoryBackend, RedisBackend, server_failed
 from ringkit.cluster.expiry import redis_px
-from ringkit.cluster.index import Index, RedisIndex, ScanIndex, member
+from ringkit.cluster.index import (
+    SWEEP_SCRIPT,
+    Index,
+    IndexSweep,
+    RedisIndex,
+    ScanIndex,
+    member,
+)
 from ringkit.cluster.keys import (
     AUDIT_KEY,
     CHECKPOINT_KEY,
@@ -44,10 +52,17 @@ from ringkit.cluster.keys import (
     INDEX_KEY,
     RESERVED_PREFIX,
     VIEW_KEY,
+    tombstone_key,
 )
 from ringkit.cluster.memory import _not_integer
 from ringkit.cluster.urls import ServerURL
-from ringkit.errors import StaleViewError, UnsupportedError, ViewConflictError
+from ringkit.errors import (
+    BackendError,
+    EpochLostError,
+    StaleViewError,
+    UnsupportedError,
+    ViewConflictError,
+)
 
 if TYPE_CHECKING:
     from ringkit.cluster.aio_backends import AsyncBackend
@@ -113,12 +128,20 @@ _CHECK = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 """
+# Writes also refuse a server that lost its epoch (restarted empty) while the client routes by
+# a published view: it would take writes that up-to-date clients never read (issue 16, item 6).
+_CHECK_WRITE = (
+    _CHECK
+    + """
+if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOCH') end
+"""
+)
 # KEYS: epoch, k1..kn; ARGV: epoch.
 _READ = _CHECK + "return redis.call('MGET', unpack(KEYS, 2))"
 # KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
 # (an empty member: do not index).
 _SET = (
-    _CHECK
+    _CHECK_WRITE
     + """
 for i = 3, #KEYS do
   local value = ARGV[2 * i - 2]
@@ -131,7 +154,7 @@ return #KEYS - 2
 )
 # KEYS: epoch, index, key; ARGV: epoch, px, member, value.
 _ADD = (
-    _CHECK
+    _CHECK_WRITE
     + """
 local done
 if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
@@ -142,11 +165,45 @@ return 1
 """
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
-_DELETE = _CHECK + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+_DELETE = _CHECK_WRITE + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
+# repair as a conditional write (serializers.supersedes): lands where the key is absent and
+# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
+_REPAIR = (
+    _CHECK_WRITE
+    + """
+local ours = string.sub(ARGV[4], 2, 9)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
+  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
+    return 0
+  end
+else
+  local tomb = redis.call('GET', KEYS[4])
+  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
+end
+if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
+else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+return 1
+"""
+)
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete while
+# data moves: the key goes and its tombstone stays for px, so no older copy lands after it.
+_BURY = (
+    _CHECK_WRITE
+    + """
+redis.call('ZREM', KEYS[2], ARGV[2])
+local gone = redis.call('DEL', KEYS[3])
+redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+return gone
+"""
+)
 # KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
 # and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
 _INCR = (
-    _CHECK
+    _CHECK_WRITE
     + """
 local v = redis.call('GET', KEYS[2])
 if not v then return false end
@@ -157,7 +214,7 @@ return n
 """
 )
 # KEYS: epoch, key; ARGV: epoch, px.
-_TOUCH = _CHECK + "return redis.call('PEXPIRE', KEYS[2], ARGV[2])"
+_TOUCH = _CHECK_WRITE + "return redis.call('PEXPIRE', KEYS[2], ARGV[2])"
 # KEYS: epoch, view; ARGV: epoch, view JSON, replace. Never moves a server back; returns its
 # epoch after, or minus it when another view holds that same epoch (and replace is '0').
 _PUBLISH = """
@@ -180,6 +237,9 @@ _SCRIPTS = {
     "incr": _INCR,
     "touch": _TOUCH,
     "publish": _PUBLISH,
+    "repair": _REPAIR,
+    "bury": _BURY,
+    "sweep": SWEEP_SCRIPT,
 }
 
 
@@ -233,6 +293,17 @@ def redis_scripts(
     if op == "delete":
         (key,) = args
         return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
+    if op == "repair":
+        key, value, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("repair", guarded, (epoch, _px(ttl_s), member_of(key), value))]
+    if op == "bury":
+        key, tomb, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("bury", guarded, (epoch, member(point_of(key), key), tomb, _px(ttl_s)))]
+    if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
+        cursor, batch = args
+        return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
     if op == "incr":
         key, delta = args
         return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
@@ -256,6 +327,8 @@ def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
         return None
     if op == "incr":
         return None if answer is None else int(answer)
+    if op == "sweep_index":
+        return int(answer[0]), bytes(answer[1])
     return bool(answer)
 
 
@@ -265,6 +338,8 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
     if text.startswith("STALEVIEW "):
         sent = int(str(script.args[0]))  # every fenced script takes the epoch first
         return StaleViewError(str(url), int(text.split()[1]), sent)
+    if text.startswith("NOEPOCH"):
+        return EpochLostError(str(url), int(str(script.args[0])))
     if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
         # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
         return _not_integer(script.keys[-1] if script.keys else b"")
@@ -275,7 +350,7 @@ class EpochGate:
     """memcached's best-effort fence: the server's epoch, read again at most every 0.5 s.
 
     A server seen ahead of the sent epoch is asked again at once, so a refresh is not refused
-    from a stale cache.
+    from a stale cache; so is one seen without an epoch, so a re-stamped server is let in.
     """
 
     def __init__(self) -> None:
@@ -284,16 +359,32 @@ class EpochGate:
 
     def due(self, sent: int, now: float) -> bool:
         """Return True when the server's epoch should be read before a call sent at `sent`."""
-        return now - self.checked_at >= MEMCACHED_FENCE_CHECK_S or self.known > sent
+        stale = now - self.checked_at >= MEMCACHED_FENCE_CHECK_S
+        return stale or self.known > sent or (self.known == 0 and sent >= 1)
 
     def learn(self, found: bytes | None, now: float) -> None:
         """Remember the epoch the server holds (its stored bytes, or None)."""
         self.known, self.checked_at = _epoch_value(found), now
 
-    def check(self, sent: int, url: ServerURL) -> None:
-        """Raise StaleViewError when the server is known to be past `sent`."""
-        if self.known > sent:
-            raise StaleViewError(str(url), self.known, sent)
+    def check(self, sent: int, url: ServerURL, *, write: bool = True) -> None:
+        """Raise StaleViewError when the server is known to be past `sent`.
+
+        :raises EpochLostError: on a `write` routed by a published view (`sent` >= 1) when the
+            server holds no epoch (it restarted empty)
+        """
+        check_epoch(self.known, sent, url, write=write)
+
+
+def check_epoch(current: int, sent: int, url: ServerURL, *, write: bool) -> None:
+    """Refuse a call routed by epoch `sent` on a server at epoch `current` (0: none).
+
+    :raises StaleViewError: when the server is past `sent`
+    :raises EpochLostError: on a `write` when the server has no epoch and `sent` >= 1
+    """
+    if current > sent:
+        raise StaleViewError(str(url), current, sent)
+    if write and current == 0 and sent >= 1:
+        raise EpochLostError(str(url), sent)
 
 
 class _Fenced:
@@ -306,6 +397,15 @@ class _Fenced:
         self.point_of = point_of
         self.index_keys = True
         self._gate = EpochGate()
+        self.sweep = IndexSweep()  # the bounded index sweep that rides on this client's writes
+
+    def sweep_due(self, op: str, args: Sequence[Any]) -> list[Script]:
+        """Return the index sweep step to run on Redis after write `op(*args)`, if one is due.
+
+        One step of the bounded sweep (:class:`~ringkit.cluster.index.IndexSweep`) at most.
+        """
+        count = self.sweep.due(op, args) if self.index_keys else 0
+        return [Script("sweep", (INDEX_KEY,), (self.sweep.cursor, count))] if count else []
 
 
 class FencedBackend(_Fenced):
@@ -328,20 +428,18 @@ class FencedBackend(_Fenced):
     def serve(self, op: str, *args: Any) -> Any:
         """Run backend call `op(*args)` fenced by the routed epoch (check, then act, locked)."""
         with self._lock:
-            self._check(self.epoch_of())
+            self._check(self.epoch_of(), write=op != "get_many")
             return getattr(self.inner, op)(*args)
 
-    def _check(self, sent: int) -> None:
+    def _check(self, sent: int, *, write: bool) -> None:
         if self._store is not None:
             entry = self._store.data.get(EPOCH_KEY)
-            current = _epoch_value(entry[0] if entry else None)
-            if current > sent:
-                raise StaleViewError(str(self.url), current, sent)
+            check_epoch(_epoch_value(entry[0] if entry else None), sent, self.url, write=write)
             return
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn(self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY), now)
-        self._gate.check(sent, self.url)
+        self._gate.check(sent, self.url, write=write)
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         result: dict[bytes, bytes] = self.serve("get_many", keys)
@@ -356,12 +454,28 @@ class FencedBackend(_Fenced):
     def delete(self, key: bytes) -> bool:
         return bool(self.serve("delete", key))
 
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what the server holds."""
+        return bool(self.serve("repair", key, value, ttl_s))
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key`, keeping `tombstone` beside it for `ttl_s` (a delete while data moves)."""
+        return bool(self.serve("bury", key, tombstone, ttl_s))
+
     def incr(self, key: bytes, delta: int) -> int | None:
         result: int | None = self.serve("incr", key, delta)
         return result
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self.serve("touch", key, ttl_s))
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only).
+
+        Returns the entries removed and the next cursor (b"" at the end); (0, b"") where the
+        server keeps no index (memory, memcached).
+        """
+        return 0, b""
 
     def ping(self) -> None:
         self.inner.ping()
@@ -462,7 +576,16 @@ class FencedRedis(FencedBackend):
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-        return redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        answer = redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        for step in self.sweep_due(op, args):
+            # Best effort: the write was acknowledged; a failed sweep step changes nothing.
+            with contextlib.suppress(BackendError):
+                self.sweep.advance(self._run(step.name, step.keys, step.args))
+        return answer
+
+    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
+        result: tuple[int, bytes] = self.serve("sweep_index", cursor, batch)
+        return result
 
     def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
         args = [epoch, view_json, "1" if replace else "0"]
@@ -507,7 +630,7 @@ def fence(backend: Backend, epoch_of: EpochOf, point_of: PointOf) -> FencedBacke
 # -- async ---------------------------------------------------------------------------------------
 
 
-_UNFENCED = frozenset({"ping", "flush", "read_view"})
+_UNFENCED = frozenset({"ping", "flush", "read_view", "publish"})
 
 
 class AsyncFencedBackend(_Fenced):
@@ -538,17 +661,23 @@ class AsyncFencedBackend(_Fenced):
         """Await backend call `op(*args)` fenced by the routed epoch (ping, flush: unfenced)."""
         if op in _UNFENCED:
             return await getattr(self, op)(*args)
+        if op == "sweep_index" and not self._scripts:
+            return 0, b""  # no index on memory or memcached
         if self._memory is not None:
             self._memory.index_keys = self.index_keys
             return self._memory.serve(op, *args)
         sent = self.epoch_of()
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-            return redis_answer(op, args, [await self._run(script) for script in scripts])
+            answer = redis_answer(op, args, [await self._run(script) for script in scripts])
+            for step in self.sweep_due(op, args):
+                with contextlib.suppress(BackendError):  # best effort, as in the sync form
+                    self.sweep.advance(await self._run(step))
+            return answer
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
-        self._gate.check(sent, self.url)
+        self._gate.check(sent, self.url, write=op != "get_many")
         return await getattr(self.inner, op)(*args)
 
     async def _run(self, script: Script) -> Any:
@@ -562,6 +691,29 @@ class AsyncFencedBackend(_Fenced):
     async def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""
         return (await self.inner.get_many([VIEW_KEY])).get(VIEW_KEY)
+
+    async def publish(self, epoch: int, view_json: bytes, *, replace: bool = False) -> int:
+        """Give the server view `epoch` unless it holds a newer one (see FencedBackend.publish).
+
+        :raises ViewConflictError: when the server holds another view at `epoch`
+        """
+        if self._memory is not None:
+            return self._memory.publish(epoch, view_json, replace=replace)
+        if self._scripts:
+            args = (epoch, view_json, "1" if replace else "0")
+            held = int(await self._run(Script("publish", (EPOCH_KEY, VIEW_KEY), args)))
+            if held < 0:
+                raise ViewConflictError.on_server(str(self.url), epoch)
+            return held
+        # memcached: best effort, like the sync form (no scripts).
+        found = await self.inner.get_many([EPOCH_KEY, VIEW_KEY])
+        current = _epoch_value(found.get(EPOCH_KEY))
+        if epoch == current and not replace and found.get(VIEW_KEY) != view_json:
+            raise ViewConflictError.on_server(str(self.url), epoch)
+        if epoch >= current:
+            await self.inner.set_many({EPOCH_KEY: str(epoch).encode(), VIEW_KEY: view_json}, None)
+            return epoch
+        return current
 
     async def ping(self) -> None:
         await self.inner.ping()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from ringkit.cluster.backends import memory_store
 from ringkit.cluster.client import ShardedClient
+from ringkit.cluster.view import ClusterView
 from ringkit.errors import ConfigError
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
@@ -105,6 +106,9 @@ def _run_one(
         new.flush()
         _, fill_s = _timed_batches(old, keys, write=True)
         _, warm_s = _timed_batches(old, keys, write=False)
+        # The bigger placement, published without moving a key: the naive change measured here
+        # (a view at a later epoch, so the new client is not refused for its membership).
+        new.adopt_view(ClusterView(old.epoch + 1, after, servers))
         hits, replay_s = _timed_batches(new, keys, write=False)
     finally:
         old.close()

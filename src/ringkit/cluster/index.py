@@ -10,12 +10,25 @@ mantissa), which cannot hold a 64-bit point exactly: that is why the point lives
 the score.
 
 Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
-and indexes them. Entries of keys that expired are dropped when a range read meets them. On the
-memory backend the "index" is a scan of the store, which is in-process and small.
+and indexes them. On the memory backend the "index" is a scan of the store, which is in-process
+and small.
+
+The index stays bounded by the live keys (regression: issue 16, item 9). Redis expires and
+evicts keys without telling anyone, so the entries of such keys are removed three ways, each
+by a script that checks the key is really gone (:data:`SWEEP_SCRIPT`): a range read of the
+coordinator drops the dead entries it meets; every write sweeps a bounded step of the index as
+it goes (:class:`IndexSweep`: :data:`SWEEP_ENTRIES_PER_KEY` entries per key written, in steps
+of at least :data:`SWEEP_BATCH`, resuming where the last step stopped); and ``client.sweep_index()``
+sweeps the whole index of every server. Under steady writes a whole pass of the index takes as
+long as writing a quarter of its entries, and only keys that died within one pass can have an
+entry left, so the index holds at most about 4/3 entries per live key (``r / (r - 1)`` for
+``r = SWEEP_ENTRIES_PER_KEY``), whatever expires or is evicted.
 
 Copies are moved with ``DUMP`` / ``RESTORE`` and the TTL left (``PTTL``), and a copy never
 overwrites a newer value: it lands only where the key is absent, or where both copies are
-ringkit values and the one landing has the higher version.
+ringkit values and the one landing has the higher version. Nor does it undo a delete made while
+data moves: where the key is absent but its tombstone (:func:`~ringkit.cluster.keys.tombstone_key`)
+is there, only a copy of a higher version than the delete lands.
 
 >>> lex_ranges(10, 20, 2**64)
 [(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
@@ -30,13 +43,24 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX
+from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX, tombstone_key
 from ringkit.errors import StaleViewError
 
 if TYPE_CHECKING:
     from ringkit.cluster.backends import MemoryStore
 
-__all__ = ["Index", "Record", "RedisIndex", "ScanIndex", "lex_ranges", "member"]
+__all__ = [
+    "SWEEP_BATCH",
+    "SWEEP_ENTRIES_PER_KEY",
+    "SWEEP_SCRIPT",
+    "Index",
+    "IndexSweep",
+    "Record",
+    "RedisIndex",
+    "ScanIndex",
+    "lex_ranges",
+    "member",
+]
 
 _SPACE_64 = 1 << 64
 _MARK = 0xFE
@@ -116,18 +140,34 @@ for _, key in ipairs(KEYS) do
 end
 return out
 """
-# KEYS: epoch, index, k1..kn; ARGV: epoch, mode, then payload, pttl, version, member per key.
-# Lands where the key is absent or holds an older ringkit version; where either copy has no
+# KEYS: index; ARGV: members. Drops the entries whose key does not exist, checked here, in the
+# script, so that a key written again since a range read found it gone keeps its entry.
+_FORGET = """
+local removed = 0
+for _, entry in ipairs(ARGV) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
+    removed = removed + redis.call('ZREM', KEYS[1], entry)
+  end
+end
+return removed
+"""
+# KEYS: epoch, index, k1..kn, then the tombstone key of each; ARGV: epoch, mode, then payload,
+# pttl, version, member per key. Lands where the key is absent (and its tombstone, if any, is
+# older than a versioned copy) or holds an older ringkit version; where either copy has no
 # version, only in mode '1' (a rollback: the source side took every write). Returns the count.
 _RESTORE = """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local landed = 0
-for i = 3, #KEYS do
+local n = (#KEYS - 2) / 2
+for i = 3, n + 2 do
   local at = 4 * (i - 3) + 3
   local key, version = KEYS[i], ARGV[at + 2]
   local go = redis.call('EXISTS', key) == 0
-  if not go then
+  if go then
+    local tomb = redis.call('GET', KEYS[i + n])
+    if tomb then go = version ~= '' and string.sub(tomb, 2, 9) < version end
+  else
     local head = ''
     if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
     local theirs = ''
@@ -157,6 +197,71 @@ end
 return gone
 """
 
+# KEYS: index; ARGV: cursor (a ZRANGEBYLEX min: '-', or '(' and the last member seen), count.
+# Removes the entries of keys that no longer exist (EXISTS also expires a key that is due);
+# returns the entries removed and the next cursor ('' once the end of the index is reached).
+SWEEP_SCRIPT = """
+local count = tonumber(ARGV[2])
+local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, count)
+local removed = 0
+for _, entry in ipairs(found) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
+    redis.call('ZREM', KEYS[1], entry)
+    removed = removed + 1
+  end
+end
+if #found < count then return {removed, ''} end
+return {removed, '(' .. found[#found]}
+"""
+# The smallest sweep step: one script run over this many entries, well under a millisecond.
+SWEEP_BATCH = 500
+# Entries swept per key written: the sweep outpaces the writes, so dead entries cannot pile up.
+SWEEP_ENTRIES_PER_KEY = 4
+# The largest step, which bounds how long one sweep script holds the server (tens of ms).
+_MAX_SWEEP_STEP = 50_000
+# Write calls by the keys they index (a delete removes its own entry).
+_INDEXED_WRITES: dict[str, Callable[[Sequence[Any]], int]] = {
+    "set_many": lambda args: len(args[0]),
+    "add": lambda args: 1,
+    "repair": lambda args: 1,
+}
+
+
+class IndexSweep:
+    """Where one server's bounded index sweep stands: its cursor and the entries it owes.
+
+    Each write indexed on the server adds :data:`SWEEP_ENTRIES_PER_KEY` entries per key to the
+    debt; once it reaches :data:`SWEEP_BATCH`, the write is followed by one sweep step over what
+    is owed (at most 50,000 entries), so that a bulk write pays for itself in one round trip
+    and a single-key write pays one step in 125. A step that reaches the end of the index wraps
+    to the start and clears the debt (a whole pass was made).
+    """
+
+    def __init__(self) -> None:
+        self.cursor = b"-"
+        self.owed = 0
+
+    def due(self, op: str, args: Sequence[Any]) -> int:
+        """Return how many entries to sweep after write `op(*args)` (0: none, not yet)."""
+        written = _INDEXED_WRITES.get(op)
+        if written is None:
+            return 0
+        self.owed += written(args) * SWEEP_ENTRIES_PER_KEY
+        if self.owed < SWEEP_BATCH:
+            return 0
+        count = min(self.owed, _MAX_SWEEP_STEP)
+        self.owed -= count
+        return count
+
+    def advance(self, answer: Sequence[Any]) -> int:
+        """Move on after a step answered `answer` (removed, next cursor); return removed."""
+        removed, cursor = int(answer[0]), bytes(answer[1])
+        self.cursor = cursor or b"-"
+        if not cursor:
+            self.owed = 0
+        return removed
+
+
 # Runs a script (or a command, by name) and maps its errors, StaleViewError included.
 Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
 
@@ -177,6 +282,7 @@ class RedisIndex:
     ) -> None:
         self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
         self._dump = client.register_script(_DUMP)
+        self._forget = client.register_script(_FORGET)
         self._scripts = {"restore": client.register_script(_RESTORE)}
         self._scripts["delete"] = client.register_script(_DELETE)
 
@@ -235,7 +341,7 @@ class RedisIndex:
             else:
                 records.append(Record(key, payload, int(pttl), _version(head)))
         if gone:
-            self._client.zrem(INDEX_KEY, *gone)
+            self._forget(keys=[INDEX_KEY], args=gone)
         return records
 
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
@@ -252,6 +358,7 @@ class RedisIndex:
             point = self._point_of(record.key)
             args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
         keys = [EPOCH_KEY, INDEX_KEY, *(record.key for record in records)]
+        keys += [tombstone_key(record.key) for record in records]
         return int(self._run(self._scripts["restore"], keys, args))
 
     def delete(self, keys: Sequence[bytes]) -> int:
@@ -323,7 +430,10 @@ class ScanIndex:
             for record in records:
                 there = self._store.live(record.key, now)
                 theirs = _version(there or b"")
-                if record.version and theirs:
+                tomb = self._store.live(tombstone_key(record.key), now)
+                if there is None and tomb is not None:
+                    go = bool(record.version) and _version(tomb) < record.version
+                elif record.version and theirs:
                     go = theirs < record.version
                 else:
                     go = there is None or replace_unversioned

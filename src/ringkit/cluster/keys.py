@@ -7,7 +7,8 @@ non-empty ``{tag}`` (Redis Cluster's hash tags, twemproxy's ``hash_tag``), else 
 
 Keys starting with ``ringkit:`` are reserved for the cluster's own bookkeeping, each defined
 here once: the epoch of the newest view a server was given, that view, the audit log, the
-rebalance checkpoint and the key index (:mod:`ringkit.cluster.index`).
+rebalance checkpoint, the key index (:mod:`ringkit.cluster.index`) and the tombstones that
+deletes leave while data moves (:func:`tombstone_key`).
 
 >>> route_key(b"user:{42}:cart"), route_key(b"plain"), route_key(b"empty:{}")
 (b'42', b'plain', b'empty:{}')
@@ -15,6 +16,7 @@ rebalance checkpoint and the key index (:mod:`ringkit.cluster.index`).
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 from ringkit.errors import ConfigError
@@ -26,9 +28,11 @@ __all__ = [
     "INDEX_KEY",
     "MAX_KEY_BYTES",
     "RESERVED_PREFIX",
+    "TOMBSTONE_PREFIX",
     "VIEW_KEY",
     "key_bytes",
     "route_key",
+    "tombstone_key",
     "user_key",
 ]
 
@@ -38,6 +42,7 @@ VIEW_KEY = b"ringkit:view"
 AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
 INDEX_KEY = b"ringkit:index"
+TOMBSTONE_PREFIX = b"ringkit:tomb:"
 # memcached's limit; applied to every backend so that switching backends never breaks a key.
 MAX_KEY_BYTES = 250
 _FORBIDDEN = re.compile(rb"[\x00-\x20\x7f]")
@@ -107,3 +112,21 @@ def route_key(key: bytes) -> bytes:
         if end > start + 1:
             return key[start + 1 : end]
     return key
+
+
+def tombstone_key(key: bytes) -> bytes:
+    """Return the reserved key that holds the tombstone of a delete of `key`.
+
+    Beside the key, not in it, so that reads, ``add`` and ``incr`` never meet a tombstone. A
+    key too long to take the prefix within memcached's 250 bytes is named by its BLAKE2b
+    digest instead (128 bits: no two keys of one cluster share a tombstone in practice).
+
+    >>> tombstone_key(b"cart:7")
+    b'ringkit:tomb:cart:7'
+    >>> len(tombstone_key(b"k" * 250))
+    46
+    """
+    named = TOMBSTONE_PREFIX + key
+    if len(named) <= MAX_KEY_BYTES:
+        return named
+    return TOMBSTONE_PREFIX + b"#" + hashlib.blake2b(key, digest_size=16).hexdigest().encode()

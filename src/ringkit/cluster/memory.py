@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from ringkit.cluster.keys import tombstone_key
+from ringkit.cluster.serializers import supersedes
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
@@ -128,6 +130,29 @@ class MemoryBackend:
 
     def delete(self, key: bytes) -> bool:
         return self._locked(lambda store, now: store.data.pop(key, None) is not None)
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here; return whether it did."""
+
+        def action(store: MemoryStore, now: float) -> bool:
+            there, tomb = store.live(key, now), store.live(tombstone_key(key), now)
+            if not supersedes(value, there, tomb):
+                return False
+            store.data[key] = (value, self._expiry(ttl_s))
+            return True
+
+        return self._locked(action)
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key` and keep `tombstone` beside it for `ttl_s`; return whether it was there."""
+
+        def action(store: MemoryStore, now: float) -> bool:
+            existed = store.live(key, now) is not None
+            store.data.pop(key, None)
+            store.data[tombstone_key(key)] = (tombstone, self._expiry(ttl_s))
+            return existed
+
+        return self._locked(action)
 
     def incr(self, key: bytes, delta: int) -> int | None:
         def action(store: MemoryStore, now: float) -> int | None:

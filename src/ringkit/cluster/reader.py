@@ -6,8 +6,11 @@ each round costs one round trip per server (the async client sends a round's bat
 ``read="all"`` asks every usable replica of every key in one round and keeps the highest
 version (last writer wins, by the writer's clock). Both repair: a replica that missed (or held
 an older version) is given the value found, with the TTL it has left, when `read_repair` is on
-and the view is stable (while data moves a repair is a plain write and could overwrite a newer
-copy). Raw counters (ints) carry no TTL and are not repaired.
+and the view is stable. A repair is a conditional write (``repair``: a Lua script on Redis,
+``gets`` + ``cas`` on memcached, the store lock in memory): it lands only where the replica
+holds no value or an older version, so a write acknowledged between the read and the repair
+is never replaced by the older value read (regression: issue 16, item 5). Raw counters (ints)
+carry no version and are not repaired.
 
 A :class:`Reader` is a component over the client's servers and codec; each read takes the
 :class:`~ringkit.cluster.routing.Router` of the view the call is bound to, and is a sans-I/O
@@ -191,7 +194,10 @@ class Reader:
     def _repair(
         self, router: Router, key: bytes, stored: bytes, decoded: Decoded, names: list[str]
     ) -> Steps[None]:
-        """Copy `stored` to the servers `names` with the TTL it has left (best effort)."""
+        """Copy `stored` to the servers `names` with the TTL it has left, where still older.
+
+        Best effort: a server that fails is hinted; one that holds a newer value keeps it.
+        """
         if decoded.version == 0:
             return  # a raw counter or a foreign value: its TTL is unknown, so leave it be
         ttl_s = None
@@ -201,5 +207,5 @@ class Reader:
                 return
         epoch = router.view.epoch
         for name in names:
-            call = Call(name, "set_many", ({key: stored}, ttl_s), epoch, "repair")
+            call = Call(name, "repair", (key, stored, ttl_s), epoch)
             yield from self.servers.attempt(name, call, [key])

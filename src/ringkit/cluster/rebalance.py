@@ -9,7 +9,8 @@ DeCandia et al. 2007, section 4.9). A :class:`Rebalancer` is the coordinator of 
    and writes go to the new owners;
 2. stream exactly the moved arcs of :func:`ringkit.diff` (replicas included) with range reads
    on each source's index, DUMP / RESTORE with the TTL left, landing only where the key is absent
-   or older (a newer write is never overwritten), a checkpoint after each transfer;
+   or older (a newer write is never overwritten, nor a delete made during the move undone: it
+   leaves a tombstone, :mod:`ringkit.cluster.writer`), a checkpoint after each transfer;
 3. publish the final view (epoch + 2), then delete the moved copies from the old owners.
 
 An interrupted rebalance continues with :meth:`Rebalancer.resume` (finished transfers are
@@ -31,7 +32,7 @@ client refused by a server reads the new view from the store, where it already i
 >>> client.set_many({f"k{i}": i for i in range(100)})
 >>> report = client.add_server("c", servers["c"])
 >>> report.outcome, report.epoch, report.keys_streamed == report.keys_deleted
-('done', 2, True)
+('done', 3, True)
 >>> client.get("k7"), client.view.state
 (7, 'stable')
 """
@@ -260,6 +261,7 @@ class Rebalancer:
             previous=current.placement,
             state="moving",
             change=dict(change),
+            serializer=current.serializer,  # the configuration travels with every view
         )
         return self._run(moving)
 
@@ -271,6 +273,8 @@ class Rebalancer:
     def _resume(self) -> RebalanceReport:
         self._refresh()
         if not self.view.transitional:
+            if self.view.epoch == 0:  # no view was ever published: nothing to finish
+                return RebalanceReport("nothing", 0, 0, 0, 0, 0, 0, 0, 0, 0.0)
             # A coordinator may have died while publishing the final view: finish that.
             self._probe(self.view)
             self._publish(self.view, replace=True)
@@ -300,6 +304,7 @@ class Rebalancer:
             previous=current.placement,
             state="rolling_back",
             change={"rollback": str(current.epoch)},
+            serializer=current.serializer,
         )
         return self._run(back, outcome="rolled_back")
 
@@ -315,15 +320,25 @@ class Rebalancer:
         self._probe(view)
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
+        # Everything that can refuse is checked before anything is published: a refusal after
+        # the moving view would leave the cluster stuck in it (issue 16, item 8).
         for transfer in plan.transfers:
-            self._sources(view, transfer)  # refuse before publishing when keys have no source
+            for name in (*self._sources(view, transfer), transfer.destination):
+                _ = self.backend(name).index  # raises on a server that cannot list its keys
         self._publish(view, replace=resuming)
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
         tally, skipped = self._stream(view, plan.transfers, new.space)
         servers = {node.name: view.servers[node.name] for node in new.nodes}
-        final = ClusterView(view.epoch + 1, new, servers, view.replicas, change=dict(view.change))
+        final = ClusterView(
+            view.epoch + 1,
+            new,
+            servers,
+            view.replicas,
+            change=dict(view.change),
+            serializer=view.serializer,
+        )
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)
         for name in sorted(view.servers):

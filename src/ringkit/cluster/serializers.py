@@ -48,6 +48,9 @@ __all__ = [
     "ValueCodec",
     "VersionClock",
     "get_serializer",
+    "stored_version",
+    "supersedes",
+    "tombstone",
 ]
 
 _MARK = 0xFE
@@ -251,6 +254,55 @@ class Codec:
                 f"{self.serializer.name!r} (tag {self.serializer.tag!r})"
             )
         return self.serializer.loads(payload)
+
+
+# The kind byte of a tombstone: a delete's version, with no payload (never a value to decode).
+_TOMBSTONE = b"t"
+
+
+def tombstone(version: int) -> bytes:
+    """Return the stored form of a delete at `version`: an envelope of kind ``t``, no payload.
+
+    >>> stored_version(tombstone(7)).hex()
+    '0000000000000007'
+    """
+    return _HEADER.pack(_MARK, version, 0, _TOMBSTONE)
+
+
+def stored_version(data: bytes | None) -> bytes:
+    """Return the 8 version bytes of an envelope, or b"" (a counter, a foreign value, None).
+
+    Big-endian, so comparing the bytes compares the versions, in Python as in a Lua script.
+    """
+    if data is None or len(data) < _HEADER.size or data[0] != _MARK:
+        return b""
+    return data[1:9]
+
+
+def supersedes(value: bytes, there: bytes | None, tomb: bytes | None) -> bool:
+    """Return True if envelope `value` may replace what a server holds: a conditional write.
+
+    `there` is the key's stored bytes (None: absent) and `tomb` its tombstone (None: none).
+    `value` lands where the key is absent and not deleted at a newer version, or holds an
+    older version; never over a value without a version (a counter, a foreign value), whose
+    age is unknown. The rule of read repair and of the rebalance's copies (Dynamo's
+    reconciliation by version, DeCandia et al. 2007, section 4.4, with last writer wins).
+
+    >>> older, newer = (Codec(JSON).encode("fare", version=v, expires_at_ms=0) for v in (2, 3))
+    >>> supersedes(newer, older, None), supersedes(older, newer, None)
+    (True, False)
+    >>> supersedes(older, None, None), supersedes(older, None, tombstone(3))
+    (True, False)
+    >>> supersedes(newer, b"41", None)  # a counter: no version, never replaced
+    False
+    """
+    ours = stored_version(value)
+    if not ours:
+        return False
+    if there is not None:
+        theirs = stored_version(there)
+        return bool(theirs) and theirs < ours
+    return tomb is None or stored_version(tomb) < ours
 
 
 def _is_decimal(data: bytes) -> bool:

@@ -23,7 +23,13 @@ from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.keys import MAX_KEY_BYTES, key_bytes, route_key
 from ringkit.cluster.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.urls import ServerURL, parse_url
-from ringkit.errors import ConfigError, UnknownNodeError, format_names
+from ringkit.errors import (
+    ConfigError,
+    EpochLostError,
+    StaleViewError,
+    UnknownNodeError,
+    format_names,
+)
 from ringkit.placement import Placement
 
 __all__ = [
@@ -134,9 +140,15 @@ class ServerSet(Generic[B]):
         outcomes = yield (Call(name, "ping", (), epoch),)
         hints = [] if failed_any(outcomes) else health.take_hints()
         if hints:
-            outcomes = yield tuple(
-                Call(name, "delete", (key,), epoch, "invalidate") for key in hints
-            )
+            try:
+                outcomes = yield tuple(
+                    Call(name, "delete", (key,), epoch, "invalidate") for key in hints
+                )
+            except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
+                for key in hints:
+                    health.hint(key)
+                health.probe_failed(now=time.monotonic())
+                raise
         if failed_any(outcomes):
             for key in hints:  # not invalidated yet: keep them for the next probe
                 health.hint(key)

@@ -47,6 +47,7 @@ __all__ = [
     "ClusterView",
     "check_view_path",
     "load_view",
+    "refuse_mismatch",
     "write_view",
 ]
 
@@ -76,6 +77,7 @@ class ClusterView:
     previous: Placement | None = None
     state: str = "stable"
     change: Mapping[str, str] = field(default_factory=dict)
+    serializer: str | None = None  # the clients' serializer name; None: not recorded
 
     def __post_init__(self) -> None:
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
@@ -136,6 +138,7 @@ class ClusterView:
             "previous": None if self.previous is None else _ring_dict(self.previous),
             "servers": dict(sorted(servers.items())),
             "change": dict(self.change),
+            "serializer": self.serializer,
         }
 
     def to_json(self) -> bytes:
@@ -160,6 +163,11 @@ class ClusterView:
         state = data.get("state", "stable")
         if not isinstance(state, str):
             raise ConfigError(f"cluster view field 'state' must be a string, got {state!r}")
+        serializer = data.get("serializer")
+        if serializer is not None and not isinstance(serializer, str):
+            raise ConfigError(
+                f"cluster view field 'serializer' must be a string, got {_shape(serializer)}"
+            )
         previous = data.get("previous")
         return cls(
             epoch=epoch,
@@ -169,6 +177,7 @@ class ClusterView:
             previous=None if previous is None else _ring_field("previous", previous),
             state=state,
             change=change,
+            serializer=serializer,
         )
 
     @classmethod
@@ -186,6 +195,53 @@ class ClusterView:
         if not isinstance(data, dict):
             raise ConfigError(f"cluster view must be a JSON object, got {type(data).__name__}")
         return cls.from_dict(data)
+
+
+def _placement_form(placement: Placement) -> dict[str, object]:
+    """The parts of a placement a client configures: its kind, hash and vnodes (not members)."""
+    form: dict[str, object] = {"kind": type(placement).__name__}
+    if isinstance(placement, HashRing):
+        form.update(hash=placement.hasher.name, vnodes=placement.vnodes, space=placement.space)
+    return form
+
+
+def refuse_mismatch(published: ClusterView, configured: ClusterView) -> None:
+    """Refuse a client configured as `configured` on servers that published `published`.
+
+    The published view is the cluster's configuration: replicas, serializer and the form of
+    the placement (kind, hash, vnodes) must match it. Membership may differ once the view has
+    moved past the first epoch (servers were added or removed since); at epoch 1, the view the
+    first client published, a different membership is two clients disagreeing.
+
+    :raises ConfigError: naming the configured and the published value
+    """
+
+    def refuse(what: str, mine: object, theirs: object) -> ConfigError:
+        return ConfigError(
+            f"{what} must match the cluster view the servers hold (epoch {published.epoch}): "
+            f"configured {mine!r}, published {theirs!r}; configure the client like the cluster "
+            f"(the view is its one source of configuration)"
+        )
+
+    if configured.replicas != published.replicas:
+        raise refuse("replicas", configured.replicas, published.replicas)
+    if None not in (configured.serializer, published.serializer) and (
+        configured.serializer != published.serializer
+    ):
+        raise refuse("serializer", configured.serializer, published.serializer)
+    mine, theirs = _placement_form(configured.placement), _placement_form(published.placement)
+    for part in mine:
+        if mine[part] != theirs.get(part):
+            raise refuse(f"placement {part}", mine[part], theirs.get(part))
+    if published.epoch == 1 and not published.transitional:
+        names = sorted(node.name for node in configured.placement.nodes)
+        held = sorted(node.name for node in published.placement.nodes)
+        if names != held:
+            raise refuse("servers", names, held)
+        weights = {node.name: node.weight for node in configured.placement.nodes}
+        held_weights = {node.name: node.weight for node in published.placement.nodes}
+        if weights != held_weights:
+            raise refuse("node weights", weights, held_weights)
 
 
 def _str_map(

@@ -37,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ringkit.cluster.steps import Blocking, Call, Failed, Steps, run_plain
 from ringkit.cluster.view import ClusterView, load_view
-from ringkit.errors import BackendError, ConfigError
+from ringkit.errors import BackendError, ConfigError, ViewConflictError
 
 __all__ = [
     "AuthoritativeViewStore",
@@ -49,6 +49,7 @@ __all__ = [
     "open_view_store",
     "read_views",
     "register_view_store",
+    "stamp",
 ]
 
 
@@ -143,6 +144,23 @@ class ServersViewStore:
         if not answered and servers:
             raise BackendError(f"no server answered for the cluster view (asked {len(servers)})")
         return best
+
+
+def stamp(view: ClusterView, names: Sequence[str]) -> Steps[bool]:
+    """Give the servers `names`, in name order, `view` unless they hold a newer epoch.
+
+    Compare-and-set on each server (atomic on Redis and memory, best effort on memcached): a
+    server never moves back, and one that holds another view at the same epoch is left as it is.
+    Servers that fail are skipped. Return False when a server held another view at that epoch
+    (another client or coordinator published first: read the servers again), else True.
+    """
+    data = view.to_json()
+    for name in sorted(names):
+        try:
+            yield (Call(name, "publish", (view.epoch, data), 0, "publish"),)
+        except ViewConflictError:
+            return False
+    return True
 
 
 class FileViewStore:

@@ -8,6 +8,13 @@ server, sent at once by the async client. A server that is down or fails gets a 
 key instead (:meth:`~ringkit.cluster.servers.ServerSet.attempt`), and the write is acknowledged
 only when at least `write_quorum` of the key's replicas took it, else :class:`QuorumError`.
 
+A delete leaves a *tombstone* on every target: the key is deleted and the delete's version is
+kept beside it (:func:`~ringkit.cluster.keys.tombstone_key`), so that neither a read repair
+that read the value before the delete nor, while data moves, a copy the coordinator read before
+it lands after it (Cassandra's tombstones, kept for ``gc_grace_seconds``, serve the same end).
+Tombstones expire by themselves: :data:`DELETE_TOMBSTONE_TTL_S` in a stable view,
+:data:`TOMBSTONE_TTL_S` while data moves (issue 16, item 15).
+
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.steps`) driven by both clients.
 """
@@ -22,12 +29,21 @@ from typing import Any
 from ringkit.cluster.expiry import refuse_ttl
 from ringkit.cluster.keys import user_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import ValueCodec, VersionClock
+from ringkit.cluster.serializers import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.errors import ConfigError, QuorumError
 
-__all__ = ["Writer", "check_ttl"]
+__all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
+
+# How long a delete made while data moves keeps its tombstone. It must outlast a copy in flight
+# (one page between its read on the old owner and its write on the new one: milliseconds, or as
+# long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
+TOMBSTONE_TTL_S = 3600.0
+#: How long a delete's tombstone outlives it in a stable view: a read that found the value
+#: before the delete and repairs a replica later than this (a process paused that long between
+#: the two) could bring the key back there.
+DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:
@@ -163,22 +179,54 @@ class Writer:
                 acked |= {(name, data) for data in groups[name]}
         self.check_quorum(replicas, acked)
 
+    def delete(
+        self, router: Router, data: bytes, done: dict[str, Any] | None = None
+    ) -> Steps[list[Any]]:
+        """Delete `data` on every target and leave a tombstone there.
+
+        The tombstone keeps a read repair (or, while data moves, a copy) that read the value
+        before the delete from writing it back after: without it, a fallback read racing a
+        delete brings the key back on the replica that missed it. It lives
+        :data:`DELETE_TOMBSTONE_TTL_S` in a stable view (longer than any read's repair takes,
+        short enough to cost little memory) and :data:`TOMBSTONE_TTL_S` while data moves.
+
+        :raises QuorumError: when fewer than `write_quorum` replicas answered
+        """
+        ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
+        args = (data, tombstone(self._clock.next()), ttl_s)
+        return (yield from self.each(router, data, "bury", args, done))
+
     def each(
-        self, router: Router, data: bytes, method: str, args: tuple[Any, ...]
+        self,
+        router: Router,
+        data: bytes,
+        method: str,
+        args: tuple[Any, ...],
+        done: dict[str, Any] | None = None,
     ) -> Steps[list[Any]]:
         """Run a single-key write on every target of `data`; return the replicas' answers.
+
+        `done` (server name → answer) carries what earlier attempts of the same call applied:
+        when a server refuses a call routed by an old view, the client refreshes and runs the
+        call again, and a server that already took it must not take it twice (an ``incr``
+        counted twice, an ``add`` reported as refused by the server that made it).
 
         :raises QuorumError: when fewer than `write_quorum` replicas answered
         """
         epoch = router.view.epoch
         replicas = router.replica_names(data)
+        done = {} if done is None else done
         answers: list[Any] = []
         acked: set[tuple[str, bytes]] = set()
         for name in router.write_names(data):
-            ok, answer = yield from self.servers.attempt(
-                name, Call(name, method, args, epoch), [data]
-            )
+            if name in done:
+                ok, answer = True, done[name]
+            else:
+                ok, answer = yield from self.servers.attempt(
+                    name, Call(name, method, args, epoch), [data]
+                )
             if ok:
+                done[name] = answer
                 acked.add((name, data))
                 if name in replicas:
                     answers.append(answer)

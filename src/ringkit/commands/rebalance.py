@@ -2,7 +2,10 @@
 
 The current membership comes from ``--servers NAME=URL,…`` (a ring over those nodes, with
 ``--vnodes``, ``--hasher`` and ``--replicas``) or from a view file (``--view``, or the
-``RINGKIT_VIEW`` environment variable); a newer view stored on the servers always wins. Then
+``RINGKIT_VIEW`` environment variable); a newer view stored on the servers always wins. The
+view the servers hold (the first client publishes it) is the cluster's configuration: the
+replica count comes from it, and a ``--replicas``, ``--vnodes`` or ``--hasher`` that contradicts
+it is refused; on servers that hold no view, ``--add`` / ``--remove`` need ``--replicas``. Then
 ``--add NAME=URL`` or ``--remove NAME`` runs a rebalance (:mod:`ringkit.cluster.rebalance`),
 ``--resume`` finishes an interrupted one, ``--rollback`` undoes one, and ``--status`` prints the
 servers' view. ``--write-view FILE`` saves the final view for static setups.
@@ -82,7 +85,7 @@ def register(subparsers: Any) -> None:
         "--replicas",
         type=positive_int,
         default=None,
-        help="copies per key (with --servers; default 1)",
+        help="copies per key (with --servers; default: the view's on the servers)",
     )
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", type=_server, metavar="NAME=URL", help="server to add")
@@ -128,6 +131,39 @@ def _initial_view(
     options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
     ring = build_placement("ring", list(servers), options)
     return ClusterView(0, ring, servers, args.replicas or 1)
+
+
+def _check_configuration(
+    rebalancer: Rebalancer, view: ClusterView, args: argparse.Namespace, store: ViewStore | None
+) -> None:
+    """Refuse options that contradict the cluster's view; the replica count comes from it.
+
+    A replica count other than the clients' moves primaries only and deletes the other copies
+    (issue 16, item 2), so without a view to take it from it must be given.
+    """
+    found = store.load() if isinstance(store, AuthoritativeViewStore) else None
+    if found is None:  # the servers' view (an authoritative store refuses to start behind it)
+        found = read_views({name: rebalancer.backend(name) for name in view.servers})
+    if found is None:
+        if args.servers is not None and args.replicas is None:
+            raise refuse(
+                "the servers hold no cluster view to take the replica count from; give "
+                "--replicas N, the replica count of the clients (another count would drop or "
+                "strand copies)"
+            )
+        return
+    placement = found.placement
+    given = (
+        ("--replicas", view.replicas if args.servers is None else args.replicas, found.replicas),
+        ("--vnodes", args.vnodes, getattr(placement, "vnodes", None)),
+        ("--hasher", args.hasher, getattr(getattr(placement, "hasher", None), "name", None)),
+    )
+    for flag, mine, theirs in given:
+        if mine is not None and mine != theirs:
+            raise refuse(
+                f"{flag} must match the cluster view the servers hold (epoch {found.epoch}): "
+                f"configured {mine!r}, published {theirs!r}; leave it out to use the view's"
+            )
 
 
 def _report(report: RebalanceReport, as_json: bool) -> None:
@@ -206,6 +242,8 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
                 found = read_views({name: rebalancer.backend(name) for name in view.servers})
             print_json((found or view).to_dict(redact_passwords=True))
             return 0
+        if args.add is not None or args.remove is not None:
+            _check_configuration(rebalancer, view, args, store)
         with bar or nullcontext():
             report = _act(rebalancer, args)
     finally:
