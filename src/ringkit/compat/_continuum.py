@@ -37,7 +37,7 @@ _LIST_LIMIT = 1 << 16
 # Buckets per point in the scalar lookup's table, as a power of two: with 8-16 buckets per point
 # about 90% of buckets hold no point, and a key landing in one needs no bisect at all.
 _BUCKETS_PER_POINT_LOG2 = 3
-_MAX_BUCKET_BITS = 18  # 2 MB of bucket table at most
+_MAX_BUCKET_BITS = 16  # 512 KiB of bucket table at most (a list of 65,536 references)
 Rebuild = Callable[[tuple[Node, ...]], "Continuum"]
 
 
@@ -267,13 +267,15 @@ class Continuum(PlacementBase):
 
 def _bucket_table(
     points: UInt64Array, point_names: tuple[str, ...], bits: int
-) -> tuple[int, list[str | None], dict[int, tuple[int, int]]]:
-    """Return (shift, each bucket's owner or None, the point bounds of each bucket that holds).
+) -> tuple[int, list[str | None]]:
+    """Return (shift, each bucket's owner, or None for a bucket that holds points).
 
     The top bits of a hash (``hash >> shift``) pick a bucket. A bucket that holds no point lies
-    inside one arc, so every hash in it has the same owner; a bucket that holds points keeps the
-    index range to bisect. This is the prefix table of ``ringkit.ring.tokens`` taken one step
-    further, since a continuum is small (at most ``_LIST_LIMIT`` points here).
+    inside one arc, so every hash in it has the same owner. This is the prefix table of
+    ``ringkit.ring.tokens`` taken one step further, since a continuum is small (at most
+    ``_LIST_LIMIT`` points here). A hash in a bucket that holds points bisects the whole list:
+    ~10% of hashes, and bounds per bucket would cost more memory (tuples of ints in a dict, ~200
+    bytes per point) than the few bisect steps they save.
     """
     count = len(points)
     bucket_bits = min(bits, (count - 1).bit_length() + _BUCKETS_PER_POINT_LOG2, _MAX_BUCKET_BITS)
@@ -285,11 +287,7 @@ def _bucket_table(
         None if lo != hi else point_names[lo if lo < count else 0]  # past the last: wrap
         for lo, hi in zip(first.tolist(), ends.tolist(), strict=True)
     ]
-    bounds = {
-        bucket: (int(first[bucket]), int(ends[bucket]))
-        for bucket in np.flatnonzero(first != ends).tolist()
-    }
-    return shift, bucket_names, bounds
+    return shift, bucket_names
 
 
 def _make_lookup(
@@ -301,18 +299,17 @@ def _make_lookup(
 ) -> Callable[[Any], str]:
     """Return ``key -> owner name`` for a non-empty continuum, every table bound as a local.
 
-    A hash in a bucket without points answers from ``bucket_names``; any other bisects its
-    bucket's points. The answers are those of a plain bisect (first point >= hash, wrapping).
+    A hash in a bucket without points answers from ``bucket_names``; any other bisects the
+    points. The answers are those of a plain bisect (first point >= hash, wrapping).
     """
     if key_hash is hash_md5:
         return _make_md5_lookup(points, point_list, point_names, bits)
-    shift, bucket_names, bounds = _bucket_table(points, point_names, bits)
+    shift, bucket_names = _bucket_table(points, point_names, bits)
 
     def lookup(
         key: Any,
         key_hash: Callable[[bytes], int] = key_hash,
         bucket_names: list[str | None] = bucket_names,
-        bounds: dict[int, tuple[int, int]] = bounds,
         point_list: list[int] = point_list,
         point_names: tuple[str, ...] = point_names,
         shift: int = shift,
@@ -328,8 +325,7 @@ def _make_lookup(
         name = bucket_names[point >> shift]
         if name is not None:
             return name
-        lo, hi = bounds[point >> shift]
-        index = bisect(point_list, point, lo, hi)
+        index = bisect(point_list, point)
         # Past the last point: wrap to the first (ketama_get_server returns mcsarr[0]).
         return point_names[index if index < count else 0]
 
@@ -344,7 +340,7 @@ def _make_md5_lookup(
     NOTE: a copy of that closure on purpose: MD5 costs most of a ketama lookup, and calling
     ``hash_md5`` through one more Python frame added ~15% (benchmarks/bench_compat.py).
     """
-    shift, bucket_names, bounds = _bucket_table(points, point_names, bits)
+    shift, bucket_names = _bucket_table(points, point_names, bits)
     md5, word = md5_word_parts()
 
     def lookup(
@@ -352,7 +348,6 @@ def _make_md5_lookup(
         md5: Callable[[bytes], Any] = md5,
         word: Callable[[bytes], tuple[int, ...]] = word,
         bucket_names: list[str | None] = bucket_names,
-        bounds: dict[int, tuple[int, int]] = bounds,
         point_list: list[int] = point_list,
         point_names: tuple[str, ...] = point_names,
         shift: int = shift,
@@ -368,8 +363,7 @@ def _make_md5_lookup(
         name = bucket_names[point >> shift]
         if name is not None:
             return name
-        lo, hi = bounds[point >> shift]
-        index = bisect(point_list, point, lo, hi)
+        index = bisect(point_list, point)
         return point_names[index if index < count else 0]  # past the last point: wrap
 
     return lookup

@@ -56,7 +56,7 @@ _BLOCK_CELLS = 1 << 21
 # Buckets per token in the scalar lookup's successor table (a power of two): with 16, about 94%
 # of probes land in a bucket holding no token and need no bisect.
 _BUCKETS_PER_TOKEN_LOG2 = 4
-_MAX_BUCKET_BITS = 18  # 2 MB of table at most
+_MAX_BUCKET_BITS = 16  # 512 KiB of table at most (a list of 65,536 references)
 
 
 def _check_probes(probes: object) -> int:
@@ -252,15 +252,13 @@ class MultiProbe(PlacementBase):
         return f", probes={self._probes}, hasher={self._hasher.name!r}"
 
 
-def _successor_table(
-    tokens: npt.NDArray[np.uint64],
-) -> tuple[int, list[int | None], dict[int, tuple[int, int]]]:
-    """Return (shift, each bucket's successor token or None, the bounds of each bucket that holds).
+def _successor_table(tokens: npt.NDArray[np.uint64]) -> tuple[int, list[int | None]]:
+    """Return (shift, each bucket's successor token, or None for a bucket that holds tokens).
 
     Bucket ``b`` covers the points whose top bits are ``b``. A bucket holding no token lies
     inside one arc, so every probe in it has the same successor: stored, plus 2**64 when it
     wraps past the last token, so that ``successor - probe`` is the distance with no modulo. A
-    bucket holding tokens keeps its index range for a bisect.
+    probe in a bucket holding tokens bisects them all (~1/16 of probes).
     """
     count = len(tokens)
     bucket_bits = min((count - 1).bit_length() + _BUCKETS_PER_TOKEN_LOG2, _MAX_BUCKET_BITS)
@@ -274,11 +272,7 @@ def _successor_table(
         None if lo != hi else (token_list[lo] if lo < count else wrapped)
         for lo, hi in zip(first.tolist(), ends.tolist(), strict=True)
     ]
-    bounds = {
-        bucket: (int(first[bucket]), int(ends[bucket]))
-        for bucket in np.flatnonzero(first != ends).tolist()
-    }
-    return shift, successors, bounds
+    return shift, successors
 
 
 def _make_lookup(
@@ -291,7 +285,7 @@ def _make_lookup(
     is the first probe at the least distance, as in the plain loop, and its token's node is
     the first of that token's owners in token order (``bisect_left``'s choice).
     """
-    shift, successors, bounds = _successor_table(tokens)
+    shift, successors = _successor_table(tokens)
     token_list = tokens.tolist()
     count = len(token_list)
     owner_of: dict[int, str] = {}
@@ -307,7 +301,6 @@ def _make_lookup(
         widen: int = widen,
         offsets: tuple[int, ...] = offsets,
         successors: list[int | None] = successors,
-        bounds: dict[int, tuple[int, int]] = bounds,
         token_list: list[int] = token_list,
         owner_of: dict[int, str] = owner_of,
         shift: int = shift,
@@ -329,8 +322,7 @@ def _make_lookup(
             z ^= z >> 31
             successor = successors[z >> shift]
             if successor is None:
-                lo, hi = bounds[z >> shift]
-                index = bisect(token_list, z, lo, hi)
+                index = bisect(token_list, z)
                 successor = token_list[index] if index < count else token_list[0] + (1 << 64)
             if successor - z < best_distance:
                 best_distance, best = successor - z, successor
