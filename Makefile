@@ -1,9 +1,11 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what they need.
+# `make chaos` is the long fault-injection run (tests/chaos/), by hand: RUNS seeded runs per
+# fault kind (FAULTS: comma-separated, default all), real servers, a few minutes per kind.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup setup-dev lint typecheck unit clean
+.PHONY: demo test setup setup-dev lint typecheck unit chaos clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +31,11 @@ unit: setup-dev
 	$(BIN)/python -m pytest -q
 
 test: lint typecheck unit
+
+RUNS ?= 20
+FAULTS ?= calm,kill,restart,pause,membership,coordinator_resume,coordinator_rollback
+chaos: setup-dev
+	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

@@ -6,10 +6,13 @@ Debian packages, so a missing one there is a broken setup, never a reason to pas
 
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import json
 import os
+import random
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -30,11 +33,13 @@ __all__ = [
     "etcd_cluster",
     "etcd_server",
     "free_port",
+    "free_port_below_ephemeral",
     "memcached_server",
     "redis_server",
     "require_binary",
     "require_library",
     "serve",
+    "sigstop",
     "stop",
     "unavailable",
     "wait_for_port",
@@ -84,6 +89,28 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def free_port_below_ephemeral() -> int:
+    """Return a free loopback port below the kernel's ephemeral range, for a server to restart on.
+
+    A client that keeps reconnecting to a port in the ephemeral range while its server is down
+    can be connected to itself (TCP simultaneous open: the kernel may pick the destination port
+    as the source port), and then holds the port the restarted server needs to listen on.
+    """
+    low = 32768
+    with contextlib.suppress(OSError, ValueError):
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(max(1024, low - 12000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port found below {low}")
+
+
 def wait_for_port(
     port: int, process: subprocess.Popen[bytes], *, timeout_s: float = 10.0, log: Path | None = None
 ) -> None:
@@ -114,6 +141,21 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def sigstop(pid: int, timeout_s: float = 10.0) -> None:
+    """SIGSTOP `pid` and return once every thread of it is stopped (the signal is asynchronous)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                states.append(stat.read().rsplit(")", 1)[1].split()[0])
+        if all(state == "T" for state in states):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"process {pid} did not stop within {timeout_s} s")
 
 
 @contextmanager

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ringkit import HashRing
 from ringkit.hashing import HASHERS
 from ringkit.sim import Population
 from ringkit.sim.keyhash import VECTORISED_HASHERS, hash_generated
@@ -55,3 +56,39 @@ def test_population_hashes_match_its_keys(hasher: str) -> None:
         expected = [HASHERS[hasher].function(k.encode()) for k in population.names()]
         assert chunk.hashes(hasher).tolist() == expected
         assert chunk.hashes(hasher).dtype == np.uint64
+
+
+@given(
+    prefix=st.text(max_size=6).map(str.encode),
+    width=st.integers(0, 22),
+    # Around 2**63 (where int64 indices wrapped), up to and past 2**64 - 1.
+    begin=st.one_of(
+        st.integers(2**63 - 60, 2**63 + 60),
+        st.integers(2**64 - 60, 2**64 + 60),
+        st.integers(0, 2**66),
+    ),
+    count=st.integers(1, 40),
+    hasher=st.sampled_from(VECTORISED_HASHERS),
+)
+def test_item_13_key_numbers_past_2_63_hash_exactly(
+    prefix: bytes, width: int, begin: int, count: int, hasher: str
+) -> None:
+    # regression: #16 item 13 — keys.start near 2**63 gave 208 / 0 / 92 keys per node, exit 0
+    got = hash_generated(prefix, width, begin, begin + count, hasher)
+    expected = _scalar(prefix, width, begin, begin + count, hasher)
+    if begin + count <= 2**64:
+        assert got is not None
+    if got is not None:
+        assert got.tolist() == expected
+    population = Population(count=count, prefix=prefix.decode(), start=begin, width=width)
+    hashed = population.hashes(HASHERS[hasher], 0, count)
+    assert hashed.tolist() == expected
+
+
+def test_item_13_scenario_near_2_63_counts_keys_as_the_scalar_path_does() -> None:
+    start = 2**63 - 150
+    population = Population(count=300, prefix="", start=start, width=0)
+    ring = HashRing(["a", "b", "c"], hasher="fnv1a_64")
+    truth = ring.node_for_many([str(i) for i in range(start, start + 300)])
+    owners = ring.owner_indices_for_hashes(population.hashes(ring.hasher, 0, 300))
+    assert [ring.nodes[i].name for i in owners.tolist()] == truth

@@ -72,7 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ringkit command with `argv` (default: ``sys.argv[1:]``); return the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    undecodable = next((a for a in arguments if not _is_text(a)), None)
+    if undecodable is not None:
+        # regression: #16 item 14 — bytes that are not UTF-8 reached encode() as surrogates
+        parser.error(f"argument {_shown_bytes(undecodable)} is not UTF-8 text")
+    args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
         return 2
@@ -93,6 +98,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         _discard_stdout()
         return 1
     return status
+
+
+def _is_text(argument: str) -> bool:
+    """Return True when `argument` is text (not bytes Python decoded as lone surrogates)."""
+    try:
+        argument.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown_bytes(argument: str) -> str:
+    """Return the bytes `argument` came from, as ``b'...'``, to name it in an error."""
+    try:
+        return repr(os.fsencode(argument))
+    except UnicodeEncodeError:  # a lone surrogate passed as a str, not from the command line
+        return ascii(argument)
 
 
 # What an ASCII stdout shows for the few non-ASCII characters ringkit prints; others become "?".

@@ -34,6 +34,7 @@ kind equal (``_identity``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Self, runtime_checkable
@@ -53,18 +54,32 @@ from ringkit.hashing import Hasher, Key, hash_many
 from ringkit.nodes import Node, coerce_node
 
 __all__ = [
+    "MAX_TOKENS",
+    "TOKEN_BYTES",
     "IndexArray",
     "Key",
     "Placement",
     "PlacementBase",
     "Segmentation",
     "TokenRing",
+    "check_max_tokens",
     "check_n",
     "check_not_empty",
+    "check_token_count",
+    "count_text",
+    "int_text",
     "unknown_node",
 ]
 
 IndexArray = npt.NDArray[np.integer[Any]]
+
+# The most tokens (vnodes, continuum points, table slots) a layout builds unless its caller
+# raises ``max_tokens``: 2**24 tokens are about 200 MB at ``TOKEN_BYTES`` each, far past what
+# balance needs (160 vnodes x 100,000 nodes) and short of what takes a machine down.
+# regression: #16 item 12 — HashRing({"a": 1e12}) and `lookup --vnodes 50000000` ran out of memory
+MAX_TOKENS = 1 << 24
+# Bytes a ring spends per token: a uint64 token, a uint16/uint32 owner, 2 bytes of prefix table.
+TOKEN_BYTES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -443,6 +458,96 @@ def check_n(n: int) -> int:
     if n < 1:
         raise ConfigError(f"n must be >= 1, got {n!r}")
     return n
+
+
+def check_max_tokens(max_tokens: object) -> int:
+    """Validate a token limit: an int >= 1.
+
+    :raises ConfigError: otherwise, naming the value
+    """
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ConfigError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+    return max_tokens
+
+
+def count_text(count: int) -> str:
+    """Return `count` for an error message: with thousands separators, or as a power of ten.
+
+    >>> count_text(16_777_216), count_text(16 * 10**301), count_text(10**5000)
+    ('16,777,216', '~1.6e+302', '~1.0e+5000')
+    """
+    if count < 10**15:
+        return f"{count:,}"
+    # No str(count): past 4,300 digits Python refuses to convert an int to text.
+    exponent = int(math.log10(count))
+    lead = count // 10 ** (exponent - 1)  # the two leading digits (one off near powers of 10)
+    if lead >= 100:
+        exponent, lead = exponent + 1, lead // 10
+    elif lead < 10:
+        exponent, lead = exponent - 1, count // 10 ** (exponent - 2)
+    return f"~{lead // 10}.{lead % 10}e+{exponent:02d}"
+
+
+def int_text(value: int) -> str:
+    """Return `value` as written, or as a power of ten past 15 digits, for an error message.
+
+    >>> int_text(50_000_000), int_text(-(10**5000))
+    ('50000000', '-~1.0e+5000')
+    """
+    if abs(value) < 10**15:
+        return str(value)
+    return ("-" if value < 0 else "") + count_text(abs(value))
+
+
+def _approximate_bytes(count: int) -> str:
+    """Return `count` bytes in decimal units, for an error message.
+
+    >>> _approximate_bytes(600_000_000), _approximate_bytes(1_920_000_000_000_000)
+    ('600 MB', '1.9 PB')
+    >>> _approximate_bytes(36), _approximate_bytes(10**30)
+    ('36 B', '~1.0e+30 B')
+    """
+    if count >= 10**18:
+        return f"{count_text(count)} B"
+    size = float(count)
+    for unit in ("B", "kB", "MB", "GB", "TB", "PB"):
+        if size < 999.5 or unit == "PB":
+            break
+        size /= 1000
+    return f"{size:.2g} {unit}" if size < 10 else f"{size:,.0f} {unit}"
+
+
+def check_token_count(
+    count: int,
+    max_tokens: int = MAX_TOKENS,
+    *,
+    what: str = "a ring",
+    fix: str = "pass max_tokens= to raise it",
+) -> int:
+    """Refuse a layout of `count` tokens above `max_tokens`, before anything is allocated.
+
+    Callers count what they would build (vnodes times weight, a table size) and call this
+    first, so a huge weight or vnode count is a ``ConfigError`` instead of a ``MemoryError``
+    or a machine that swaps. Rings cost ``TOKEN_BYTES`` per token.
+
+    >>> check_token_count(480)
+    480
+    >>> check_token_count(50_000_000)
+    Traceback (most recent call last):
+    ...
+    ringkit.errors.ConfigError: a ring would need 50,000,000 tokens (≈ 600 MB); the limit is \
+16,777,216 tokens (≈ 201 MB); pass max_tokens= to raise it
+
+    :raises ConfigError: when `count` > `max_tokens`
+    """
+    if count > max_tokens:
+        raise ConfigError(
+            f"{what} would need {count_text(count)} tokens"
+            f" (≈ {_approximate_bytes(count * TOKEN_BYTES)});"
+            f" the limit is {max_tokens:,} tokens"
+            f" (≈ {_approximate_bytes(max_tokens * TOKEN_BYTES)}); {fix}"
+        )
+    return count
 
 
 def check_not_empty(count: int, operation: str) -> None:

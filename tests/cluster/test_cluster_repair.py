@@ -25,7 +25,7 @@ from ringkit.cluster.backends import open_backend
 from ringkit.cluster.fencing import MEMCACHED_FENCE_CHECK_S, fence
 from ringkit.cluster.health import OpEvent
 from ringkit.cluster.keys import tombstone_key
-from ringkit.cluster.serializers import JSON, Codec, supersedes, tombstone
+from ringkit.cluster.serializers import JSON, Codec, stored_version, supersedes, tombstone
 from ringkit.cluster.urls import parse_url
 from tests.cluster.helpers import memory_urls, server_urls
 
@@ -194,3 +194,42 @@ def test_a_write_retried_after_a_refusal_is_applied_once_per_server(
     let_memcached_fences_look_again(urls)
     assert client.add("fresh", "x") is True
     assert client.get("fresh") == "x"
+
+
+def test_item_15_read_all_reconciles_a_delete_a_replica_missed(
+    urls: dict[str, str], new: Callable[..., Any]
+) -> None:
+    """With read="all", a tombstone takes part in reconciliation like a value.
+
+    Found by the chaos history check (kill and restart faults, read="all", write_quorum=1): a
+    delete acknowledged by one replica while the other was unreachable, then a read="all" that
+    reached both: the replica that missed the delete held the newest *value* and won, and the
+    deleted key came back. Now the delete's tombstone on the first replica wins, the read answers
+    None, and the replica behind is given the delete.
+    """
+    client = new(HashRing(list(urls)), urls, replicas=2, read="all")
+    client.set(KEY, {"price": 100})
+    missed, took = client.replicas_for(KEY)
+    key = KEY.encode()
+    held = client.server(took).backend.get_many([key])[key]
+    delete = tombstone(int.from_bytes(stored_version(held), "big") + 1)
+    client.server(took).backend.bury(key, delete, 60.0)  # the delete reached one replica
+    assert client.server(missed).backend.get_many([key]) == {key: held}
+    assert client.get(KEY) is None
+    assert client.server(missed).backend.get_many([key]) == {}  # given the delete
+    assert client.get_many([KEY]) == {}
+
+
+def test_a_delete_never_removes_a_newer_write(urls: dict[str, str]) -> None:
+    """``bury`` is a conditional delete: a value written at a newer version survives it."""
+    client = ShardedClient(HashRing(list(urls)), urls, replicas=1)
+    client.set(KEY, {"price": 100})
+    [name] = client.replicas_for(KEY)
+    key = KEY.encode()
+    held = client.server(name).backend.get_many([key])[key]
+    older_delete = tombstone(int.from_bytes(stored_version(held), "big") - 1)
+    assert client.server(name).backend.bury(key, older_delete, 60.0) is False
+    assert client.get(KEY) == {"price": 100}
+    client.delete(KEY)  # a delete made now is newer: it goes
+    assert client.get(KEY) is None
+    client.close()

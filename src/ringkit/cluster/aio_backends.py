@@ -38,7 +38,7 @@ from ringkit.cluster.backends import (
 from ringkit.cluster.expiry import memcached_exptime
 from ringkit.cluster.keys import tombstone_key
 from ringkit.cluster.memory import MemoryBackend, _not_integer
-from ringkit.cluster.serializers import supersedes
+from ringkit.cluster.serializers import buries, supersedes
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
@@ -343,9 +343,15 @@ class AsyncMemcachedBackend:
         return True
 
     async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
-        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` (the tombstone first)."""
+        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
+
+        As the sync backend: the tombstone first, the delete a ``cas`` that expires the key.
+        """
         await self.set_many({tombstone_key(key): tombstone}, ttl_s)
-        return await self.delete(key)
+        there, token = await self._gets(key)
+        if there is None or not buries(tombstone, there):
+            return False
+        return await self._cas(key, there, token, -1)
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         verb = b"incr" if delta >= 0 else b"decr"

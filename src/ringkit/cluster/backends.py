@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 from ringkit.cluster.expiry import memcached_exptime, redis_px
 from ringkit.cluster.keys import tombstone_key
 from ringkit.cluster.memory import MemoryBackend, MemoryStore, _not_integer, memory_store
-from ringkit.cluster.serializers import supersedes
+from ringkit.cluster.serializers import buries, supersedes
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import BackendError, ConfigError
 
@@ -370,15 +370,20 @@ class MemcachedBackend:
         return self._call(action)
 
     def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
-        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key`; True if it was there.
+        """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
-        The tombstone first: a repair that reads in between sees it and stands down.
+        The tombstone first: a repair that reads in between sees it and stands down. The
+        delete is a ``cas`` with a negative exptime (expired at once), so a write that lands
+        between the ``gets`` and it survives. Returns True if the key went.
         """
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
 
         def action(client: Any) -> bool:
             client.set(tombstone_key(key), tombstone, expire, noreply=False)
-            return bool(client.delete(key, noreply=False))
+            there, token = client.gets(key)
+            if not buries(tombstone, there):
+                return False
+            return bool(client.cas(key, there, token, -1, noreply=False))
 
         return self._call(action)
 

@@ -189,14 +189,29 @@ if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
 return 1
 """
 )
-# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete while
-# data moves: the key goes and its tombstone stays for px, so no older copy lands after it.
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete: the
+# key goes unless it holds a newer version (serializers.buries), and its tombstone stays for px
+# unless a newer one is there, so no older copy or repair lands after it.
 _BURY = (
     _CHECK_WRITE
     + """
-redis.call('ZREM', KEYS[2], ARGV[2])
-local gone = redis.call('DEL', KEYS[3])
-redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+local theirs = string.sub(ARGV[3], 2, 9)
+local gone = 0
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local keep = false
+  if redis.call('TYPE', KEYS[3]).ok == 'string' then
+    local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+    keep = #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) >= theirs
+  end
+  if not keep then
+    redis.call('ZREM', KEYS[2], ARGV[2])
+    gone = redis.call('DEL', KEYS[3])
+  end
+end
+local tomb = redis.call('GET', KEYS[4])
+if not tomb or string.sub(tomb, 2, 9) < theirs then
+  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+end
 return gone
 """
 )

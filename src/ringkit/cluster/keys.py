@@ -24,6 +24,7 @@ from ringkit.errors import ConfigError
 __all__ = [
     "AUDIT_KEY",
     "CHECKPOINT_KEY",
+    "DELETE_TOMBSTONE_TTL_S",
     "EPOCH_KEY",
     "INDEX_KEY",
     "MAX_KEY_BYTES",
@@ -112,6 +113,12 @@ def route_key(key: bytes) -> bytes:
         if end > start + 1:
             return key[start + 1 : end]
     return key
+
+
+#: How long a delete's tombstone outlives it in a stable view: a read that found the value
+#: before the delete and repairs a replica later than this (a process paused that long between
+#: the two) could bring the key back there.
+DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def tombstone_key(key: bytes) -> bytes:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
 from ringkit.cluster.keys import tombstone_key
-from ringkit.cluster.serializers import supersedes
+from ringkit.cluster.serializers import buries, stored_version, supersedes
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import BackendError, ConfigError
 
@@ -144,13 +144,16 @@ class MemoryBackend:
         return self._locked(action)
 
     def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
-        """Delete `key` and keep `tombstone` beside it for `ttl_s`; return whether it was there."""
+        """Delete `key` unless newer, keep `tombstone` beside it for `ttl_s`; True if it went."""
 
         def action(store: MemoryStore, now: float) -> bool:
-            existed = store.live(key, now) is not None
-            store.data.pop(key, None)
-            store.data[tombstone_key(key)] = (tombstone, self._expiry(ttl_s))
-            return existed
+            gone = buries(tombstone, store.live(key, now))
+            if gone:
+                store.data.pop(key, None)
+            tomb = store.live(tombstone_key(key), now)
+            if tomb is None or stored_version(tomb) < stored_version(tombstone):
+                store.data[tombstone_key(key)] = (tombstone, self._expiry(ttl_s))
+            return gone
 
         return self._locked(action)
 

@@ -22,8 +22,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ringkit.cluster.keys import DELETE_TOMBSTONE_TTL_S, tombstone_key
 from ringkit.cluster.routing import Router
-from ringkit.cluster.serializers import Decoded, ValueCodec
+from ringkit.cluster.serializers import Decoded, ValueCodec, buries, stored_version
 from ringkit.cluster.servers import ServerSet
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.view import ClusterView
@@ -156,18 +157,29 @@ class Reader:
         return {key: decoded for key, (_, decoded) in found.items()}
 
     def _read_all(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+        """Ask every replica for each key and its tombstone; the newest version wins.
+
+        A tombstone takes part like a value (Cassandra reconciles deletes the same way): a
+        replica that missed a delete (it was down, or its server missed the call) still holds
+        the value, and without the tombstones of the others it would win and bring the key
+        back. When a tombstone wins, the replicas that hold an older value are given it.
+        """
         epoch = router.view.epoch
         groups: dict[str, list[bytes]] = {}
         for key in keys:
             for name in dict.fromkeys(router.read_order(key)):
                 if (yield from self._usable(name, epoch)):
-                    groups.setdefault(name, []).append(key)
+                    groups.setdefault(name, []).extend((key, tombstone_key(key)))
         answers: dict[bytes, dict[str, bytes | None]] = {}
+        tombs: dict[bytes, bytes] = {}
         results = yield from self._fetch(router, groups)
         for (name, group), values in zip(groups.items(), results, strict=True):
             if values is not None:
-                for key in group:
+                for key in group[::2]:
                     answers.setdefault(key, {})[name] = values.get(key)
+                    tomb = values.get(tombstone_key(key))
+                    if tomb is not None and stored_version(tomb) > stored_version(tombs.get(key)):
+                        tombs[key] = tomb
         unreachable = [key for key in keys if key not in answers]
         if unreachable:
             raise _unreachable(unreachable, self._causes(router, unreachable[0]))
@@ -178,6 +190,12 @@ class Reader:
                 for name, stored in by_server.items()
                 if stored is not None
             }
+            tomb = tombs.get(key)
+            if tomb is not None and copies:
+                behind = [name for name, (stored, _) in copies.items() if buries(tomb, stored)]
+                if behind and self.repairs(router.view):
+                    yield from self._bury(router, key, tomb, behind)
+                copies = {name: copy for name, copy in copies.items() if name not in behind}
             if not copies:
                 continue
             stored, best = max(copies.values(), key=lambda copy: copy[1].version)
@@ -190,6 +208,13 @@ class Reader:
             if stale and self.repairs(router.view):
                 yield from self._repair(router, key, stored, best, stale)
         return found
+
+    def _bury(self, router: Router, key: bytes, tomb: bytes, names: list[str]) -> Steps[None]:
+        """Carry the delete `tomb` to the servers `names`, where the key is still older."""
+        epoch = router.view.epoch
+        for name in names:
+            call = Call(name, "bury", (key, tomb, DELETE_TOMBSTONE_TTL_S), epoch)
+            yield from self.servers.attempt(name, call, [key])
 
     def _repair(
         self, router: Router, key: bytes, stored: bytes, decoded: Decoded, names: list[str]

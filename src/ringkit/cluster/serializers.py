@@ -279,6 +279,24 @@ def stored_version(data: bytes | None) -> bytes:
     return data[1:9]
 
 
+def buries(tomb: bytes, there: bytes | None) -> bool:
+    """Return True if tombstone `tomb` deletes what a server holds under the key: a conditional
+    delete, the rule of ``bury``.
+
+    Anything but a value written at a version at least the tombstone's goes: last writer wins,
+    by version, for deletes as for writes, so a delete that a read repair carries to a replica
+    that missed it never removes a newer write that landed there meanwhile.
+
+    >>> older, newer = (Codec(JSON).encode("fare", version=v, expires_at_ms=0) for v in (2, 4))
+    >>> buries(tombstone(3), older), buries(tombstone(3), newer), buries(tombstone(3), b"41")
+    (True, False, True)
+    """
+    if there is None:
+        return False
+    theirs = stored_version(there)
+    return not theirs or theirs < stored_version(tomb)
+
+
 def supersedes(value: bytes, there: bytes | None, tomb: bytes | None) -> bool:
     """Return True if envelope `value` may replace what a server holds: a conditional write.
 

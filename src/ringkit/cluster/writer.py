@@ -27,7 +27,7 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from ringkit.cluster.expiry import refuse_ttl
-from ringkit.cluster.keys import user_key
+from ringkit.cluster.keys import DELETE_TOMBSTONE_TTL_S, user_key
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.servers import ServerSet
@@ -40,10 +40,6 @@ __all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
 # (one page between its read on the old owner and its write on the new one: milliseconds, or as
 # long as a coordinator stays paused); an hour bounds the memory deletes take during a move.
 TOMBSTONE_TTL_S = 3600.0
-#: How long a delete's tombstone outlives it in a stable view: a read that found the value
-#: before the delete and repairs a replica later than this (a process paused that long between
-#: the two) could bring the key back there.
-DELETE_TOMBSTONE_TTL_S = 60.0
 
 
 def check_ttl(ttl_s: float | None) -> float | None:

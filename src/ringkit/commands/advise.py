@@ -17,29 +17,32 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.advice import Advice, advise
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import (
+    check_draw_size,
+    finite_number,
+    positive_int,
+    print_json,
+    seed_int,
+)
 from ringkit.commands.output import Ticker, console, fit
 
 __all__ = ["register", "run"]
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    return value
 
 
 # (flag, type, default, help): the numeric options, added in one loop.
 _OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
     ("--nodes", positive_int, 10, "node count (default 10)"),
     ("--replicas", positive_int, 1, "replicas per key (default 1)"),
-    ("--target", _fraction, 1.10, "busiest node at most TARGET × fair share (default 1.10)"),
-    ("--confidence", _fraction, 0.99, "share of seeded rings meeting the target (default 0.99)"),
+    ("--target", finite_number, 1.10, "busiest node at most TARGET × fair share (default 1.10)"),
+    (
+        "--confidence",
+        finite_number,
+        0.99,
+        "share of seeded rings meeting the target (default 0.99)",
+    ),
     ("--draws", positive_int, 200, "seeded rings per candidate vnode count (default 200)"),
     ("--max-nodes", positive_int, None, "node count to plan fixed partitions for (default 2N)"),
-    ("--seed", int, 0, "random seed (default 0)"),
+    ("--seed", seed_int, 0, "random seed (default 0)"),
 )
 
 
@@ -159,6 +162,8 @@ def _notes(a: Advice) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Search the vnode count and print the advice as a table or JSON."""
+    # The search stops at the first passing vnode count, so only the shares are counted here.
+    check_draw_size(args.draws, args.nodes, 1, 1)
     with Ticker("searching vnodes") as ticker:
         advice = advise(
             args.nodes,

@@ -4,11 +4,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from typing import Any
 
 from ringkit.errors import ConfigError
+from ringkit.placement import MAX_TOKENS, check_token_count, count_text
+from ringkit.strategies.registry import STRATEGY_NAMES
 
-__all__ = ["node_list", "positive_int", "print_json", "shown_url", "vnode_counts"]
+__all__ = [
+    "check_draw_size",
+    "finite_number",
+    "node_list",
+    "positive_int",
+    "print_json",
+    "seed_int",
+    "shown_url",
+    "strategy_list",
+    "vnode_counts",
+    "vnodes_per_node",
+]
+
+# What a command-line tool says about a size past the token limit (it has no max_tokens flag).
+_TOKEN_FIX = "use fewer vnodes (the library takes max_tokens= for larger rings)"
 
 
 def node_list(text: str) -> list[str]:
@@ -32,6 +49,79 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def vnodes_per_node(text: str) -> int:
+    """Parse a vnode count for argparse: an int >= 1 that one node's tokens can hold.
+
+    The whole ring (every node's vnodes) is checked again by the library when it is built.
+    """
+    value = positive_int(text)
+    try:
+        check_token_count(value, what=f"one node of --vnodes {value}", fix=_TOKEN_FIX)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
+
+
+def check_draw_size(draws: int, nodes: int, vnodes: int, replicas: int) -> None:
+    """Refuse seeded ring draws whose arrays would pass the token limit (one line, exit 1).
+
+    Every draw keeps one share per node; with replicas each ring's tokens are also drawn and
+    sorted (``ringkit.stats.draw_shares`` batches rings, so one ring is what counts).
+    """
+    cells = max(draws * nodes, nodes * vnodes if replicas > 1 else 0)
+    what = f"{count_text(draws)} seeded rings of {count_text(nodes)} nodes" + (
+        f" x {count_text(vnodes)} vnodes" if replicas > 1 else ""
+    )
+    check_token_count(cells, what=what, fix="use fewer --draws, --nodes or --vnodes")
+
+
+def seed_int(text: str) -> int:
+    """Parse a random seed for argparse: an int >= 0 (numpy's seeds are non-negative).
+
+    >>> seed_int("7")
+    7
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seed must be >= 0, got {value}")
+    return value
+
+
+def finite_number(text: str) -> float:
+    """Parse a finite number for argparse (``inf`` and ``nan`` are refused).
+
+    >>> finite_number("1.25")
+    1.25
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def strategy_list(text: str) -> list[str]:
+    """Parse ``ring,jump`` into strategy names; refuse an empty list or an empty name.
+
+    Unknown names are the library's to refuse, as for ``--strategy``'s siblings.
+
+    >>> strategy_list("ring, jump")
+    ['ring', 'jump']
+    """
+    names = [part.strip() for part in text.split(",")]
+    if not text.strip() or any(not name for name in names):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated strategy names, got {text!r}; known: "
+            + ", ".join(STRATEGY_NAMES)
+        )
+    return names
 
 
 def print_json(data: Any) -> None:
@@ -68,4 +158,8 @@ def vnode_counts(text: str) -> list[int]:
         ) from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"vnodes must be >= 1, got {text!r}")
+    if max(values) > MAX_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"vnodes must be at most {MAX_TOKENS:,} (the token limit), got {text!r}"
+        )
     return values

@@ -13,7 +13,13 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import (
+    positive_int,
+    print_json,
+    seed_int,
+    strategy_list,
+    vnodes_per_node,
+)
 from ringkit.commands.output import Ticker, console, fit, percent, pyplot, save_figure
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.ring import DEFAULT_VNODES
@@ -31,13 +37,18 @@ _OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
     ("--keys", positive_int, 100_000, "number of keys (default 100000)"),
     (
         "--vnodes",
-        positive_int,
+        vnodes_per_node,
         None,
         f"vnodes, for strategies that have them; the others refuse it (default {DEFAULT_VNODES})",
     ),
-    ("--strategies", str, ",".join(STRATEGY_NAMES), "comma-separated (default: all registered)"),
+    (
+        "--strategies",
+        strategy_list,
+        list(STRATEGY_NAMES),
+        "comma-separated (default: all registered)",
+    ),
     ("--repeats", positive_int, 5, "timing repeats; the median is shown (default 5)"),
-    ("--seed", int, 0, "seed for the key names (default 0)"),
+    ("--seed", seed_int, 0, "seed for the key names (default 0)"),
 )
 
 
@@ -160,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     """Compare the strategies and print a table or JSON."""
     if args.plot:
         pyplot(args.plot)
-    strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    strategies = args.strategies
     with Ticker("comparing") as ticker:
         rows = compare(
             nodes=args.nodes,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ringkit.commands.common import node_list, positive_int, print_json
+from ringkit.commands.common import node_list, positive_int, print_json, vnodes_per_node
 from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
 from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
@@ -49,7 +49,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--vnodes",
-        type=positive_int,
+        type=vnodes_per_node,
         default=None,
         help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
     )

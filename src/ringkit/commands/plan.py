@@ -20,7 +20,15 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from ringkit.commands import output
-from ringkit.commands.common import node_list, positive_int, print_json, refuse
+from ringkit.commands.common import (
+    finite_number,
+    node_list,
+    positive_int,
+    print_json,
+    refuse,
+    seed_int,
+    vnodes_per_node,
+)
 from ringkit.commands.output import fit
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
@@ -56,7 +64,7 @@ def register(subparsers: Any) -> None:
     add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
     add(
         "--vnodes",
-        type=positive_int,
+        type=vnodes_per_node,
         default=None,
         help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
     )
@@ -72,8 +80,8 @@ def register(subparsers: Any) -> None:
         default=None,
         help="copies of every key, also given to the strategy (default: 1)",
     )
-    add("--keys", type=positive_int, default=100_000, help="keys in the sample (default: 100000)")
-    add("--seed", type=int, default=0, help="seed of the key sample (default: 0)")
+    add("--keys", type=_sample_size, default=100_000, help="keys in the sample (default: 100000)")
+    add("--seed", type=seed_int, default=0, help="seed of the key sample (default: 0)")
     add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
     add(
         "--max-streams",
@@ -81,10 +89,10 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_MAX_STREAMS,
         help=f"streams one source serves at once (default: {DEFAULT_MAX_STREAMS})",
     )
-    add("--setup-s", type=float, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
+    add("--setup-s", type=finite_number, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
     add(
         "--bandwidth",
-        type=float,
+        type=finite_number,
         default=DEFAULT_BANDWIDTH_BYTES_PER_S,
         help="bytes per second per stream",
     )
@@ -110,6 +118,20 @@ def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     for name in args.add:
         new = new.add(name)
     return old, new
+
+
+# The sample is a list of key strings (~100 bytes each): past this it is gigabytes, and the
+# plan's figures are fractions that a larger sample hardly changes.
+_MAX_SAMPLE_KEYS = 1 << 22
+
+
+def _sample_size(text: str) -> int:
+    value = positive_int(text)
+    if value > _MAX_SAMPLE_KEYS:
+        raise argparse.ArgumentTypeError(
+            f"keys must be at most {_MAX_SAMPLE_KEYS:,} (a sample), got {value}"
+        )
+    return value
 
 
 def _keys(count: int, seed: int) -> list[str]:

@@ -3,20 +3,23 @@
 Binds 127.0.0.1 unless ``--host`` says otherwise, prints the URL, then serves until interrupted.
 With ``--store URL`` (a ``ringkit.live`` store) the page shows that live ring and follows its
 changes; the store is opened before the server starts, so a bad or unreachable store exits 1
-with its message. Needs the ``web`` extra (Starlette and uvicorn); without it the command prints
-a one-line install hint and exits 1.
+with its message. ``--compute-workers`` and ``--budget-s`` size the API's
+:class:`~ringkit.web.budget.ComputeGate`: how many computations run at once, and how long a
+request may wait and compute before it is answered 503 with ``Retry-After``. Needs the ``web``
+extra (Starlette and uvicorn); without it the command prints a one-line install hint and exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import math
 import socket
 import sys
 from typing import TYPE_CHECKING, Any
 
 import ringkit.live
-from ringkit.commands.common import refuse, shown_url
+from ringkit.commands.common import positive_int, refuse, shown_url
 
 if TYPE_CHECKING:
     from ringkit.web.live import LiveView
@@ -44,7 +47,31 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help="show this live ring (etcd://HOST:PORT/PREFIX or memory://NAME) and follow it",
     )
+    parser.add_argument(
+        "--compute-workers",
+        type=positive_int,
+        default=None,
+        help="API computations run at once (default: the CPU count)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=_budget,
+        default=None,
+        help="seconds an API request may wait and compute before a 503 (default: 10)",
+    )
     parser.set_defaults(run=run)
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(
+            f"budget must be a finite number of seconds > 0, got {text!r}"
+        )
+    return value
 
 
 def _port(text: str) -> int:
@@ -95,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         import uvicorn
 
         from ringkit.web.app import create_app
+        from ringkit.web.budget import DEFAULT_BUDGET_S, ComputeGate
         from ringkit.web.live import LiveView
     except ImportError:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
@@ -104,11 +132,13 @@ def run(args: argparse.Namespace) -> int:
     what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
+    budget_s = DEFAULT_BUDGET_S if args.budget_s is None else args.budget_s
+    gate = ComputeGate(workers=args.compute_workers, budget_s=budget_s)
     try:
         if live is None:
-            uvicorn.run(create_app(), **options)
+            uvicorn.run(create_app(gate=gate), **options)
         else:
-            _serve_live(uvicorn, create_app(live), live, options)
+            _serve_live(uvicorn, create_app(live, gate=gate), live, options)
     except KeyboardInterrupt:
         pass  # uvicorn re-raises the Ctrl+C it handled: stopping is how serving ends
     finally:

@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json, refuse, vnode_counts
+from ringkit.commands.common import positive_int, print_json, refuse, seed_int, vnode_counts
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import (
     Ticker,
@@ -84,7 +84,7 @@ def register(subparsers: Any) -> None:
         help="hash function of the default run (default: fnv1a_32_mix)",
     )
     parser.add_argument("--trace", default=None, help="key whose lookup ends the default run")
-    parser.add_argument("--seed", type=int, default=None, help="override the scenario's seed")
+    parser.add_argument("--seed", type=seed_int, default=None, help="override the scenario's seed")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--plot", metavar="FILE", help="draw the loads per step (PNG or SVG)")
     parser.set_defaults(run=run)

@@ -15,7 +15,13 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.advice import SweepRow, sweep
-from ringkit.commands.common import positive_int, print_json, vnode_counts
+from ringkit.commands.common import (
+    check_draw_size,
+    positive_int,
+    print_json,
+    seed_int,
+    vnode_counts,
+)
 from ringkit.commands.output import Ticker, console, fit, pyplot, save_figure
 
 __all__ = ["register", "run"]
@@ -46,7 +52,7 @@ def register(subparsers: Any) -> None:
         default=1,
         help="count a node's load over R-replica preference lists (default 1)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument("--plot", metavar="FILE", help="draw busiest × fair and CV (PNG or SVG)")
     parser.set_defaults(run=run)
@@ -120,6 +126,7 @@ def _plot(args: argparse.Namespace, rows: list[SweepRow]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Sweep the vnode counts and print a table or JSON."""
+    check_draw_size(args.draws, args.nodes, max(args.vnodes), args.replicas)
     if args.plot:
         pyplot(args.plot)
     with Ticker("sweeping") as ticker:

@@ -44,6 +44,7 @@ from ringkit.compat.hashkit import get_key_hash, ketama_md5
 from ringkit.errors import ConfigError
 from ringkit.hashing import Hasher
 from ringkit.nodes import Node
+from ringkit.placement import check_token_count
 
 __all__ = [
     "KETAMA_VARIANTS",
@@ -225,6 +226,15 @@ def _server_points(
 
 def _build(servers: tuple[Server, ...], variant: str, weighted: bool, hasher: Hasher) -> Continuum:
     total = sum(server.weight for server in servers)
+    # Counted before hashing: about 160 points a server whatever the weights (they are shares).
+    count = sum(
+        _digests(server.weight, total, len(servers), variant) * 4
+        if weighted
+        else _UNWEIGHTED_POINTS
+        for server in servers
+    )
+    what = f"a {variant} ketama continuum of {len(servers):,} servers"
+    check_token_count(count, what=what, fix="use fewer servers")
     points: list[int] = []
     owners: list[int] = []
     for index, server in enumerate(servers):

@@ -31,7 +31,15 @@ from hashlib import md5
 from ringkit.errors import ConfigError
 from ringkit.hashing import Key
 from ringkit.nodes import Node, NodesLike, coerce_nodes
-from ringkit.placement import PlacementBase, check_n, check_not_empty
+from ringkit.placement import (
+    MAX_TOKENS,
+    PlacementBase,
+    check_max_tokens,
+    check_n,
+    check_not_empty,
+    check_token_count,
+    int_text,
+)
 
 __all__ = ["UHASHRING_DEFAULT_VNODES", "UhashringRing", "uhashring", "uhashring_point"]
 
@@ -79,13 +87,19 @@ class UhashringRing(PlacementBase):
     ``owners``, ``vnodes``, ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_names", "_nodes", "_owners", "_points", "_vnodes")
+    __slots__ = ("_max_tokens", "_names", "_nodes", "_owners", "_points", "_vnodes")
     _container = "uhashring ring"
 
-    def __init__(self, nodes: tuple[Node, ...], *, vnodes: int) -> None:
+    def __init__(
+        self, nodes: tuple[Node, ...], *, vnodes: int, max_tokens: int = MAX_TOKENS
+    ) -> None:
         self._nodes = nodes
         self._names = tuple(node.name for node in nodes)
-        self._vnodes = vnodes
+        self._vnodes, self._max_tokens = vnodes, check_max_tokens(max_tokens)
+        count = sum(vnodes * _whole_weight(node) for node in nodes)
+        check_token_count(
+            count, self._max_tokens, what=f"a uhashring ring of vnodes={int_text(vnodes)}"
+        )
         ring: dict[int, int] = {}
         for index, node in enumerate(nodes):
             name = node.name
@@ -150,7 +164,7 @@ class UhashringRing(PlacementBase):
     def _rebuilt(self, nodes: tuple[Node, ...]) -> UhashringRing:
         # A node's points depend on its name, weight and vnodes only, so rebuilding equals
         # uhashring's in-place add_node / remove_node (the new node is written last).
-        return UhashringRing(nodes, vnodes=self._vnodes)
+        return UhashringRing(nodes, vnodes=self._vnodes, max_tokens=self._max_tokens)
 
     # -- measuring -------------------------------------------------------------------------
 
@@ -188,7 +202,9 @@ class UhashringRing(PlacementBase):
         return f", vnodes={self._vnodes}"
 
 
-def uhashring(nodes: NodesLike, *, vnodes: int = UHASHRING_DEFAULT_VNODES) -> UhashringRing:
+def uhashring(
+    nodes: NodesLike, *, vnodes: int = UHASHRING_DEFAULT_VNODES, max_tokens: int = MAX_TOKENS
+) -> UhashringRing:
     """Return the ring ``uhashring.HashRing(nodes, vnodes=vnodes)`` builds (default hash).
 
     `nodes` is what uhashring takes: a list of names, or a ``{name: weight}`` mapping (its
@@ -201,7 +217,8 @@ def uhashring(nodes: NodesLike, *, vnodes: int = UHASHRING_DEFAULT_VNODES) -> Uh
     >>> uhashring(["a", "b"], vnodes=4).points[:2]
     (21921559011265581296072243268523710417, 70378327271496654866702171660880316731)
 
-    :raises ConfigError: for vnodes < 1, a weight that is not a whole number >= 1, or no nodes
+    :raises ConfigError: for vnodes < 1, a weight that is not a whole number >= 1, no nodes,
+        or more than `max_tokens` points in all
     :raises DuplicateNodeError: when a name appears twice
     """
     if isinstance(vnodes, bool) or not isinstance(vnodes, int) or vnodes < 1:
@@ -209,4 +226,4 @@ def uhashring(nodes: NodesLike, *, vnodes: int = UHASHRING_DEFAULT_VNODES) -> Uh
     parsed = coerce_nodes(nodes)
     if not parsed:
         raise ConfigError(f"uhashring needs at least one node, got {nodes!r}")
-    return UhashringRing(parsed, vnodes=vnodes)
+    return UhashringRing(parsed, vnodes=vnodes, max_tokens=max_tokens)

@@ -44,7 +44,16 @@ from ringkit.hashing import (
     registered_name,
 )
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import PlacementBase, Segmentation, check_n, unknown_node
+from ringkit.placement import (
+    MAX_TOKENS,
+    PlacementBase,
+    Segmentation,
+    check_max_tokens,
+    check_n,
+    check_token_count,
+    int_text,
+    unknown_node,
+)
 from ringkit.ring.format import RingDescription
 from ringkit.ring.preference import walk_distinct
 from ringkit.ring.shuffle import shuffle_shard
@@ -80,7 +89,7 @@ def check_vnodes(vnodes: object) -> int:
     if isinstance(vnodes, bool) or not isinstance(vnodes, int):
         raise ConfigError(f"vnodes must be an int, got {type(vnodes).__name__}")
     if vnodes < 1:
-        raise ConfigError(f"vnodes must be >= 1, got {vnodes!r}")
+        raise ConfigError(f"vnodes must be >= 1, got {int_text(vnodes)}")
     return vnodes
 
 
@@ -123,10 +132,12 @@ class HashRing(PlacementBase):
         *,
         vnodes: int = DEFAULT_VNODES,
         hasher: HasherLike = DEFAULT_HASH,
+        max_tokens: int = MAX_TOKENS,
     ) -> None:
         self._vnodes = check_vnodes(vnodes)
         self._hasher = get_hasher(hasher)
         self._space = SPACE_64
+        self._max_tokens = check_max_tokens(max_tokens)
         self._explicit: Mapping[str, tuple[int, ...]] = {}
         self._install_nodes(coerce_nodes(nodes))
 
@@ -137,6 +148,7 @@ class HashRing(PlacementBase):
         *,
         space: int = SPACE_64,
         hasher: HasherLike = DEFAULT_HASH,
+        max_tokens: int = MAX_TOKENS,
     ) -> HashRing:
         """Return a ring whose nodes sit at the given tokens, in the space [0, `space`).
 
@@ -150,8 +162,8 @@ class HashRing(PlacementBase):
         >>> ring.owned_points()
         {'A': 100, 'B': 120, 'C': 140}
 
-        :raises ConfigError: for a token outside [0, space), a node with no tokens, or a token
-            given twice for one node
+        :raises ConfigError: for a token outside [0, space), a node with no tokens, a token
+            given twice for one node, or more than `max_tokens` tokens
         """
         nodes = coerce_nodes([coerce_node(node) for node in tokens_by_node])
         return cls._make(
@@ -159,6 +171,7 @@ class HashRing(PlacementBase):
             vnodes=DEFAULT_VNODES,
             hasher=get_hasher(hasher),
             space=check_space(space),
+            max_tokens=check_max_tokens(max_tokens),
             explicit=dict(zip((n.name for n in nodes), tokens_by_node.values(), strict=True)),
         )
 
@@ -170,6 +183,7 @@ class HashRing(PlacementBase):
         vnodes: int,
         hasher: Hasher,
         space: int,
+        max_tokens: int,
         explicit: Mapping[str, Iterable[int]],
         table: TokenTable | None = None,
         explicit_checked: bool = False,
@@ -182,6 +196,7 @@ class HashRing(PlacementBase):
         """
         ring = cls.__new__(cls)
         ring._vnodes, ring._hasher, ring._space = vnodes, hasher, space
+        ring._max_tokens = max_tokens
         ring._explicit = (
             {name: tuple(t) for name, t in explicit.items()}
             if explicit_checked
@@ -202,6 +217,7 @@ class HashRing(PlacementBase):
             vnodes=self._vnodes,
             hasher=self._hasher,
             space=self._space,
+            max_tokens=self._max_tokens,
             explicit=explicit,
             table=table,
             explicit_checked=True,
@@ -222,6 +238,10 @@ class HashRing(PlacementBase):
             raise ConfigError(f"node {name!r} has a token twice, got {sorted(values)!r}")
         return tuple(int(token) for token in values)
 
+    def _token_count(self, node: Node) -> int:
+        explicit = self._explicit.get(node.name)
+        return len(explicit) if explicit is not None else vnode_count(self._vnodes, node.weight)
+
     def _node_tokens(self, node: Node) -> UInt64Array:
         explicit = self._explicit.get(node.name)
         if explicit is not None:
@@ -234,6 +254,7 @@ class HashRing(PlacementBase):
 
     def _install_nodes(self, nodes: tuple[Node, ...]) -> None:
         ordered = tuple(sorted(nodes, key=lambda node: node.name))
+        self._check_size(sum(self._token_count(node) for node in ordered))
         table = TokenTable.build([self._node_tokens(node) for node in ordered], self._space)
         self._install(ordered, table)
 
@@ -424,10 +445,17 @@ class HashRing(PlacementBase):
         if tokens is None:
             return self._added(new)
         explicit = {**self._explicit, new.name: self._check_tokens(new.name, tokens)}
+        self._check_size(len(self._table) + len(explicit[new.name]))
         return self._inserted(new, explicit, np.array(explicit[new.name], dtype=np.uint64))
 
     def _added(self, node: Node) -> HashRing:
+        self._check_size(len(self._table) + self._token_count(node))
         return self._inserted(node, self._explicit, self._node_tokens(node))
+
+    def _check_size(self, count: int) -> None:
+        # Counted before any token is hashed or any array allocated (issue 16, item 12).
+        what = f"a ring of vnodes={int_text(self._vnodes)}"
+        check_token_count(count, self._max_tokens, what=what)
 
     def _inserted(
         self, node: Node, explicit: Mapping[str, Iterable[int]], added: UInt64Array
@@ -465,6 +493,11 @@ class HashRing(PlacementBase):
     def vnodes(self) -> int:
         """The vnode count of a node of weight 1."""
         return self._vnodes
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens this ring and the rings made from it may hold (``MAX_TOKENS``)."""
+        return self._max_tokens
 
     @property
     def hasher(self) -> Hasher:
@@ -578,10 +611,11 @@ class HashRing(PlacementBase):
         ).to_dict()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> HashRing:
+    def from_dict(cls, data: Mapping[str, Any], *, max_tokens: int = MAX_TOKENS) -> HashRing:
         """Return the ring described by `data` (the output of ``to_dict``).
 
-        :raises ConfigError: when `data` is not a ring description ringkit understands
+        :raises ConfigError: when `data` is not a ring description ringkit understands, or
+            describes more than `max_tokens` tokens
         """
         description = RingDescription.from_dict(data)
         return cls._make(
@@ -589,6 +623,7 @@ class HashRing(PlacementBase):
             vnodes=check_vnodes(description.vnodes),
             hasher=get_hasher(description.hasher),
             space=check_space(description.space),
+            max_tokens=check_max_tokens(max_tokens),
             explicit=description.explicit or {},
         )
 
@@ -597,6 +632,7 @@ class HashRing(PlacementBase):
         return {k: v for k, v in vars(self).items() if k != "node_for"}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("_max_tokens", MAX_TOKENS)  # rings pickled before the limit existed
         vars(self).update(state)
         self._install(self._nodes, self._table)
 

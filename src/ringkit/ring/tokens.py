@@ -28,7 +28,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ringkit.errors import ConfigError
 from ringkit.hashing import encode_key
+from ringkit.placement import count_text
 
 __all__ = [
     "DEFAULT_VNODES",
@@ -67,8 +69,16 @@ def vnode_count(vnodes: int, weight: float) -> int:
 
     >>> vnode_count(160, 1.0), vnode_count(160, 0.5), vnode_count(1, 0.1)
     (160, 80, 1)
+
+    :raises ConfigError: when ``vnodes * weight`` is too large to be a float (no ring that
+        large could be built; callers refuse large counts with ``check_token_count``)
     """
-    return max(1, math.floor(vnodes * weight + 0.5))
+    try:
+        return max(1, math.floor(vnodes * weight + 0.5))
+    except OverflowError:
+        raise ConfigError(
+            f"vnodes x weight must be a finite number, got {count_text(vnodes)} x {weight!r}"
+        ) from None
 
 
 @lru_cache(maxsize=64)

@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ringkit.errors import ConfigError, RingkitError
 from ringkit.nodes import Node
-from ringkit.placement import Placement
+from ringkit.placement import Placement, check_token_count, count_text
 from ringkit.sim.measure import PassContext, measure_pass
 from ringkit.sim.population import Population
 from ringkit.sim.scenario import Event, Scenario
@@ -142,15 +142,19 @@ def compare(
 
     Runtime: O(strategies · keys · repeats).
 
-    :raises ConfigError: when nodes < 2 for a removal, keys or repeats < 1, or `change` or a
-        strategy name is unknown
+    :raises ConfigError: when nodes < 2 for a removal, keys or repeats < 1, `strategies` is
+        empty, or `change` or a strategy name is unknown
     """
     if change not in CHANGES:
         raise ConfigError(f"change must be one of {', '.join(CHANGES)}, got {change!r}")
     if nodes < (2 if change == "remove" else 1):
         raise ConfigError(f"nodes must be >= {2 if change == 'remove' else 1}, got {nodes!r}")
+    check_token_count(nodes + 1, what=f"{count_text(nodes)} nodes", fix="compare fewer nodes")
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats!r}")
+    if not strategies:
+        # regression: #16 item 14 — `compare --strategies ''` ended in an IndexError traceback
+        raise ConfigError(f"strategies must name at least one strategy, got {list(strategies)!r}")
     for name in strategies:
         if name not in STRATEGY_NAMES:
             raise ConfigError(f"unknown strategy {name!r}; known: {', '.join(STRATEGY_NAMES)}")

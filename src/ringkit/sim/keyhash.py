@@ -36,10 +36,12 @@ _BITFLIP2 = np.uint64(
 _PRIME_MX1 = np.uint64(0x165667919E3779F9)
 _M32 = np.uint64(0xFFFFFFFF)
 _U32, _U37, _U16, _U13 = np.uint64(32), np.uint64(37), np.uint64(16), np.uint64(13)
+# Key numbers are uint64 here: every index < 2**64 is exact; larger ones go key by key.
+_INDEX_END = 1 << 64
 
 
 def _key_matrix(
-    prefix: bytes, digits: int, indices: npt.NDArray[np.int64]
+    prefix: bytes, digits: int, indices: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.uint8]:
     """The keys ``prefix + f"{i:0{digits}d}"`` as rows of a uint8 matrix."""
     matrix = np.empty((len(indices), len(prefix) + digits), dtype=np.uint8)
@@ -115,19 +117,21 @@ def hash_generated(
 ) -> UInt64Array | None:
     """Return the hashes of keys ``prefix + f"{i:0{width}d}"`` for ``begin <= i < end``.
 
-    None for another hasher or a negative index: the caller then hashes key by key. XXH3 keys
-    outside 9-16 bytes are hashed one by one here.
+    None for another hasher, a negative index or an index past 2**64 - 1 (indices are uint64
+    arithmetic here): the caller then hashes key by key. XXH3 keys outside 9-16 bytes are hashed
+    one by one here.
 
     Runtime: O(n · key length) array operations.
     """
-    if hasher not in VECTORISED_HASHERS or begin < 0 or end <= begin:
+    # regression: #16 item 14 — int64 indices wrapped past 2**63 - 1 and hashed other keys
+    if hasher not in VECTORISED_HASHERS or begin < 0 or end <= begin or end > _INDEX_END:
         return None
     result = np.empty(end - begin, dtype=np.uint64)
     low = begin
     while low < end:
         digits = max(width, len(str(low)))
         high = min(end, 10**digits)  # every index below 10**digits has this many digits
-        indices = np.arange(low, high, dtype=np.int64)
+        indices = np.arange(low, high, dtype=np.uint64)
         hashed = _hash_matrix(_key_matrix(prefix, digits, indices), hasher)
         if hashed is None:  # e.g. XXH3 keys shorter than 9 bytes: few, so hash them one by one
             form = prefix.replace(b"%", b"%%") + b"%0" + str(digits).encode() + b"d"

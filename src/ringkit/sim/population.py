@@ -31,10 +31,20 @@ from ringkit.errors import ConfigError
 from ringkit.hashing import HASHERS, Hasher, HasherLike, get_hasher
 from ringkit.sim.keyhash import hash_generated
 
-__all__ = ["CHUNK_KEYS", "DISTRIBUTIONS", "Chunk", "HashCache", "Population", "Sizes"]
+__all__ = [
+    "CHUNK_KEYS",
+    "DISTRIBUTIONS",
+    "MAX_KEY_WIDTH",
+    "Chunk",
+    "HashCache",
+    "Population",
+    "Sizes",
+]
 
 # One chunk: ~1M keys keeps every per-chunk array under ~10 MB.
 CHUNK_KEYS = 1 << 20
+# Zero-padding past this many digits only makes every key longer (and a chunk larger).
+MAX_KEY_WIDTH = 1024
 DISTRIBUTIONS: tuple[str, ...] = ("fixed", "uniform", "lognormal", "pareto")
 
 FloatArray = npt.NDArray[np.float64]
@@ -146,8 +156,18 @@ class Population:
             raise ConfigError(f"keys count must be an int >= 1, got {self.count!r}")
         if not isinstance(self.zipf, (int, float)) or not 0 <= self.zipf <= 10:
             raise ConfigError(f"zipf exponent must be in [0, 10], got {self.zipf!r}")
-        if isinstance(self.width, bool) or not isinstance(self.width, int) or self.width < 0:
-            raise ConfigError(f"keys width must be an int >= 0, got {self.width!r}")
+        if (
+            isinstance(self.width, bool)
+            or not isinstance(self.width, int)
+            or not 0 <= self.width <= MAX_KEY_WIDTH
+        ):
+            # regression: #16 item 12 — width = 100000000 made every key a 100 MB string
+            raise ConfigError(
+                f"keys width must be an int in [0, {MAX_KEY_WIDTH}], got {self.width!r}"
+            )
+        # regression: #16 item 14 — numpy refuses negative seeds, mid-run, with a traceback
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
 
     def key(self, i: int) -> str:
         """Return the name of key `i` (0-based; it has popularity rank ``i + 1``)."""

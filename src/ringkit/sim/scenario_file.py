@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.resources
 import re
+import reprlib
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -34,6 +35,7 @@ from typing import Any
 from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
+from ringkit.placement import check_token_count, count_text
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.stats import METRICS
@@ -47,6 +49,9 @@ _TOP = ("name", "seed", "hot_keys", "baseline", "keys", "nodes", "strategy", "ev
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
 _EVENT = ("type", "node", "weight", "capacity", "load", "behind")
+# A bad value is shown cut short: a file may hold a huge or deeply nested one.
+_SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring = 3, 6, 6, 60
 # The TOML type of each strategy option but vnodes (an integer or a list of them).
 _OPTION_KINDS: dict[str, type] = {
     "hasher": str,
@@ -78,7 +83,9 @@ class _Fields:
         return f"{self.path}.{field}" if self.path and field else self.path or field
 
     def error(self, field: str, constraint: str, value: object) -> ConfigError:
-        return ConfigError(f"{self.source}: {self.name(field)} {constraint}; got {value!r}")
+        return ConfigError(
+            f"{self.source}: {self.name(field)} {constraint}; got {_SHOWN.repr(value)}"
+        )
 
     def get(self, field: str, kind: type | tuple[type, ...], default: Any) -> Any:
         value = self.table.get(field, default)
@@ -131,20 +138,25 @@ def _population(source: str, data: object, seed: int) -> Population:
         size_model = Sizes(distribution, **params)
     except ConfigError as error:
         raise ConfigError(f"{source}: keys.{error}") from None
-    return Population(
-        count=count,
-        prefix=keys.get("prefix", str, "key-"),
-        start=start,
-        width=width,
-        sizes=size_model,
-        zipf=float(zipf),
-        seed=seed,
-    )
+    try:
+        return Population(
+            count=count,
+            prefix=keys.get("prefix", str, "key-"),
+            start=start,
+            width=width,
+            sizes=size_model,
+            zipf=float(zipf),
+            seed=seed,
+        )
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _nodes(source: str, value: object) -> tuple[Node, ...]:
     try:
         if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            # Every node has a token at least: count them before making the nodes.
+            check_token_count(value, what=f"{count_text(value)} nodes", fix="use fewer nodes")
             width = len(str(value))
             return tuple(Node(f"node-{i:0{width}d}") for i in range(1, value + 1))
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
@@ -155,7 +167,7 @@ def _nodes(source: str, value: object) -> tuple[Node, ...]:
         raise ConfigError(f"{source}: nodes: {error}") from None
     raise ConfigError(
         f"{source}: nodes must be a count >= 1, a list of names or a table of name = weight; "
-        f"got {value!r}"
+        f"got {_SHOWN.repr(value)}"
     )
 
 
@@ -225,8 +237,15 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    except ValueError as error:  # e.g. an integer of more than 4,300 digits (int's own limit)
+        raise ConfigError(f"{source}: invalid TOML: {error}") from None
+    except RecursionError:
+        # regression: #16 item 14 — tomllib recurses once per nesting level
+        raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
     top = _Fields(source, "", data, _TOP)
     seed = top.get("seed", int, 0)
+    if seed < 0:
+        raise top.error("seed", "must be an integer >= 0", seed)
     population = _population(source, data.get("keys", {}), seed)
     nodes = _nodes(source, data.get("nodes", ["A", "B", "C"]))
     strategy, options, vnodes = _strategy(source, data.get("strategy", {}))

@@ -38,7 +38,17 @@ import xxhash
 from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, Hasher, HasherLike, Key, encode_key, get_hasher
 from ringkit.nodes import Node, NodesLike, coerce_nodes
-from ringkit.placement import IndexArray, PlacementBase, Segmentation, check_n, check_not_empty
+from ringkit.placement import (
+    MAX_TOKENS,
+    IndexArray,
+    PlacementBase,
+    Segmentation,
+    check_max_tokens,
+    check_n,
+    check_not_empty,
+    check_token_count,
+    int_text,
+)
 from ringkit.strategies.options import Strategy
 
 __all__ = ["MAGLEV_TABLE_SIZE", "Maglev", "is_prime", "nearest_primes"]
@@ -89,9 +99,13 @@ def nearest_primes(n: int) -> tuple[int | None, int]:
     return below, above
 
 
-def _check_table_size(table_size: object) -> int:
+def _check_table_size(table_size: object, max_tokens: int = MAX_TOKENS) -> int:
     if isinstance(table_size, bool) or not isinstance(table_size, int):
         raise TypeError(f"maglev table_size must be int, got {type(table_size).__name__}")
+    # Before the primality test, which a huge table size would also make slow.
+    check_token_count(
+        table_size, max_tokens, what=f"a maglev table of table_size={int_text(table_size)}"
+    )
     if not is_prime(table_size):
         below, above = nearest_primes(max(table_size, 0))
         nearest = ", ".join(str(p) for p in (below, above) if p is not None)
@@ -193,7 +207,7 @@ class Maglev(PlacementBase):
     (slots), ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = ("_hasher", "_holders", "_names", "_nodes", "_table", "_table_size")
+    __slots__ = ("_hasher", "_holders", "_max_tokens", "_names", "_nodes", "_table", "_table_size")
     routes_by_hash = True  # the owner is ``table[hash mod table_size]``
     _hasher: Hasher
 
@@ -203,8 +217,10 @@ class Maglev(PlacementBase):
         *,
         table_size: int = MAGLEV_TABLE_SIZE,
         hasher: HasherLike = DEFAULT_HASH,
+        max_tokens: int = MAX_TOKENS,
     ) -> None:
-        self._table_size = _check_table_size(table_size)
+        self._max_tokens = check_max_tokens(max_tokens)
+        self._table_size = _check_table_size(table_size, self._max_tokens)
         self._hasher = get_hasher(hasher)
         # Envoy sorts by the hashed name (byte order; UTF-8 keeps code-point order).
         self._nodes = tuple(sorted(coerce_nodes(nodes), key=lambda node: node.name))
@@ -299,7 +315,9 @@ class Maglev(PlacementBase):
 
     def _rebuilt(self, nodes: tuple[Node, ...]) -> Maglev:
         # Rebuilding the table: O(M log M) for M slots; its slots and a few others move.
-        return Maglev(nodes, table_size=self._table_size, hasher=self._hasher)
+        return Maglev(
+            nodes, table_size=self._table_size, hasher=self._hasher, max_tokens=self._max_tokens
+        )
 
     # -- measuring ---------------------------------------------------------------------------
 

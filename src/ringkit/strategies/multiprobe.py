@@ -42,7 +42,14 @@ from ringkit.hashing import (
     hash_many,
 )
 from ringkit.nodes import Node, NodesLike, coerce_nodes
-from ringkit.placement import IndexArray, PlacementBase, check_n, check_not_empty
+from ringkit.placement import (
+    IndexArray,
+    PlacementBase,
+    check_n,
+    check_not_empty,
+    check_token_count,
+    int_text,
+)
 from ringkit.strategies.options import Strategy
 
 __all__ = ["DEFAULT_PROBES", "MultiProbe"]
@@ -64,6 +71,10 @@ def _check_probes(probes: object) -> int:
         raise TypeError(f"probes must be int, got {type(probes).__name__}")
     if probes < 1:
         raise ConfigError(f"probes must be >= 1, got {probes!r}")
+    # A key's probes are an array like a ring's tokens: the same limit bounds them.
+    check_token_count(
+        probes, what=f"multiprobe with probes={int_text(probes)}", fix="use fewer probes"
+    )
     return probes
 
 

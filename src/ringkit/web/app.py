@@ -5,8 +5,10 @@ Routes: ``/`` (the page), ``/static/*`` (its script and style), and ``GET /api/m
 on a live ring, :mod:`ringkit.web.live`; documented in docs/web.md). Handlers only parse
 (:mod:`ringkit.web.params`), call :mod:`ringkit.web.api` and answer JSON. A bad parameter is a
 400 naming it; anything unexpected is a generic 500 and a log entry with the traceback, so no
-internals reach the client. The computing handlers are plain functions, which Starlette runs in
-its thread pool, so one slow request does not stall the others.
+internals reach the client. The computing handlers run on the threads of a
+:class:`~ringkit.web.budget.ComputeGate` (one per core by default), never on the event loop, so
+one slow request does not stall the others; past the gate's time budget a request is answered
+503 with ``Retry-After`` instead of queueing without end.
 
 >>> from starlette.testclient import TestClient
 >>> client = TestClient(create_app())
@@ -16,8 +18,11 @@ its thread pool, so one slow request does not stall the others.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -28,6 +33,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ringkit.web import api
+from ringkit.web.budget import ComputeGate
 from ringkit.web.live import LiveView
 from ringkit.web.params import (
     ParamError,
@@ -42,7 +48,8 @@ STATIC = Path(__file__).parent / "static"
 logger = logging.getLogger("ringkit.web")
 
 
-def _meta(request: Request) -> Response:
+async def _meta(request: Request) -> Response:
+    # On the event loop (it only reads constants): no thread to wait for when the pool is busy.
     view: LiveView | None = request.app.state.live
     store = (
         None if view is None else f"{view.store.backend.describe()} (prefix {view.store.prefix})"
@@ -65,14 +72,23 @@ async def _live(request: Request) -> Response:
     return JSONResponse(await run_in_threadpool(view.report, snapshot))
 
 
-def _ring(request: Request) -> Response:
+async def _ring(request: Request) -> Response:
     query = parse_ring_query(request.query_params.multi_items())
-    return JSONResponse(api.ring_report(query))
+    return JSONResponse(await _computed(request, api.ring_report, query))
 
 
-def _lookup(request: Request) -> Response:
+async def _lookup(request: Request) -> Response:
     query = parse_lookup_query(request.query_params.multi_items())
-    return JSONResponse(api.lookup_report(query))
+    return JSONResponse(await _computed(request, api.lookup_report, query))
+
+
+async def _computed(
+    request: Request, function: Callable[[Any], dict[str, Any]], query: object
+) -> dict[str, Any]:
+    """Return ``function(query)`` computed through the app's gate (a 503 past its budget)."""
+    # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s
+    gate: ComputeGate = request.app.state.gate
+    return await gate.run(function, query)
 
 
 def _page(request: Request) -> Response:
@@ -99,11 +115,20 @@ async def _unexpected(request: Request, error: Exception) -> Response:
     return JSONResponse(body, status_code=500)
 
 
-def create_app(live: LiveView | None = None) -> Starlette:
+def create_app(live: LiveView | None = None, *, gate: ComputeGate | None = None) -> Starlette:
     """Return the app: the page at ``/``, its files at ``/static``, the API under ``/api``.
 
-    With `live`, ``/api/live`` shows that store and the page switches to the live view.
+    With `live`, ``/api/live`` shows that store and the page switches to the live view. `gate`
+    caps the API's concurrent computations and times them (default: one per core, 10 s); the
+    app closes it when it shuts down.
     """
+    gate = ComputeGate() if gate is None else gate
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        gate.close()
+
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/api/meta", _meta, methods=["GET"]),
@@ -113,6 +138,6 @@ def create_app(live: LiveView | None = None) -> Starlette:
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
-    app = Starlette(routes=routes, exception_handlers=handlers)
-    app.state.live = live
+    app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
+    app.state.live, app.state.gate = live, gate
     return app

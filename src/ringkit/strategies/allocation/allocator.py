@@ -32,7 +32,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike
 from ringkit.nodes import Node, NodesLike, coerce_node, coerce_nodes
-from ringkit.placement import IndexArray, Segmentation
+from ringkit.placement import IndexArray, Segmentation, check_token_count, int_text
 from ringkit.ring import SPACE_64, HashRing, vnode_count
 from ringkit.strategies.allocation.measure import LoadSample, Measure
 from ringkit.strategies.allocation.replicated import replicated_cut
@@ -85,6 +85,11 @@ def allocate_tokens(
     new = coerce_node(node)
     # Like vnodes: a node of weight w gets round(tokens · w), since one token takes one arc.
     count = vnode_count(_check_tokens(tokens), new.weight)
+    check_token_count(
+        len(ring.tokens) + count,
+        ring.max_tokens,
+        what=f"a ring of tokens={int_text(tokens)} per node",
+    )
     if new.name in ring:
         raise DuplicateNodeError(f"node {new.name!r} is already in the ring")
     if ring.space != SPACE_64:

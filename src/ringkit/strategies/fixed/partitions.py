@@ -35,7 +35,14 @@ from ringkit.hashing import (
     registered_name,
 )
 from ringkit.nodes import Node, NodesLike, coerce_nodes
-from ringkit.placement import IndexArray, PlacementBase, Segmentation, check_n, check_not_empty
+from ringkit.placement import (
+    MAX_TOKENS,
+    IndexArray,
+    PlacementBase,
+    Segmentation,
+    check_n,
+    check_not_empty,
+)
 from ringkit.strategies.fixed.controller import RebalancePlan, check_objective, zone_key, zone_limit
 from ringkit.strategies.fixed.planner import reassign
 from ringkit.strategies.options import Strategy
@@ -43,7 +50,7 @@ from ringkit.strategies.options import Strategy
 __all__ = ["DEFAULT_PARTITIONS", "FixedPartitions"]
 
 DEFAULT_PARTITIONS = 1024
-_MAX_PARTITIONS = 1 << 24
+_MAX_PARTITIONS = MAX_TOKENS  # a table of more partitions is refused like a ring
 _FORMAT_VERSION = 1
 _SPACE = 1 << 64
 

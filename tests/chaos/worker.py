@@ -1,0 +1,160 @@
+"""One client process of a chaos run: random set / delete / incr / get, every operation recorded.
+
+Run as ``python -m tests.chaos.worker CONFIG.json``. It builds its own ``ShardedClient`` (its
+own connections, health, hints and view: another process in every sense), prints ``ready``,
+waits for the stop time (on the shared clock of ``history.now_ns``) on stdin, runs operations
+until then and writes its history to the path the config names. Values are unique per run
+(``p<process>-<n>``), which is what lets the checker tell which write a read saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ringkit import HashRing
+from ringkit.cluster import ShardedClient
+from ringkit.cluster.health import OpEvent
+from ringkit.errors import RingkitError
+from tests.chaos.history import Op, now_ns, write_history
+
+__all__ = ["Observer", "WorkerConfig", "child_environment", "counter_keys", "main", "register_keys"]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    """What one client process does: its servers, client options, key space and output."""
+
+    process: int
+    seed: int
+    urls: dict[str, str]
+    client: dict[str, Any]  # ShardedClient options: replicas, write_quorum, read, timeouts
+    keys: int
+    counters: int
+    history_path: str
+    view_check_s: float = 0.1
+    pause_s: float = 0.002
+
+
+def child_environment() -> dict[str, str]:
+    """The environment of a child process (worker, coordinator): ringkit and tests importable."""
+    root = Path(__file__).resolve().parents[2]
+    path = [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def register_keys(count: int) -> list[str]:
+    """The keys written with set / delete (few, so that processes collide on them)."""
+    return [f"k:{n}" for n in range(count)]
+
+
+def counter_keys(count: int) -> list[str]:
+    """The keys counted with incr, apart from the registers (they carry no version)."""
+    return [f"c:{n}" for n in range(count)]
+
+
+def _choose(rng: random.Random, config: WorkerConfig, n: int) -> tuple[str, str, object]:
+    """Return (kind, key, value written) for operation `n`."""
+    roll = rng.random()
+    if config.counters and roll < 0.1:
+        key = rng.choice(counter_keys(config.counters))
+        return ("incr", key, None) if rng.random() < 0.7 else ("get", key, None)
+    key = rng.choice(register_keys(config.keys))
+    if roll < 0.4:
+        return "set", key, f"p{config.process}-{n}"
+    if roll < 0.5:
+        return "delete", key, None
+    return "get", key, None
+
+
+def _run_one(client: ShardedClient, kind: str, key: str, value: object) -> object:
+    if kind == "set":
+        client.set(key, value)
+        return value
+    if kind == "delete":
+        client.delete(key)
+        return None
+    if kind == "incr":
+        return client.incr(key)
+    return client.get(key)
+
+
+class Observer:
+    """A client hook: which server answered the current read, and when each one failed.
+
+    A server that fails a call is marked down at once (docs/cluster.md, "Failures and
+    timeouts"), so the last failure this process saw is when it last marked the server down.
+    """
+
+    def __init__(self) -> None:
+        self.served_by: str | None = None
+        self.marked_down_ns: dict[str, int] = {}
+
+    def __call__(self, event: OpEvent) -> None:
+        if event.outcome == "error":
+            self.marked_down_ns[event.server] = now_ns()
+        elif event.outcome == "hit":
+            self.served_by = event.server
+
+
+def run(config: WorkerConfig, stop_ns: int, errors: dict[str, int]) -> list[Op]:
+    """Run operations until `stop_ns`; return them. `errors` counts the exceptions by type."""
+    rng = random.Random(f"{config.seed}/{config.process}")
+    observer = Observer()
+    client = ShardedClient(
+        HashRing(list(config.urls)), config.urls, hooks=[observer], **config.client
+    )
+    client.view_check_s = config.view_check_s  # follow membership changes without a refusal
+    ops: list[Op] = []
+    n = 0
+    while (start := now_ns()) < stop_ns:
+        kind, key, value = _choose(rng, config, n)
+        observer.served_by = None
+        try:
+            result: Any = _run_one(client, kind, key, value)
+            outcome = "ok"
+        except RingkitError as error:
+            # A write that raised may have reached some replica (now, or when a hung server
+            # resumes): unknown. A read that raised returned nothing: it had no effect.
+            errors[type(error).__name__] = errors.get(type(error).__name__, 0) + 1
+            result, outcome = value, "fail" if kind == "get" else "unknown"
+        server = observer.served_by if kind == "get" and result is not None else None
+        marked = None if server is None else observer.marked_down_ns.get(server)
+        ops.append(
+            Op(
+                config.process,
+                kind,
+                key,
+                result,
+                start,
+                now_ns(),
+                outcome,
+                server=server,
+                marked_down_ns=marked,
+            )
+        )
+        n += 1
+        time.sleep(rng.random() * config.pause_s)
+    client.close()
+    return ops
+
+
+def main(argv: list[str]) -> int:
+    config = WorkerConfig(**json.loads(Path(argv[0]).read_text()))
+    print("ready", flush=True)
+    stop_ns = int(sys.stdin.readline())
+    errors: dict[str, int] = {}
+    ops = run(config, stop_ns, errors)
+    write_history(Path(config.history_path), ops)
+    print(json.dumps(errors), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
