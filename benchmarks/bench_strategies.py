@@ -4,13 +4,16 @@ Run by hand (never collected by pytest)::
 
     PYTHONPATH=src python3 benchmarks/bench_strategies.py            # nodes 8, 32, 128
     PYTHONPATH=src python3 benchmarks/bench_strategies.py --nodes 32 --repeats 9
+    PYTHONPATH=src python3 benchmarks/bench_strategies.py --lookups-only --repeats 15
 
 Each measurement: one warm-up, then ``--repeats`` timed runs interleaved across contenders
 (``_harness.time_interleaved``); the tables show min / median / max per operation and the
 median's ratio to ringkit's ``HashRing`` in the same run. Peers
 run on the same keys: ``jump-consistent-hash`` (``jump.hash``, a C extension, fed the same
 xxh3_64 key hashes as ringkit's JumpHash) and pymemcache's ``RendezvousHash``. Memory is the
-bytes a built placement still holds (tracemalloc, numpy arrays included).
+bytes a built placement still holds (tracemalloc, numpy arrays included). ``--lookups-only``
+times the scalar and batch lookups alone (no builds, no memory), the figures issue 15 targets:
+JumpHash / MultiProbe / BoundedLoad ``node_for`` at most 2x / 3x / 2x ``HashRing.node_for``.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def _contenders() -> list[Contender]:
             "BoundedLoad c=1.25",
             lambda n: BoundedLoad(HashRing(n)),
             lambda p, k: p.node_for(k),
-            None,
+            _many,
         ),
     ]
     try:
@@ -129,7 +132,9 @@ def _peer_ratios(timings: list[Timing]) -> None:
             print(f"  {ours} / {peer}: {medians[ours] / medians[peer]:.2f}x time")
 
 
-def run(node_counts: list[int], keys: int, batch: int, repeats: int) -> None:
+def run(
+    node_counts: list[int], keys: int, batch: int, repeats: int, *, lookups_only: bool = False
+) -> None:
     """Print scalar lookup, batch lookup, build time and memory, per node count."""
     contenders = _contenders()
     scalar_keys = [f"key:{i}" for i in range(keys)]
@@ -146,6 +151,8 @@ def run(node_counts: list[int], keys: int, batch: int, repeats: int) -> None:
         }
         timings = time_interleaved(batches, batch, repeats=repeats)
         print_table(f"node_for_many, nodes={count}, {batch} keys", timings, BASELINE, "us")
+        if lookups_only:
+            continue
         builds = {c.label: partial(c.build, names) for c in contenders}
         timings = time_interleaved(builds, 1, repeats=repeats)
         print_table(f"build, nodes={count}", timings, BASELINE, "ms")
@@ -160,10 +167,19 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=2000, help="keys for scalar lookups")
     parser.add_argument("--batch", type=int, default=100_000, help="keys for batch lookups")
     parser.add_argument("--repeats", type=int, default=7, help="timed runs after a warm-up")
+    parser.add_argument(
+        "--lookups-only", action="store_true", help="time lookups only (no builds, no memory)"
+    )
     args = parser.parse_args()
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
-    run([int(n) for n in args.nodes.split(",")], args.keys, args.batch, args.repeats)
+    run(
+        [int(n) for n in args.nodes.split(",")],
+        args.keys,
+        args.batch,
+        args.repeats,
+        lookups_only=args.lookups_only,
+    )
 
 
 if __name__ == "__main__":

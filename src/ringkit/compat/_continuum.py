@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ringkit.compat.hashkit import hash_md5, md5_word_parts
 from ringkit.errors import ConfigError
 from ringkit.hashing import Hasher, Key, encode_key
 from ringkit.nodes import Node
@@ -32,6 +34,10 @@ __all__ = ["Continuum"]
 
 UInt64Array = npt.NDArray[np.uint64]
 _LIST_LIMIT = 1 << 16
+# Buckets per point in the scalar lookup's table, as a power of two: with 8-16 buckets per point
+# about 90% of buckets hold no point, and a key landing in one needs no bisect at all.
+_BUCKETS_PER_POINT_LOG2 = 3
+_MAX_BUCKET_BITS = 16  # 512 KiB of bucket table at most (a list of 65,536 references)
 Rebuild = Callable[[tuple[Node, ...]], "Continuum"]
 
 
@@ -48,20 +54,8 @@ class Continuum(PlacementBase):
     ``shares``, ``points``, ``owners``, ``nodes``, ``hasher``, ``len``, ``in``, ``iter``, ``==``.
     """
 
-    __slots__ = (
-        "_bits",
-        "_container",
-        "_hasher",
-        "_key_hash",
-        "_names",
-        "_nodes",
-        "_owners",
-        "_point_list",
-        "_point_names",
-        "_points",
-        "_rebuild",
-        "_weighted",
-    )
+    # NOTE: no __slots__: each continuum shadows node_for with a closure in its __dict__ (as
+    # HashRing does), one Python call per lookup instead of two.
     routes_by_hash = True  # a key goes to the first point >= its hash
     _hasher: Hasher
 
@@ -96,6 +90,10 @@ class Continuum(PlacementBase):
         self._point_names: tuple[str, ...] | None = (
             tuple(self._names[i] for i in owners.tolist()) if small else None
         )
+        if self._point_list is not None and self._point_names is not None and len(points):
+            vars(self)["node_for"] = _make_lookup(
+                self._key_hash, points, self._point_list, self._point_names, self._bits
+            )
 
     @classmethod
     def from_points(
@@ -173,15 +171,14 @@ class Continuum(PlacementBase):
     def node_for(self, key: Key) -> str:
         """Return the node that owns `key`. Runtime: O(len(key) + log P).
 
+        A continuum of up to 65,536 points answers through a closure bound in ``__init__``
+        (``_make_lookup``: a bucket table, then a bisect only when the bucket holds a point).
+
         :raises EmptyRingError: when there are no nodes
         :raises TypeError: when `key` is not str, bytes or int
         """
         check_not_empty(len(self._points), "node_for")
         point = self._key_hash(key.encode() if type(key) is str else encode_key(key))
-        if self._point_names is not None and self._point_list is not None:
-            index = bisect_left(self._point_list, point)
-            # Past the last point: wrap to the first (ketama_get_server returns mcsarr[0]).
-            return self._point_names[index if index < len(self._point_list) else 0]
         return self.node_for_point(point)
 
     def nodes_for(self, key: Key, n: int) -> list[str]:
@@ -266,3 +263,107 @@ class Continuum(PlacementBase):
 
     def _repr_options(self) -> str:
         return f", kind={self._container!r}, points={len(self._points)}"
+
+
+def _bucket_table(
+    points: UInt64Array, point_names: tuple[str, ...], bits: int
+) -> tuple[int, list[str | None]]:
+    """Return (shift, each bucket's owner, or None for a bucket that holds points).
+
+    The top bits of a hash (``hash >> shift``) pick a bucket. A bucket that holds no point lies
+    inside one arc, so every hash in it has the same owner. This is the prefix table of
+    ``ringkit.ring.tokens`` taken one step further, since a continuum is small (at most
+    ``_LIST_LIMIT`` points here). A hash in a bucket that holds points bisects the whole list:
+    ~10% of hashes, and bounds per bucket would cost more memory (tuples of ints in a dict, ~200
+    bytes per point) than the few bisect steps they save.
+    """
+    count = len(points)
+    bucket_bits = min(bits, (count - 1).bit_length() + _BUCKETS_PER_POINT_LOG2, _MAX_BUCKET_BITS)
+    shift = bits - bucket_bits
+    starts = np.arange(1 << bucket_bits, dtype=np.uint64) << np.uint64(shift)
+    first = np.searchsorted(points, starts, side="left")  # first point >= each bucket's start
+    ends = np.append(first[1:], count)
+    bucket_names: list[str | None] = [
+        None if lo != hi else point_names[lo if lo < count else 0]  # past the last: wrap
+        for lo, hi in zip(first.tolist(), ends.tolist(), strict=True)
+    ]
+    return shift, bucket_names
+
+
+def _make_lookup(
+    key_hash: Callable[[bytes], int],
+    points: UInt64Array,
+    point_list: list[int],
+    point_names: tuple[str, ...],
+    bits: int,
+) -> Callable[[Any], str]:
+    """Return ``key -> owner name`` for a non-empty continuum, every table bound as a local.
+
+    A hash in a bucket without points answers from ``bucket_names``; any other bisects the
+    points. The answers are those of a plain bisect (first point >= hash, wrapping).
+    """
+    if key_hash is hash_md5:
+        return _make_md5_lookup(points, point_list, point_names, bits)
+    shift, bucket_names = _bucket_table(points, point_names, bits)
+
+    def lookup(
+        key: Any,
+        key_hash: Callable[[bytes], int] = key_hash,
+        bucket_names: list[str | None] = bucket_names,
+        point_list: list[int] = point_list,
+        point_names: tuple[str, ...] = point_names,
+        shift: int = shift,
+        count: int = len(point_list),
+        bisect: Callable[..., int] = bisect_left,
+        encode_key: Callable[[Any], bytes] = encode_key,
+    ) -> str:
+        try:
+            data = key.encode()
+        except AttributeError:
+            data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+        point = key_hash(data)
+        name = bucket_names[point >> shift]
+        if name is not None:
+            return name
+        index = bisect(point_list, point)
+        # Past the last point: wrap to the first (ketama_get_server returns mcsarr[0]).
+        return point_names[index if index < count else 0]
+
+    return lookup
+
+
+def _make_md5_lookup(
+    points: UInt64Array, point_list: list[int], point_names: tuple[str, ...], bits: int
+) -> Callable[[Any], str]:
+    """Return ``_make_lookup``'s closure with ketama's MD5 key hash inlined.
+
+    NOTE: a copy of that closure on purpose: MD5 costs most of a ketama lookup, and calling
+    ``hash_md5`` through one more Python frame added ~15% (benchmarks/bench_compat.py).
+    """
+    shift, bucket_names = _bucket_table(points, point_names, bits)
+    md5, word = md5_word_parts()
+
+    def lookup(
+        key: Any,
+        md5: Callable[[bytes], Any] = md5,
+        word: Callable[[bytes], tuple[int, ...]] = word,
+        bucket_names: list[str | None] = bucket_names,
+        point_list: list[int] = point_list,
+        point_names: tuple[str, ...] = point_names,
+        shift: int = shift,
+        count: int = len(point_list),
+        bisect: Callable[..., int] = bisect_left,
+        encode_key: Callable[[Any], bytes] = encode_key,
+    ) -> str:
+        try:
+            data = key.encode()
+        except AttributeError:
+            data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+        point = word(md5(data).digest())[0]  # hash_md5: the digest's first little-endian word
+        name = bucket_names[point >> shift]
+        if name is not None:
+            return name
+        index = bisect(point_list, point)
+        return point_names[index if index < count else 0]  # past the last point: wrap
+
+    return lookup

@@ -34,6 +34,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
+import numpy as np
+
 from ringkit.errors import CapacityError, ConfigError, UnknownNodeError
 from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
 from ringkit.nodes import Node, NodesLike
@@ -48,7 +50,11 @@ DEFAULT_BALANCE_FACTOR = 1.25
 
 
 class _LoadTable:
-    """Load held per node name, and its total; every access holds ``lock``."""
+    """Load held per node name, and its total; every write holds ``lock``.
+
+    A node holding no load has no entry (``release`` deletes it at zero), which lets
+    ``BoundedLoad.node_for`` answer for such a node without the lock.
+    """
 
     __slots__ = ("loads", "lock", "total")
 
@@ -145,6 +151,11 @@ class BoundedLoad(RingBacked):
     def _first_below(self, key: Key) -> str:
         """Return the first node clockwise below its cap (lock held)."""
         loads, total = self._loads.loads, self._loads.total
+        # Fast path: the key's own node (the walk's first step, found by the ring's bound
+        # lookup) usually has room, and then the walk is not started at all.
+        owner = self._ring.node_for(key)
+        if loads.get(owner, 0) < self._cap(owner, total):
+            return owner
         for name in self._ring.iter_nodes(key):
             if loads.get(name, 0) < self._cap(name, total):
                 return name
@@ -168,7 +179,15 @@ class BoundedLoad(RingBacked):
         :raises EmptyRingError: when the ring has no nodes
         :raises CapacityError: when every node is at its cap (absolute capacities only)
         """
-        check_not_empty(len(self._ring), "node_for")
+        if not self._names:
+            check_not_empty(0, "node_for")
+        owner = self._ring.node_for(key)
+        # NOTE: read without the lock on purpose: a node holding no load is below every cap (a
+        # cap is >= 1), so the answer is the owner whatever the other loads are, and one dict
+        # read is atomic. Only an owner holding load needs the consistent snapshot. This keeps
+        # a lookup at about one ring lookup (benchmarks/bench_strategies.py).
+        if owner not in self._loads.loads:
+            return owner
         with self._loads.lock:
             return self._first_below(key)
 
@@ -191,8 +210,22 @@ class BoundedLoad(RingBacked):
         :raises CapacityError: when every node is at its cap (absolute capacities only)
         """
         check_not_empty(len(self._ring), "node_for_many")
-        with self._loads.lock:
-            return [self._first_below(key) for key in keys]
+        items = keys if isinstance(keys, (list, tuple)) else list(keys)
+        ring, table = self._ring, self._loads
+        with table.lock:
+            if not table.loads:  # no load anywhere: every owner has room
+                return ring.node_for_many(items)
+            # Vectorised: the owners in one batch lookup; only keys whose owner is at its cap
+            # walk on (against the same snapshot of the loads).
+            full = np.array(
+                [table.loads.get(name, 0) >= self._cap(name, table.total) for name in ring],
+                dtype=bool,
+            )
+            owners = ring.owner_indices(ring.points_for(items))
+            result: list[str] = np.array(self._names, dtype=object)[owners].tolist()
+            for i in np.flatnonzero(full[owners]).tolist():
+                result[i] = self._first_below(items[i])
+        return result
 
     # -- assigning load ------------------------------------------------------------------------
 

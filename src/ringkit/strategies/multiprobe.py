@@ -25,6 +25,8 @@ True
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +60,10 @@ _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: splitmix64's counter incre
 _SPACE = float(1 << 64)
 # Keys per vectorised block in node_for_many: bounds the (keys x probes) arrays to ~16 MB.
 _BLOCK_CELLS = 1 << 21
+# Buckets per token in the scalar lookup's successor table (a power of two): with 16, about 94%
+# of probes land in a bucket holding no token and need no bisect.
+_BUCKETS_PER_TOKEN_LOG2 = 4
+_MAX_BUCKET_BITS = 16  # 512 KiB of table at most (a list of 65,536 references)
 
 
 def _check_probes(probes: object) -> int:
@@ -87,7 +93,8 @@ class MultiProbe(PlacementBase):
     ``iter``, ``==``.
     """
 
-    __slots__ = ("_hasher", "_names", "_nodes", "_order", "_probes", "_token_list", "_tokens")
+    # NOTE: no __slots__: each placement shadows node_for with a closure in its __dict__ (as
+    # HashRing does), one Python call per lookup.
     routes_by_hash = True  # the probes, and so the owner, are a function of the key's hash
     _hasher: Hasher
 
@@ -109,6 +116,24 @@ class MultiProbe(PlacementBase):
         self._tokens: npt.NDArray[np.uint64] = points[order]
         self._order: npt.NDArray[np.intp] = order  # token position -> node index
         self._token_list = self._tokens.tolist()
+        self._bind_lookup()
+
+    def _bind_lookup(self) -> None:
+        if self._names:
+            vars(self)["node_for"] = _make_lookup(
+                self._hasher,
+                self._tokens,
+                [self._names[i] for i in self._order.tolist()],
+                self._probes,
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The bound lookup closure does not pickle; it is rebuilt on load.
+        return {k: v for k, v in vars(self).items() if k != "node_for"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        vars(self).update(state)
+        self._bind_lookup()
 
     def _rebuilt(self, nodes: tuple[Node, ...]) -> MultiProbe:
         return MultiProbe(nodes, probes=self._probes, hasher=self._hasher)
@@ -128,7 +153,8 @@ class MultiProbe(PlacementBase):
     def node_for(self, key: Key) -> str:
         """Return the node whose token follows one of the key's probes most closely.
 
-        Runtime: O(k log N).
+        Runtime: O(k log N). A non-empty placement answers through the closure bound in
+        ``__init__`` (``_make_lookup``: the same probes, successors read from a bucket table).
 
         :raises EmptyRingError: when there are no nodes
         :raises TypeError: when `key` is not str, bytes or int
@@ -235,6 +261,85 @@ class MultiProbe(PlacementBase):
 
     def _repr_options(self) -> str:
         return f", probes={self._probes}, hasher={self._hasher.name!r}"
+
+
+def _successor_table(tokens: npt.NDArray[np.uint64]) -> tuple[int, list[int | None]]:
+    """Return (shift, each bucket's successor token, or None for a bucket that holds tokens).
+
+    Bucket ``b`` covers the points whose top bits are ``b``. A bucket holding no token lies
+    inside one arc, so every probe in it has the same successor: stored, plus 2**64 when it
+    wraps past the last token, so that ``successor - probe`` is the distance with no modulo. A
+    probe in a bucket holding tokens bisects them all (~1/16 of probes).
+    """
+    count = len(tokens)
+    bucket_bits = min((count - 1).bit_length() + _BUCKETS_PER_TOKEN_LOG2, _MAX_BUCKET_BITS)
+    shift = 64 - bucket_bits
+    starts = np.arange(1 << bucket_bits, dtype=np.uint64) << np.uint64(shift)
+    first = np.searchsorted(tokens, starts, side="left")
+    ends = np.append(first[1:], count)
+    token_list = tokens.tolist()
+    wrapped = token_list[0] + (1 << 64)
+    successors: list[int | None] = [
+        None if lo != hi else (token_list[lo] if lo < count else wrapped)
+        for lo, hi in zip(first.tolist(), ends.tolist(), strict=True)
+    ]
+    return shift, successors
+
+
+def _make_lookup(
+    hasher: Hasher, tokens: npt.NDArray[np.uint64], token_names: list[str], probes: int
+) -> Callable[[Any], str]:
+    """Return ``key -> owner name``: ``MultiProbe.node_for`` with every table a local.
+
+    Each probe's successor comes from ``_successor_table`` (a bisect only for the ~1/16 of
+    probes whose bucket holds a token); the probe offsets ``i·φ`` are precomputed. The winner
+    is the first probe at the least distance, as in the plain loop, and its token's node is
+    the first of that token's owners in token order (``bisect_left``'s choice).
+    """
+    shift, successors = _successor_table(tokens)
+    token_list = tokens.tolist()
+    count = len(token_list)
+    owner_of: dict[int, str] = {}
+    for token, name in zip(token_list, token_names, strict=True):
+        owner_of.setdefault(token, name)
+    owner_of[token_list[0] + (1 << 64)] = token_names[0]
+    offsets = tuple((i * _GOLDEN) & _MASK64 for i in range(probes))
+    function, widen = hasher.function, 64 - hasher.bits
+
+    def lookup(
+        key: Any,
+        function: Callable[[bytes], int] = function,
+        widen: int = widen,
+        offsets: tuple[int, ...] = offsets,
+        successors: list[int | None] = successors,
+        token_list: list[int] = token_list,
+        owner_of: dict[int, str] = owner_of,
+        shift: int = shift,
+        count: int = count,
+        bisect: Callable[..., int] = bisect_left,
+        encode_key: Callable[[Any], bytes] = encode_key,
+    ) -> str:
+        try:
+            data = key.encode()
+        except AttributeError:
+            data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+        h1 = function(data) << widen
+        best_distance, best = 1 << 65, 0
+        for offset in offsets:
+            # splitmix64 inlined: this loop is the whole cost of a lookup
+            z = (h1 + offset) & 0xFFFFFFFFFFFFFFFF
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+            z ^= z >> 31
+            successor = successors[z >> shift]
+            if successor is None:
+                index = bisect(token_list, z)
+                successor = token_list[index] if index < count else token_list[0] + (1 << 64)
+            if successor - z < best_distance:
+                best_distance, best = successor - z, successor
+        return owner_of[best]
+
+    return lookup
 
 
 def _splitmix_many(z: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
