@@ -19,7 +19,7 @@ from ringkit.cluster import QuorumError, ShardedClient, memory_store
 from ringkit.cluster.serializers import JSON, Codec
 from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls, server_urls
-from tests.servers import Server, memcached_server, redis_server
+from tests.servers import Server, memcached_server, redis_server, sigstop
 
 New = Callable[..., Any]
 START: dict[str, Callable[..., AbstractContextManager[Server]]] = {
@@ -176,21 +176,6 @@ def test_killing_a_server_mid_load_loses_no_read_and_no_acknowledged_write(
         client.close()
 
 
-def _stop(pid: int) -> None:
-    """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        states = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/stat") as stat:
-                states.append(stat.read().rsplit(")", 1)[1].split()[0])
-        if all(state == "T" for state in states):
-            return
-        time.sleep(0.01)
-    raise RuntimeError(f"process {pid} did not stop")
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["redis", "memcached"])
 def test_a_hung_server_is_timed_out_skipped_and_readmitted(kind: str, new: New) -> None:
@@ -201,7 +186,7 @@ def test_a_hung_server_is_timed_out_skipped_and_readmitted(kind: str, new: New) 
         client.set("booking:42", "v1")
         first = client.replicas_for("booking:42")[0]
         hung = trio[list(urls).index(first)].process
-        _stop(hung.pid)
+        sigstop(hung.pid)
         try:
             assert client.get("booking:42") == "v1"
             assert client.down_servers == [first]

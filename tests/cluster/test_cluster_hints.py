@@ -26,7 +26,7 @@ from ringkit.cluster.serializers import JSON, Codec
 from ringkit.cluster.steps import Steps, _call_sync
 from tests.cluster.helpers import memory_urls, server_urls
 from tests.cluster.processes import client_in_this_process, workers
-from tests.servers import memcached_server, redis_server
+from tests.servers import memcached_server, redis_server, sigstop
 
 START = {"redis": redis_server, "memcached": memcached_server}
 # Short timeouts keep the hung server cheap; the reader re-admits soon after SIGCONT.
@@ -36,21 +36,6 @@ READER_DEAD_TIMEOUT_S = 0.5
 
 def _options(dead_timeout_s: float) -> dict[str, object]:
     return {"replicas": 2, "timeout_s": TIMEOUT_S, "dead_timeout_s": dead_timeout_s}
-
-
-def _stop(pid: int) -> None:
-    """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        states = []
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/stat") as stat:
-                states.append(stat.read().rsplit(")", 1)[1].split()[0])
-        if all(state == "T" for state in states):
-            return
-        time.sleep(0.01)
-    raise RuntimeError(f"process {pid} did not stop")
 
 
 @pytest.mark.timeout(120)
@@ -76,7 +61,7 @@ def test_item_03_another_process_readmits_a_hung_server_only_after_its_hints(
         first_on_hung = next(key for key in keys if ring.nodes_for(key, 2)[0] == hung_name)
         assert reader("get", first_on_hung) == "old"
         hung = trio[list(urls).index(hung_name)].process
-        _stop(hung.pid)
+        sigstop(hung.pid)
         try:
             assert reader("get", first_on_hung) == "old"  # P2 fails on s2 and marks it down
             assert reader("down_servers") == [hung_name]
