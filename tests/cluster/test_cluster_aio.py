@@ -14,7 +14,8 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.aio import AsyncShardedClient
 from ringkit.errors import BackendError, ConfigError
 from tests.cluster.helpers import memory_urls, server_urls
-from tests.cluster.test_cluster_faults import START, _stop
+from tests.cluster.test_cluster_faults import START
+from tests.servers import sigstop
 
 
 def test_every_operation_matches_the_sync_client(urls: dict[str, str]) -> None:
@@ -106,7 +107,7 @@ def test_hung_and_killed_servers_are_timed_out_and_readmitted(kind: str) -> None
             await client.set_many({f"seat:{i}": i for i in range(100)})
             first = client.replicas_for("seat:1")[0]
             hung = trio[list(urls).index(first)].process
-            _stop(hung.pid)
+            sigstop(hung.pid)
             try:
                 assert await client.get("seat:1") == 1
                 assert client.down_servers == [first]
