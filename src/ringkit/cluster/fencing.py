@@ -17,9 +17,9 @@ The epoch a call was routed by travels in a context variable (:func:`routed_by`)
 client's driver around each backend call: it is per thread and per asyncio task, so the plain
 :class:`~ringkit.cluster.backends.Backend` interface stays the same. The sync and the async
 fenced backends share everything but the transport: the Lua scripts, the encoding of each call
-into script arguments (:func:`redis_scripts`) and the decoding of the answers, and the epoch
-gate of memcached (:class:`EpochGate`). Keys starting with ``ringkit:`` are reserved for this
-bookkeeping (:mod:`ringkit.cluster.keys`).
+into script arguments and the decoding of the answers (:mod:`ringkit.cluster.scripts`), and
+the epoch gate of memcached (:class:`EpochGate`). Keys starting with ``ringkit:`` are reserved
+for this bookkeeping (:mod:`ringkit.cluster.keys`).
 
 >>> member(5, b"k").hex()
 '00000000000000056b'
@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -43,7 +42,7 @@ from ringkit.cluster.backends import (
     RedisBackend,
     server_failed,
 )
-from ringkit.cluster.expiry import memcached_exptime, redis_px
+from ringkit.cluster.expiry import memcached_exptime
 from ringkit.cluster.handoff import (
     HANDOFF_SCRIPTS,
     MAX_CAS_TRIES,
@@ -53,7 +52,6 @@ from ringkit.cluster.handoff import (
     without_hints,
 )
 from ringkit.cluster.index import (
-    SWEEP_SCRIPT,
     Index,
     IndexSweep,
     RedisIndex,
@@ -70,9 +68,18 @@ from ringkit.cluster.keys import (
     hints_key,
     readmitted_key,
     spread_key,
-    tombstone_key,
 )
-from ringkit.cluster.memory import _not_integer
+from ringkit.cluster.scripts import (
+    KEYS_PER_CALL,
+    SCRIPTS,
+    PointOf,
+    Script,
+    epoch_value,
+    px_argument,
+    redis_answer,
+    redis_error,
+    redis_scripts,
+)
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import (
     BackendError,
@@ -106,11 +113,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-_CHUNK = 4000
 # memcached has no scripts: its fence is a read of the epoch, done at most this often.
 MEMCACHED_FENCE_CHECK_S = 0.5
 EpochOf = Callable[[], int]
-PointOf = Callable[[bytes], int]
 # An atomic read-modify-write of one key: the new value (None: unchanged) and the result.
 Update = Callable[[bytes | None], tuple[bytes | None, Any]]
 # The bookkeeping calls of ringkit.cluster.handoff: unfenced, they are no data of the view.
@@ -159,243 +164,6 @@ def routed_epoch(fallback: EpochOf) -> EpochOf:
     return epoch_of
 
 
-_CHECK = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
-"""
-# Writes also refuse a server that lost its epoch (restarted empty) while the client routes by
-# a published view: it would take writes that up-to-date clients never read (issue 16, item 6).
-_CHECK_WRITE = (
-    _CHECK
-    + """
-if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOCH') end
-"""
-)
-# KEYS: epoch, k1..kn; ARGV: epoch.
-_READ = _CHECK + "return redis.call('MGET', unpack(KEYS, 2))"
-# KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
-# (an empty member: do not index).
-_SET = (
-    _CHECK_WRITE
-    + """
-for i = 3, #KEYS do
-  local value = ARGV[2 * i - 2]
-  if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
-  else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
-  if ARGV[2 * i - 3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[2 * i - 3]) end
-end
-return #KEYS - 2
-"""
-)
-# KEYS: epoch, index, key; ARGV: epoch, px, member, value.
-_ADD = (
-    _CHECK_WRITE
-    + """
-local done
-if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
-else done = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[2]) end
-if not done then return 0 end
-if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
-return 1
-"""
-)
-# KEYS: epoch, index, key; ARGV: epoch, member.
-_DELETE = _CHECK_WRITE + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
-# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
-# repair as a conditional write (serializers.supersedes): lands where the key is absent and
-# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
-_REPAIR = (
-    _CHECK_WRITE
-    + """
-local ours = string.sub(ARGV[4], 2, 9)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
-  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
-  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
-    return 0
-  end
-else
-  local tomb = redis.call('GET', KEYS[4])
-  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
-end
-if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
-else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
-if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
-return 1
-"""
-)
-# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete: the
-# key goes unless it holds a newer version (serializers.buries), and its tombstone stays for px
-# unless a newer one is there, so no older copy or repair lands after it.
-_BURY = (
-    _CHECK_WRITE
-    + """
-local theirs = string.sub(ARGV[3], 2, 9)
-local gone = 0
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  local keep = false
-  if redis.call('TYPE', KEYS[3]).ok == 'string' then
-    local head = redis.call('GETRANGE', KEYS[3], 0, 8)
-    keep = #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) >= theirs
-  end
-  if not keep then
-    redis.call('ZREM', KEYS[2], ARGV[2])
-    gone = redis.call('DEL', KEYS[3])
-  end
-end
-local tomb = redis.call('GET', KEYS[4])
-if not tomb or string.sub(tomb, 2, 9) < theirs then
-  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
-end
-return gone
-"""
-)
-# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
-# and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
-_INCR = (
-    _CHECK_WRITE
-    + """
-local v = redis.call('GET', KEYS[2])
-if not v then return false end
-if not string.find(v, '^%d+$') then return redis.error_reply('ERR value is not an integer') end
-local n = redis.call('INCRBY', KEYS[2], ARGV[2])
-if n < 0 then redis.call('SET', KEYS[2], 0, 'KEEPTTL'); return 0 end
-return n
-"""
-)
-# KEYS: epoch, key; ARGV: epoch, px.
-_TOUCH = _CHECK_WRITE + "return redis.call('PEXPIRE', KEYS[2], ARGV[2])"
-# KEYS: epoch, view; ARGV: epoch, view JSON, replace. Never moves a server back; returns its
-# epoch after, or minus it when another view holds that same epoch (and replace is '0').
-_PUBLISH = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) < current then return current end
-if tonumber(ARGV[1]) == current and ARGV[3] == '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
-  return -current
-end
-redis.call('SET', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], ARGV[2])
-return tonumber(ARGV[1])
-"""
-
-
-_SCRIPTS = {
-    "read": _READ,
-    "set": _SET,
-    "add": _ADD,
-    "delete": _DELETE,
-    "incr": _INCR,
-    "touch": _TOUCH,
-    "publish": _PUBLISH,
-    "repair": _REPAIR,
-    "bury": _BURY,
-    "sweep": SWEEP_SCRIPT,
-}
-
-
-def _px(ttl_s: float | None) -> str:
-    return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
-
-
-def _epoch_value(found: bytes | None) -> int:
-    return int(found) if found else 0
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """One fenced round trip on Redis: a script of ``_SCRIPTS`` with its keys and arguments."""
-
-    name: str
-    keys: tuple[bytes, ...]
-    args: tuple[object, ...]
-
-
-def redis_scripts(
-    op: str, args: Sequence[Any], epoch: int, point_of: PointOf, *, index_keys: bool = True
-) -> list[Script]:
-    """Return the scripts that run backend call `op(*args)` fenced at `epoch` on Redis.
-
-    Writes record each key in the index unless `index_keys` is off; a delete always drops the
-    key's entry. Sync and async Redis backends both send exactly these scripts;
-    :func:`redis_answer` reads their replies.
-    """
-
-    def member_of(key: bytes) -> bytes:
-        return member(point_of(key), key) if index_keys else b""
-
-    if op == "get_many":
-        keys = list(args[0])
-        # Lua's unpack() has a stack limit of about 8000 values: read in chunks below it.
-        return [
-            Script("read", (EPOCH_KEY, *keys[at : at + _CHUNK]), (epoch,))
-            for at in range(0, len(keys), _CHUNK)
-        ]
-    if op == "set_many":
-        items, ttl_s = args
-        values: list[object] = [epoch, _px(ttl_s)]
-        for key, value in items.items():
-            values += [member_of(key), value]
-        return [Script("set", (EPOCH_KEY, INDEX_KEY, *items), tuple(values))]
-    if op == "add":
-        key, value, ttl_s = args
-        values = [epoch, _px(ttl_s), member_of(key), value]
-        return [Script("add", (EPOCH_KEY, INDEX_KEY, key), tuple(values))]
-    if op == "delete":
-        (key,) = args
-        return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
-    if op == "repair":
-        key, value, ttl_s = args
-        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
-        return [Script("repair", guarded, (epoch, _px(ttl_s), member_of(key), value))]
-    if op == "bury":
-        key, tomb, ttl_s = args
-        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
-        return [Script("bury", guarded, (epoch, member(point_of(key), key), tomb, _px(ttl_s)))]
-    if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
-        cursor, batch = args
-        return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
-    if op == "incr":
-        key, delta = args
-        return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
-    if op == "touch":
-        key, ttl_s = args
-        return [Script("touch", (EPOCH_KEY, key), (epoch, _px(ttl_s)))]
-    raise UnsupportedError(f"no fenced Redis form of {op!r}")
-
-
-def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
-    """Return what backend call `op(*args)` answers, from its scripts' replies."""
-    if op == "get_many":
-        keys = list(args[0])
-        found: dict[bytes, bytes] = {}
-        for at, values in zip(range(0, len(keys), _CHUNK), answers, strict=True):
-            chunk = keys[at : at + _CHUNK]
-            found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
-        return found
-    [answer] = answers
-    if op == "set_many":
-        return None
-    if op == "incr":
-        return None if answer is None else int(answer)
-    if op == "sweep_index":
-        return int(answer[0]), bytes(answer[1])
-    return bool(answer)
-
-
-def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
-    """Return the ringkit error for a failed script (a refusal, a bad counter, a failure)."""
-    text = str(error)
-    if text.startswith("STALEVIEW "):
-        sent = int(str(script.args[0]))  # every fenced script takes the epoch first
-        return StaleViewError(str(url), int(text.split()[1]), sent)
-    if text.startswith("NOEPOCH"):
-        return EpochLostError(str(url), int(str(script.args[0])))
-    if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
-        # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
-        return _not_integer(script.keys[-1] if script.keys else b"")
-    return server_failed(url, error)
-
-
 class EpochGate:
     """memcached's best-effort fence: the server's epoch, read again at most every 0.5 s.
 
@@ -414,7 +182,7 @@ class EpochGate:
 
     def learn(self, found: bytes | None, now: float) -> None:
         """Remember the epoch the server holds (its stored bytes, or None)."""
-        self.known, self.checked_at = _epoch_value(found), now
+        self.known, self.checked_at = epoch_value(found), now
 
     def check(self, sent: int, url: ServerURL, *, write: bool = True) -> None:
         """Raise StaleViewError when the server is known to be past `sent`.
@@ -493,7 +261,7 @@ class FencedBackend(_Fenced):
     def _check(self, sent: int, *, write: bool) -> None:
         if self._store is not None:
             entry = self._store.data.get(EPOCH_KEY)
-            check_epoch(_epoch_value(entry[0] if entry else None), sent, self.url, write=write)
+            check_epoch(epoch_value(entry[0] if entry else None), sent, self.url, write=write)
             return
         now = time.monotonic()
         if self._gate.due(sent, now):
@@ -621,7 +389,7 @@ class FencedBackend(_Fenced):
 
     def server_epoch(self) -> int:
         """Return the epoch of the newest view this server was given (0 if none)."""
-        return _epoch_value(self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY))
+        return epoch_value(self.inner.get_many([EPOCH_KEY]).get(EPOCH_KEY))
 
     def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""
@@ -689,7 +457,7 @@ class FencedRedis(FencedBackend):
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._scripts = {
             name: self._redis.register_script(source)
-            for name, source in {**_SCRIPTS, **HANDOFF_SCRIPTS}.items()
+            for name, source in {**SCRIPTS, **HANDOFF_SCRIPTS}.items()
         }
         self._index = RedisIndex(self._redis, self.point_of, self.epoch_of, self._run)
 
@@ -735,11 +503,11 @@ class FencedRedis(FencedBackend):
         return list(self._run("SMEMBERS", [hints_key(server)], []))
 
     def drop_hints(self, server: str, keys: Sequence[bytes]) -> None:
-        for at in range(0, len(keys), _CHUNK):
-            self._run("SREM", [hints_key(server)], keys[at : at + _CHUNK])
+        for at in range(0, len(keys), KEYS_PER_CALL):
+            self._run("SREM", [hints_key(server)], keys[at : at + KEYS_PER_CALL])
 
     def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
-        return bool(self._run("set_copy", [key], [copy, _px(ttl_s)]))
+        return bool(self._run("set_copy", [key], [copy, px_argument(ttl_s)]))
 
     def write_marked(
         self, op: str, args: Sequence[Any], keys: Sequence[bytes]
@@ -859,7 +627,7 @@ class AsyncFencedBackend(_Fenced):
             client = inner._client
             self._scripts = {
                 name: client.register_script(src)
-                for name, src in {**_SCRIPTS, **HANDOFF_SCRIPTS}.items()
+                for name, src in {**SCRIPTS, **HANDOFF_SCRIPTS}.items()
             }
 
     async def serve(self, op: str, *args: Any) -> Any:
@@ -963,8 +731,8 @@ class AsyncFencedBackend(_Fenced):
         if self._memory is not None:
             self._memory.drop_hints(server, keys)
         elif self._scripts:
-            for at in range(0, len(keys), _CHUNK):
-                await self._command("SREM", hints_key(server), *keys[at : at + _CHUNK])
+            for at in range(0, len(keys), KEYS_PER_CALL):
+                await self._command("SREM", hints_key(server), *keys[at : at + KEYS_PER_CALL])
         else:
             await self._swap(
                 hints_key(server), lambda held: (without_hints(held, keys), None), None
@@ -975,7 +743,7 @@ class AsyncFencedBackend(_Fenced):
         if self._memory is not None:
             return self._memory.set_copy(key, copy, ttl_s)
         if self._scripts:
-            return bool(await self._run(Script("set_copy", (key,), (copy, _px(ttl_s)))))
+            return bool(await self._run(Script("set_copy", (key,), (copy, px_argument(ttl_s)))))
         result: bool | None = await self._swap(
             key, lambda held: (copy, True) if copy_is_newer(held, copy) else (None, False), ttl_s
         )
@@ -1035,7 +803,7 @@ class AsyncFencedBackend(_Fenced):
             return held
         # memcached: best effort, like the sync form (no scripts).
         found = await self.inner.get_many([EPOCH_KEY, VIEW_KEY])
-        current = _epoch_value(found.get(EPOCH_KEY))
+        current = epoch_value(found.get(EPOCH_KEY))
         if epoch == current and not replace and found.get(VIEW_KEY) != view_json:
             raise ViewConflictError.on_server(str(self.url), epoch)
         if epoch >= current:
