@@ -35,6 +35,7 @@ class _Bare:
 
     def __init__(self, backend: str, url: str) -> None:
         parsed = parse_url(url)
+        self._backend = backend
         if backend == "redis":
             import redis
 
@@ -49,7 +50,12 @@ class _Bare:
         return value
 
     def set(self, key: str, value: bytes) -> None:
-        self._client.set(key, value)
+        if self._backend == "redis":
+            self._client.set(key, value)
+        else:
+            # pymemcache sends set with noreply by default: the next read, on another
+            # connection, could then reach the server first (seen under load).
+            self._client.set(key, value, noreply=False)
 
     def close(self) -> None:
         self._client.close()
