@@ -55,10 +55,18 @@ def test_item_05_repair_never_overwrites_a_newer_write(
     else:
         writer.server(behind).backend.set_many({key: older}, None)
     raced: list[OpEvent] = []
+    answered: set[str] = set()
+    # The read is over when these have answered: with read="all" the async client asks both
+    # replicas at once, so the newer write must wait for both, or a read still in flight could
+    # see it (legal for a concurrent read, but then no repair races it).
+    readers = {ahead} if read == "first" else {ahead, behind}
 
     def newer_write_lands(event: OpEvent) -> None:
         # Runs after the read answered and before the repair: another client's write.
-        if event.server == ahead and event.outcome == "hit" and not raced:
+        if raced or event.op not in ("get", "get_many") or event.outcome not in ("hit", "miss"):
+            return
+        answered.add(event.server)
+        if readers <= answered:
             raced.append(event)
             writer.set(KEY, {"price": 120})
 
@@ -87,10 +95,15 @@ def test_item_15_a_delete_between_read_and_repair_stays_deleted(
     key = KEY.encode()
     writer.server(behind).backend.delete(key)  # the replica that missed the write
     raced: list[OpEvent] = []
+    answered: set[str] = set()
+    readers = {ahead} if read == "first" else {ahead, behind}  # as in item 5's test
 
     def delete_lands(event: OpEvent) -> None:
         # Runs after the read answered and before the repair: another client's delete.
-        if event.server == ahead and event.outcome == "hit" and not raced:
+        if raced or event.op not in ("get", "get_many") or event.outcome not in ("hit", "miss"):
+            return
+        answered.add(event.server)
+        if readers <= answered:
             raced.append(event)
             writer.delete(KEY)
 
