@@ -1,13 +1,16 @@
 """Online rebalancing on real redis-server processes: keys moved per second, read latency.
 
-Run by hand from the repository root (needs redis-server):
+Run by hand from the repository root (needs redis-server and redis-cli):
 
-    PYTHONPATH=src:. python3 benchmarks/bench_rebalance.py [--keys 20000] [--repeats 5]
+    PYTHONPATH=src:. python3 benchmarks/bench_rebalance.py [--keys 200000] [--repeats 5]
 
-1. Keys per second moved by ``add_server`` (3 -> 4 servers), with the index only and with the
-   SCAN backfill for keys written without ringkit; min / median / max over the repeats.
+1. Keys per second moved by ``add_server`` (3 -> 4 servers, values of 100 bytes), with the index
+   only and with the SCAN backfill for keys written without ringkit, beside Redis Cluster's own
+   ``redis-cli --cluster rebalance --cluster-use-empty-masters`` moving the same keys from 3 to 4
+   cluster-mode redis-servers (its default ``--cluster-pipeline`` of 10 keys per MIGRATE, and
+   1000), interleaved: min / median / max over the repeats and the ratio of the medians.
 2. Read latency (``client.get`` from another thread) before a rebalance and during one
-   (throttled so that it lasts a few seconds): median and p99, and their ratio.
+   (throttled to 5,000 keys/s, so that it lasts a few seconds): median and p99, and their ratio.
 3. The cost of a fenced read: ``ShardedClient.get`` against the same client with its backends
    unwrapped (no epoch check, plain MGET) and against redis-py's plain ``GET``.
 
@@ -19,21 +22,26 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 
 import redis
-from tests.servers import redis_server
+from redis.cluster import RedisCluster
+from tests.servers import Server, free_port, redis_server, serve
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.rebalance import RebalanceOptions
 
 NAMES = ("s1", "s2", "s3", "s4")
+VALUE = "x" * 100
 
 
 def _fresh(urls: dict[str, str], keys: list[str]) -> ShardedClient:
@@ -41,10 +49,9 @@ def _fresh(urls: dict[str, str], keys: list[str]) -> ShardedClient:
         host, port = url.removeprefix("redis://").removesuffix("/0").split(":")
         redis.Redis(host=host, port=int(port)).flushdb()
     base = {name: urls[name] for name in NAMES[:3]}
-    client = ShardedClient(HashRing(list(base)), base)
-    value = "x" * 200
+    client = ShardedClient(HashRing(list(base)), base, timeout_s=10.0)  # loading on busy cores
     for at in range(0, len(keys), 2000):
-        client.set_many({key: value for key in keys[at : at + 2000]})
+        client.set_many({key: VALUE for key in keys[at : at + 2000]})
     return client
 
 
@@ -53,23 +60,101 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
+def _ringkit_move(urls: dict[str, str], keys: list[str], *, scan: bool) -> tuple[int, float]:
+    client = _fresh(urls, keys)
+    report = client.add_server("s4", urls["s4"], options=RebalanceOptions(scan=scan))
+    client.close()
+    return report.keys_streamed, report.keys_per_s
+
+
+@contextmanager
+def _cluster_node(directory: str) -> Iterator[Server]:
+    port = free_port()
+    command = [
+        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+        "--appendonly", "no", "--cluster-enabled", "yes", "--dir", directory,
+        "--cluster-config-file", f"nodes-{port}.conf",
+        # The cluster bus defaults to port + 10000, which may be taken or above 65535.
+        "--cluster-port", str(free_port()),
+    ]  # fmt: skip
+    with serve(command, port) as server:
+        yield server
+
+
+def _redis_cli(*arguments: str) -> None:
+    subprocess.run(
+        ["redis-cli", "--cluster", *arguments], check=True, timeout=600,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _wait_for_cluster(nodes: list[Server]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answers = [
+            redis.Redis(host=node.host, port=node.port).execute_command("CLUSTER", "INFO")
+            for node in nodes
+        ]
+        texts = [a.decode() if isinstance(a, bytes) else str(a) for a in answers]
+        if all("cluster_state:ok" in text for text in texts):
+            return
+        time.sleep(0.1)
+    raise RuntimeError("the Redis Cluster did not reach cluster_state:ok within 30 s")
+
+
+def _redis_cluster_move(keys: list[str], pipeline: int) -> tuple[int, float]:
+    """Move keys 3 -> 4 cluster-mode servers with ``redis-cli --cluster rebalance``."""
+    with tempfile.TemporaryDirectory() as directory, ExitStack() as stack:
+        nodes = [stack.enter_context(_cluster_node(directory)) for _ in NAMES]
+        _redis_cli("create", *(node.address for node in nodes[:3]), "--cluster-yes")
+        _wait_for_cluster(nodes[:3])
+        cluster = RedisCluster(host=nodes[0].host, port=nodes[0].port)
+        for at in range(0, len(keys), 2000):
+            pipe = cluster.pipeline()
+            for key in keys[at : at + 2000]:
+                pipe.set(key, VALUE)
+            pipe.execute()
+        cluster.close()
+        _redis_cli("add-node", nodes[3].address, nodes[0].address)
+        _wait_for_cluster(nodes)
+        started = time.perf_counter()
+        _redis_cli(
+            "rebalance", nodes[0].address, "--cluster-use-empty-masters",
+            "--cluster-pipeline", str(pipeline),
+        )  # fmt: skip
+        elapsed = time.perf_counter() - started
+        moved = int(redis.Redis(host=nodes[3].host, port=nodes[3].port).dbsize())
+    return moved, moved / elapsed
+
+
 def bench_moves(urls: dict[str, str], keys: list[str], repeats: int) -> None:
-    print("\n1. keys moved per second by add_server (3 -> 4 redis servers)")
-    print("| index | keys moved | min keys/s | median keys/s | max keys/s |")
-    print("|---|---:|---:|---:|---:|")
-    for scan in (False, True):
-        rates, moved = [], 0
-        for _ in range(repeats + 1):  # the first run warms up
-            client = _fresh(urls, keys)
-            report = client.add_server("s4", urls["s4"], options=RebalanceOptions(scan=scan))
-            rates.append(report.keys_per_s)
-            moved = report.keys_streamed
-            client.close()
-        rates = rates[1:]
-        label = "index + SCAN backfill" if scan else "index only"
+    print(f"\n1. keys moved per second, 3 -> 4 redis servers, {len(keys):,} keys x 100 B")
+    contenders: dict[str, Callable[[], tuple[int, float]]] = {
+        "ringkit add_server, index only": lambda: _ringkit_move(urls, keys, scan=False),
+        "ringkit add_server, index + SCAN backfill": lambda: _ringkit_move(urls, keys, scan=True),
+    }
+    if shutil.which("redis-cli"):
+        for pipeline in (10, 1000):
+            label = f"redis-cli --cluster rebalance, --cluster-pipeline {pipeline}"
+            contenders[label] = lambda pipeline=pipeline: _redis_cluster_move(keys, pipeline)
+    rates: dict[str, list[float]] = {label: [] for label in contenders}
+    moved: dict[str, int] = {}
+    order = list(contenders)
+    for repeat in range(repeats + 1):  # the first round warms up
+        for label in order if repeat % 2 else reversed(order):  # interleaved, both orders
+            moved[label], rate = contenders[label]()
+            if repeat:
+                rates[label].append(rate)
+    peer = "redis-cli --cluster rebalance, --cluster-pipeline 10"
+    base = statistics.median(rates[peer]) if peer in rates else None
+    print("| contender | keys moved | min keys/s | median keys/s | max keys/s | vs redis-cli |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, values in rates.items():
+        median = statistics.median(values)
+        ratio = f"{median / base:.2f}" if base else "-"
         print(
-            f"| {label} | {moved} | {min(rates):,.0f} | {statistics.median(rates):,.0f} "
-            f"| {max(rates):,.0f} |"
+            f"| {label} | {moved[label]:,} | {min(values):,.0f} | {median:,.0f} "
+            f"| {max(values):,.0f} | {ratio} |"
         )
 
 
@@ -187,16 +272,20 @@ def bench_fenced_read(urls: dict[str, str], keys: list[str], repeats: int) -> No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--keys", type=int, default=20_000)
+    parser.add_argument("--keys", type=int, default=200_000)
+    parser.add_argument("--only", choices=("moves", "latency", "read"), default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     keys = [f"booking:{i}" for i in range(args.keys)]
     with ExitStack() as stack:
         servers = [stack.enter_context(redis_server()) for _ in NAMES]
         urls = {name: f"redis://{s.address}/0" for name, s in zip(NAMES, servers, strict=True)}
-        bench_moves(urls, keys, args.repeats)
-        bench_latency(urls, keys, args.repeats)
-        bench_fenced_read(urls, keys, args.repeats)
+        if args.only in (None, "moves"):
+            bench_moves(urls, keys, args.repeats)
+        if args.only in (None, "latency"):
+            bench_latency(urls, keys, args.repeats)
+        if args.only in (None, "read"):
+            bench_fenced_read(urls, keys, args.repeats)
 
 
 if __name__ == "__main__":

@@ -40,10 +40,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX, tombstone_key
+from ringkit.cluster.packed import (
+    DELETE_PAGE,
+    DUMP_PAGE,
+    INDEX_PAGE,
+    RESTORE_PAGE,
+    SCAN_PAGE,
+    PackedRecords,
+    Record,
+    long_key_tombstones,
+    pack_records,
+    split_keys,
+)
 from ringkit.errors import StaleViewError
 
 if TYPE_CHECKING:
@@ -97,21 +108,6 @@ def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
     return ranges
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One key read for moving: its payload, the TTL left (-1: none) and version (b"": none)."""
-
-    key: bytes
-    payload: bytes
-    pttl_ms: int
-    version: bytes
-
-    @property
-    def size_bytes(self) -> int:
-        """Bytes moved for this key."""
-        return len(self.key) + len(self.payload)
-
-
 class Index(Protocol):
     """What the coordinator needs from a server to move arcs."""
 
@@ -119,8 +115,12 @@ class Index(Protocol):
     def count(self, start: int, end: int, space: int) -> int: ...
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
     def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
+    def dump_arc(
+        self, start: int, end: int, space: int, batch: int
+    ) -> Iterator[Sequence[Record]]: ...
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int: ...
     def delete(self, keys: Sequence[bytes]) -> int: ...
+    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int: ...
 
 
 # KEYS: keys. Returns payload, pttl, first 9 bytes of a string (for the version), per key.
@@ -150,40 +150,6 @@ for _, entry in ipairs(ARGV) do
   end
 end
 return removed
-"""
-# KEYS: epoch, index, k1..kn, then the tombstone key of each; ARGV: epoch, mode, then payload,
-# pttl, version, member per key. Lands where the key is absent (and its tombstone, if any, is
-# older than a versioned copy) or holds an older ringkit version; where either copy has no
-# version, only in mode '1' (a rollback: the source side took every write). Returns the count.
-_RESTORE = """
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
-local landed = 0
-local n = (#KEYS - 2) / 2
-for i = 3, n + 2 do
-  local at = 4 * (i - 3) + 3
-  local key, version = KEYS[i], ARGV[at + 2]
-  local go = redis.call('EXISTS', key) == 0
-  if go then
-    local tomb = redis.call('GET', KEYS[i + n])
-    if tomb then go = version ~= '' and string.sub(tomb, 2, 9) < version end
-  else
-    local head = ''
-    if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
-    local theirs = ''
-    if #head == 9 and string.byte(head, 1) == 254 then theirs = string.sub(head, 2, 9) end
-    if version ~= '' and theirs ~= '' then go = theirs < version else go = ARGV[2] == '1' end
-    if go then redis.call('DEL', key) end
-  end
-  if go then
-    local ttl = tonumber(ARGV[at + 1])
-    if ttl < 0 then ttl = 0 end
-    redis.call('RESTORE', key, ttl, ARGV[at])
-    redis.call('ZADD', KEYS[2], 0, ARGV[at + 3])
-    landed = landed + 1
-  end
-end
-return landed
 """
 # KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
 _DELETE = """
@@ -283,26 +249,29 @@ class RedisIndex:
         self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
         self._dump = client.register_script(_DUMP)
         self._forget = client.register_script(_FORGET)
-        self._scripts = {"restore": client.register_script(_RESTORE)}
-        self._scripts["delete"] = client.register_script(_DELETE)
+        self._scripts = {
+            "restore": client.register_script(RESTORE_PAGE),
+            "delete": client.register_script(_DELETE),
+            "delete_page": client.register_script(DELETE_PAGE),
+            "scan_page": client.register_script(SCAN_PAGE),
+            "index_page": client.register_script(INDEX_PAGE),
+        }
+        self._dump_page = client.register_script(DUMP_PAGE)
 
     def backfill(self) -> int:
         """Index every key of the server that has no entry (SCAN); return the keys seen.
 
-        Runtime: O(n) for n keys on the server, in pages of 1000.
+        Runtime: O(n) for n keys on the server, in pages of 1000: a script packs each SCAN
+        page, the coordinator hashes its keys, and another script adds their members.
         """
-        seen, cursor = 0, 0
+        seen, cursor = 0, b"0"
         while True:
-            cursor, keys = self._client.scan(cursor, count=1000)
-            found = {
-                member(self._point_of(key), key): 0
-                for key in keys
-                if not key.startswith(RESERVED_PREFIX)
-            }
-            if found:  # one ZADD per page: re-adding a member that is there changes nothing
-                self._client.zadd(INDEX_KEY, found)
-            seen += len(found)
-            if cursor == 0:
+            cursor, blob = self._run(self._scripts["scan_page"], [], [cursor, 1000])
+            keys = split_keys(bytes(blob))
+            if keys:
+                points = b"".join(point.to_bytes(8, "big") for point in map(self._point_of, keys))
+                seen += int(self._run(self._scripts["index_page"], [INDEX_KEY], [blob, points]))
+            if bytes(cursor) == b"0":
                 return seen
 
     def count(self, start: int, end: int, space: int) -> int:
@@ -344,22 +313,38 @@ class RedisIndex:
             self._forget(keys=[INDEX_KEY], args=gone)
         return records
 
+    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[PackedRecords]:
+        """Yield the records of the keys on the arc (start, end], a page of `batch` per script.
+
+        Each page is read, dumped and packed by one script on the server
+        (:data:`~ringkit.cluster.packed.DUMP_PAGE`), which also drops the entries of keys
+        found gone; the coordinator passes the packed page on without decoding it.
+        """
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while cursor:
+                blob, count, size, after, *long_keys = self._run(
+                    self._dump_page, [INDEX_KEY], [cursor, high, batch]
+                )
+                cursor = bytes(after)
+                if count:
+                    yield PackedRecords(bytes(blob), int(count), int(size), long_keys)
+
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
         """Copy `records` here where absent or older; return how many landed.
 
         With `replace_unversioned`, a copy without a version comparison replaces what is here.
+        One script lands the whole page and indexes it
+        (:data:`~ringkit.cluster.packed.RESTORE_PAGE`).
 
         :raises StaleViewError: when this server has moved past the coordinator's epoch
         """
         if not records:
             return 0
-        args: list[object] = [self._epoch_of(), "1" if replace_unversioned else "0"]
-        for record in records:
-            point = self._point_of(record.key)
-            args += [record.payload, record.pttl_ms, record.version, member(point, record.key)]
-        keys = [EPOCH_KEY, INDEX_KEY, *(record.key for record in records)]
-        keys += [tombstone_key(record.key) for record in records]
-        return int(self._run(self._scripts["restore"], keys, args))
+        page = pack_records(records, self._point_of)
+        args = [self._epoch_of(), "1" if replace_unversioned else "0", page.blob]
+        args += long_key_tombstones(page)
+        return int(self._run(self._scripts["restore"], [EPOCH_KEY, INDEX_KEY], args))
 
     def delete(self, keys: Sequence[bytes]) -> int:
         """Delete `keys` and their index entries; return how many existed.
@@ -371,6 +356,23 @@ class RedisIndex:
         args: list[object] = [self._epoch_of()]
         args += [member(self._point_of(key), key) for key in keys]
         return int(self._run(self._scripts["delete"], [EPOCH_KEY, INDEX_KEY, *keys], args))
+
+    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int:
+        """Delete the keys on the arc (start, end] and their entries; return how many existed.
+
+        One script per page of `batch` (:data:`~ringkit.cluster.packed.DELETE_PAGE`).
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        deleted = 0
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while cursor:
+                args = [self._epoch_of(), cursor, high, batch]
+                gone, after = self._run(self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args)
+                deleted += int(gone)
+                cursor = bytes(after)
+        return deleted
 
 
 class ScanIndex:
@@ -414,6 +416,15 @@ class ScanIndex:
                     pttl = max(1, int((expiry - now) * 1000)) if expiry else -1
                     records.append(Record(key, value, pttl, _version(value[:9])))
         return records
+
+    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[list[Record]]:
+        """Yield the records of the keys on the arc (start, end], a page of `batch` at a time."""
+        for keys in self.pages(start, end, space, batch):
+            yield self.dump(keys)
+
+    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int:
+        """Delete the keys on the arc (start, end]; return how many existed."""
+        return sum(self.delete(keys) for keys in self.pages(start, end, space, batch))
 
     def _check(self) -> None:
         found = self._store.data.get(EPOCH_KEY)

@@ -43,7 +43,7 @@ import contextlib
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from ringkit.cluster.backends import open_backend
 from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.fencing import FencedBackend, fence
 from ringkit.cluster.keys import route_key
+from ringkit.cluster.packed import PackedRecords, Record
 from ringkit.cluster.progress import (
     Progress,
     RebalanceOptions,
@@ -69,6 +70,12 @@ if TYPE_CHECKING:
     from ringkit.movement import Transfer
 
 __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
+
+
+def _size_bytes(records: Sequence[Record]) -> int:
+    if isinstance(records, PackedRecords):  # counted by the source's script
+        return records.size_bytes
+    return sum(record.size_bytes for record in records)
 
 
 def _transfer_id(transfer: Transfer) -> str:
@@ -456,28 +463,31 @@ class Rebalancer:
         tally, progress, throttle, limits = shared
         rollback = self.view.state == "rolling_back"
         start, end = transfer.start or 0, transfer.end or 0
+        batch = self.options.batch
         target = self.backend(transfer.destination).index
         for name in sources:
             index = self.backend(name).index
             with limits[name]:
-                for keys in index.pages(start, end, space, self.options.batch):
-                    throttle.take(len(keys))
-                    records = index.dump(keys)
+                for records in index.dump_arc(start, end, space, batch):
+                    throttle.take(len(records))
                     copied = target.restore(records, replace_unversioned=rollback)
-                    size = sum(record.size_bytes for record in records)
+                    size = _size_bytes(records)
                     tally.add(len(records), copied, size)
                     progress.advance(len(records), size)
 
     def _cleanup(self, movement: Movement, space: int) -> int:
-        deleted = 0
-        for name in movement.nodes_before:
-            if name in self._down:
-                continue
+        """Delete the moved copies from the old owners, every server at once."""
+
+        def clean(name: str) -> int:
             index = self.backend(name).index
-            for arc in movement.lost(name):
-                for keys in index.pages(arc.start, arc.end, space, self.options.batch):
-                    deleted += index.delete(keys)
-        return deleted
+            batch = self.options.batch
+            return sum(
+                index.delete_arc(arc.start, arc.end, space, batch) for arc in movement.lost(name)
+            )
+
+        names = [name for name in movement.nodes_before if name not in self._down]
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+            return sum(pool.map(clean, names))
 
     def close(self) -> None:
         """Close the coordinator's connections."""
