@@ -230,28 +230,33 @@ local function lands(i)
   if go then redis.call('DEL', key) end
   return go
 end
-local landed, plain, members = 0, {{}}, {{}}
+-- Index first, then land: a landing that fails midway (a payload this Redis cannot RESTORE)
+-- leaves at most entries of absent keys, which the sweep drops, never a key without an entry.
+local going, members = {{}}, {{}}
 for i = 1, n do
   if clash == 0 or lands(i) then
-    local key, value, pttl = keys[i], values[i], ttls[i]
-    if kinds[i] ~= {_KIND_STRING} then
-      redis.call('RESTORE', key, math.max(0, pttl), value)
-    elseif pttl >= 0 then
-      redis.call('SET', key, value, 'PX', math.max(1, pttl))
-    else
-      plain[#plain + 1] = key
-      plain[#plain + 1] = value
-    end
+    going[#going + 1] = i
     members[#members + 1] = 0
-    members[#members + 1] = points[i] .. key
-    landed = landed + 1
+    members[#members + 1] = points[i] .. keys[i]
   end
 end
-for i = 1, #plain, 1000 do redis.call('MSET', unpack(plain, i, math.min(i + 999, #plain))) end
 for i = 1, #members, 1000 do
   redis.call('ZADD', KEYS[2], unpack(members, i, math.min(i + 999, #members)))
 end
-return landed
+local plain = {{}}
+for _, i in ipairs(going) do
+  local key, value, pttl = keys[i], values[i], ttls[i]
+  if kinds[i] ~= {_KIND_STRING} then
+    redis.call('RESTORE', key, math.max(0, pttl), value)
+  elseif pttl >= 0 then
+    redis.call('SET', key, value, 'PX', math.max(1, pttl))
+  else
+    plain[#plain + 1] = key
+    plain[#plain + 1] = value
+  end
+end
+for i = 1, #plain, 1000 do redis.call('MSET', unpack(plain, i, math.min(i + 999, #plain))) end
+return #going
 """
 
 # KEYS: epoch, index; ARGV: epoch, min, max, count. Deletes a page of the range's keys and
