@@ -111,7 +111,7 @@ def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
 class Index(Protocol):
     """What the coordinator needs from a server to move arcs."""
 
-    def backfill(self) -> int: ...
+    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int: ...
     def count(self, start: int, end: int, space: int) -> int: ...
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
     def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
@@ -120,7 +120,9 @@ class Index(Protocol):
     ) -> Iterator[Sequence[Record]]: ...
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int: ...
     def delete(self, keys: Sequence[bytes]) -> int: ...
-    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int: ...
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int: ...
 
 
 # KEYS: keys. Returns payload, pttl, first 9 bytes of a string (for the version), per key.
@@ -228,6 +230,8 @@ class IndexSweep:
         return removed
 
 
+# Told the keys of each page just handled; sleeps as a throttle requires (progress.Throttle.take).
+Pace = Callable[[int], object]
 # Runs a script (or a command, by name) and maps its errors, StaleViewError included.
 Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
 
@@ -258,19 +262,22 @@ class RedisIndex:
         }
         self._dump_page = client.register_script(DUMP_PAGE)
 
-    def backfill(self) -> int:
+    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int:
         """Index every key of the server that has no entry (SCAN); return the keys seen.
 
-        Runtime: O(n) for n keys on the server, in pages of 1000: a script packs each SCAN
-        page, the coordinator hashes its keys, and another script adds their members.
+        Runtime: O(n) for n keys on the server, in SCAN pages of about `batch` (each `pace`d):
+        a script packs each page, the coordinator hashes its keys, and another script adds
+        their members.
         """
         seen, cursor = 0, b"0"
         while True:
-            cursor, blob = self._run(self._scripts["scan_page"], [], [cursor, 1000])
+            cursor, blob = self._run(self._scripts["scan_page"], [], [cursor, batch])
             keys = split_keys(bytes(blob))
             if keys:
                 points = b"".join(point.to_bytes(8, "big") for point in map(self._point_of, keys))
                 seen += int(self._run(self._scripts["index_page"], [INDEX_KEY], [blob, points]))
+                if pace is not None:
+                    pace(len(keys))
             if bytes(cursor) == b"0":
                 return seen
 
@@ -357,10 +364,13 @@ class RedisIndex:
         args += [member(self._point_of(key), key) for key in keys]
         return int(self._run(self._scripts["delete"], [EPOCH_KEY, INDEX_KEY, *keys], args))
 
-    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int:
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int:
         """Delete the keys on the arc (start, end] and their entries; return how many existed.
 
-        One script per page of `batch` (:data:`~ringkit.cluster.packed.DELETE_PAGE`).
+        One script per page of `batch` (:data:`~ringkit.cluster.packed.DELETE_PAGE`), each
+        `pace`d.
 
         :raises StaleViewError: when this server has moved past the coordinator's epoch
         """
@@ -372,6 +382,8 @@ class RedisIndex:
                 gone, after = self._run(self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args)
                 deleted += int(gone)
                 cursor = bytes(after)
+                if pace is not None and int(gone):
+                    pace(int(gone))
         return deleted
 
 
@@ -383,7 +395,7 @@ class ScanIndex:
     ) -> None:
         self._store, self._point_of, self._epoch_of = store, point_of, epoch_of
 
-    def backfill(self) -> int:
+    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int:
         """Nothing to do: every scan sees every key. Returns 0."""
         return 0
 
@@ -422,9 +434,16 @@ class ScanIndex:
         for keys in self.pages(start, end, space, batch):
             yield self.dump(keys)
 
-    def delete_arc(self, start: int, end: int, space: int, batch: int) -> int:
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int:
         """Delete the keys on the arc (start, end]; return how many existed."""
-        return sum(self.delete(keys) for keys in self.pages(start, end, space, batch))
+        deleted = 0
+        for keys in self.pages(start, end, space, batch):
+            deleted += self.delete(keys)
+            if pace is not None:
+                pace(len(keys))
+        return deleted
 
     def _check(self) -> None:
         found = self._store.data.get(EPOCH_KEY)

@@ -72,6 +72,12 @@ if TYPE_CHECKING:
 __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 
 
+#: A throttled rebalance scans and indexes foreign keys at this many times its `keys_per_s`:
+#: a key scanned and indexed costs the servers about a fifth of a key copied (DUMP_PAGE and
+#: RESTORE_PAGE), measured with Redis's commandstats (docs/rebalance.md).
+SCAN_PACE = 5
+
+
 def _size_bytes(records: Sequence[Record]) -> int:
     if isinstance(records, PackedRecords):  # counted by the source's script
         return records.size_bytes
@@ -409,13 +415,26 @@ class Rebalancer:
         sources = {_transfer_id(t): self._sources(view, t) for t in todo}
         names = sorted({name for chosen in sources.values() for name in chosen})
         if self.options.scan:
-            for name in names:
-                self.backend(name).index.backfill()
+            self._backfill(names)
         tally = Tally()
         for t in todo:
             for name in sources[_transfer_id(t)]:
                 tally.planned += self.backend(name).index.count(t.start or 0, t.end or 0, space)
         return sources, names, tally
+
+    def _backfill(self, names: list[str]) -> None:
+        """Index the sources' foreign keys, every source at once.
+
+        Throttled, the SCAN pages shrink to `batch` keys and go at :data:`SCAN_PACE` times
+        `keys_per_s`, so that no burst of scripts slows the reads the throttle protects.
+        """
+        keys_per_s = self.options.keys_per_s
+        if keys_per_s is None:
+            batch, pace = 1000, None
+        else:
+            batch, pace = self.options.batch, Throttle(keys_per_s * SCAN_PACE).take
+        with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
+            list(pool.map(lambda name: self.backend(name).index.backfill(batch, pace), names))
 
     def _stream(
         self, view: ClusterView, transfers: tuple[Transfer, ...], space: int
@@ -478,11 +497,15 @@ class Rebalancer:
     def _cleanup(self, movement: Movement, space: int) -> int:
         """Delete the moved copies from the old owners, every server at once."""
 
+        keys_per_s = self.options.keys_per_s
+        pace = None if keys_per_s is None else Throttle(keys_per_s).take  # a ceiling here too
+
         def clean(name: str) -> int:
             index = self.backend(name).index
             batch = self.options.batch
             return sum(
-                index.delete_arc(arc.start, arc.end, space, batch) for arc in movement.lost(name)
+                index.delete_arc(arc.start, arc.end, space, batch, pace)
+                for arc in movement.lost(name)
             )
 
         names = [name for name in movement.nodes_before if name not in self._down]
