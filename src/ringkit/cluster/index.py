@@ -24,8 +24,9 @@ long as writing a quarter of its entries, and only keys that died within one pas
 entry left, so the index holds at most about 4/3 entries per live key (``r / (r - 1)`` for
 ``r = SWEEP_ENTRIES_PER_KEY``), whatever expires or is evicted.
 
-Copies are moved with ``DUMP`` / ``RESTORE`` and the TTL left (``PTTL``), and a copy never
-overwrites a newer value: it lands only where the key is absent, or where both copies are
+Copies are moved a page at a time, read and packed by one script on the source and restored by
+one on the destination (:mod:`ringkit.cluster.packed`: strings as themselves, other types with
+``DUMP`` / ``RESTORE``, each with the TTL left), and a copy never overwrites a newer value: it lands only where the key is absent, or where both copies are
 ringkit values and the one landing has the higher version. Nor does it undo a delete made while
 data moves: where the key is absent but its tombstone (:func:`~ringkit.cluster.keys.tombstone_key`)
 is there, only a copy of a higher version than the delete lands.

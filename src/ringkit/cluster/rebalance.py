@@ -8,9 +8,10 @@ DeCandia et al. 2007, section 4.9). A :class:`Rebalancer` is the coordinator of 
    refuses calls routed by the old view, reads try the new owners and fall back to the old ones,
    and writes go to the new owners;
 2. stream exactly the moved arcs of :func:`ringkit.diff` (replicas included) with range reads
-   on each source's index, DUMP / RESTORE with the TTL left, landing only where the key is absent
-   or older (a newer write is never overwritten, nor a delete made during the move undone: it
-   leaves a tombstone, :mod:`ringkit.cluster.writer`), a checkpoint after each transfer;
+   on each source's index, a page per script on each side (:mod:`ringkit.cluster.packed`) with
+   the TTL left, several streams at once, landing only where the key is absent or older (a
+   newer write is never overwritten, nor a delete made during the move undone: it leaves a
+   tombstone, :mod:`ringkit.cluster.writer`), a checkpoint after each transfer;
 3. publish the final view (epoch + 2), then delete the moved copies from the old owners.
 
 An interrupted rebalance continues with :meth:`Rebalancer.resume` (finished transfers are
