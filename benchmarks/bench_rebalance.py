@@ -198,23 +198,25 @@ def bench_latency(urls: dict[str, str], keys: list[str], repeats: int) -> None:
         "| coordinator | before median | during median | ratio | before p99 | during p99 | ratio |"
     )
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for where in ("same process", "another process"):
-        ratios: list[tuple[float, float, float, float]] = []
-        for _ in range(repeats):
+    wheres = ("same process", "another process")
+    columns: dict[str, list[tuple[float, float, float, float]]] = {where: [] for where in wheres}
+    for repeat in range(repeats):
+        for where in wheres if repeat % 2 == 0 else reversed(wheres):  # interleaved
             admin = _fresh(urls, keys)
             reader = ShardedClient(admin.view.placement, dict(admin.view.servers))
             stop = threading.Event()
-            before = _read_loop(reader, keys, _Timer(2.0))
+            before = _read_loop(reader, keys, _Timer(3.0))
             during: list[float] = []
             thread = threading.Thread(target=_collect, args=(reader, keys, stop, during))
             thread.start()
             if where == "same process":
-                admin.add_server("s4", urls["s4"], options=RebalanceOptions(keys_per_s=5000))
+                options = RebalanceOptions(keys_per_s=5000, batch=100)  # as the CLI below
+                admin.add_server("s4", urls["s4"], options=options)
             else:
                 _add_in_subprocess(urls)
             stop.set()
             thread.join()
-            ratios.append(
+            columns[where].append(
                 (
                     statistics.median(before), statistics.median(during),
                     _percentile(before, 0.99), _percentile(during, 0.99),
@@ -222,8 +224,9 @@ def bench_latency(urls: dict[str, str], keys: list[str], repeats: int) -> None:
             )  # fmt: skip
             reader.close()
             admin.close()
+    for where in wheres:
         b50, d50, b99, d99 = (
-            statistics.median(column) * 1e6 for column in zip(*ratios, strict=True)
+            statistics.median(column) * 1e6 for column in zip(*columns[where], strict=True)
         )
         print(
             f"| {where} | {b50:.0f} | {d50:.0f} | {d50 / b50:.2f} | {b99:.0f} | {d99:.0f} "
