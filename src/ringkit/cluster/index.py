@@ -26,10 +26,11 @@ entry left, so the index holds at most about 4/3 entries per live key (``r / (r 
 
 Copies are moved a page at a time, read and packed by one script on the source and restored by
 one on the destination (:mod:`ringkit.cluster.packed`: strings as themselves, other types with
-``DUMP`` / ``RESTORE``, each with the TTL left), and a copy never overwrites a newer value: it lands only where the key is absent, or where both copies are
-ringkit values and the one landing has the higher version. Nor does it undo a delete made while
-data moves: where the key is absent but its tombstone (:func:`~ringkit.cluster.keys.tombstone_key`)
-is there, only a copy of a higher version than the delete lands.
+``DUMP`` / ``RESTORE``, each with the TTL left), and a copy never overwrites a newer value: it
+lands only where the key is absent, or where both copies are ringkit values and the one landing
+has the higher version. Nor does it undo a delete made while data moves: where the key is absent
+but its tombstone (:func:`~ringkit.cluster.keys.tombstone_key`) is there, only a copy of a
+higher version than the delete lands.
 
 >>> lex_ranges(10, 20, 2**64)
 [(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
