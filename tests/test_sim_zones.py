@@ -23,6 +23,7 @@ from ringkit.sim import (
     Event,
     Population,
     Scenario,
+    fail_each_zone,
     fail_nodes,
     fail_zone,
     quorum,
@@ -93,8 +94,10 @@ def _recount(
 @pytest.mark.parametrize("zone_aware", [True, False], ids=["zone-aware", "zone-blind"])
 def test_issue_17_zone_failure_on_12_nodes_3_zones_r3(vnodes: int, zone_aware: bool) -> None:
     ring = HashRing(zoned_nodes(NAMES, ZONE_OF, zone_aware=zone_aware), vnodes=vnodes)
+    each = fail_each_zone(ring, ZONE_OF, KEYS, replicas=3)
     for zone in zone_names(3):
         report = fail_zone(ring, ZONE_OF, zone, KEYS, replicas=3)
+        assert each[zone] == report
         failed = {name for name in NAMES if ZONE_OF[name] == zone}
         assert set(report.failed) == failed and len(failed) == 4
         lost, below, served = _recount(ring, failed, 3, ZONE_OF if zone_aware else None)

@@ -36,6 +36,7 @@ from ringkit.sim.scenario_file import (
 )
 from ringkit.sim.zones import (
     FailureReport,
+    fail_each_zone,
     fail_nodes,
     fail_zone,
     quorum,
@@ -57,6 +58,7 @@ __all__ = [
     "Step",
     "bundled_scenarios",
     "compare",
+    "fail_each_zone",
     "fail_nodes",
     "fail_zone",
     "gatepass",
