@@ -56,6 +56,7 @@ from ringkit.cluster.packed import (
     long_key_tombstones,
     pack_records,
     split_keys,
+    version_of,
 )
 from ringkit.errors import StaleViewError
 
@@ -76,7 +77,6 @@ __all__ = [
 ]
 
 _SPACE_64 = 1 << 64
-_MARK = 0xFE
 
 
 def member(point: int, key: bytes) -> bytes:
@@ -238,10 +238,6 @@ Pace = Callable[[int], object]
 Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
 
 
-def _version(head: bytes) -> bytes:
-    return head[1:9] if len(head) >= 9 and head[0] == _MARK else b""
-
-
 class RedisIndex:
     """The sorted-set index of one Redis server, and its DUMP / RESTORE moves."""
 
@@ -317,7 +313,7 @@ class RedisIndex:
             if payload == b"" or int(pttl) == -2:
                 gone.append(member(self._point_of(key), key))
             else:
-                records.append(Record(key, payload, int(pttl), _version(head)))
+                records.append(Record(key, payload, int(pttl), version_of(head)))
         if gone:
             self._forget(keys=[INDEX_KEY], args=gone)
         return records
@@ -428,7 +424,7 @@ class ScanIndex:
                 if value is not None:
                     expiry = self._store.data[key][1]
                     pttl = max(1, int((expiry - now) * 1000)) if expiry else -1
-                    records.append(Record(key, value, pttl, _version(value[:9])))
+                    records.append(Record(key, value, pttl, version_of(value[:9])))
         return records
 
     def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[list[Record]]:
@@ -461,10 +457,10 @@ class ScanIndex:
             self._check()
             for record in records:
                 there = self._store.live(record.key, now)
-                theirs = _version(there or b"")
+                theirs = version_of(there or b"")
                 tomb = self._store.live(tombstone_key(record.key), now)
                 if there is None and tomb is not None:
-                    go = bool(record.version) and _version(tomb) < record.version
+                    go = bool(record.version) and version_of(tomb) < record.version
                 elif record.version and theirs:
                     go = theirs < record.version
                 else:

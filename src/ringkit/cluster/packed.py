@@ -51,6 +51,7 @@ __all__ = [
     "long_key_tombstones",
     "pack_records",
     "split_keys",
+    "version_of",
 ]
 
 _RECORD = ">I4c0BI4c0dc8"  # the Lua struct format of one record (see the module docstring)
@@ -84,7 +85,9 @@ class Record:
 class PackedRecords(Sequence[Record]):
     """A page of records as the source's script packed it; decoded only when indexed."""
 
-    def __init__(self, blob: bytes, count: int, size_bytes: int, long_keys: Sequence[bytes]):
+    def __init__(
+        self, blob: bytes, count: int, size_bytes: int, long_keys: Sequence[bytes]
+    ) -> None:
         self.blob, self.size_bytes, self.long_keys = blob, size_bytes, list(long_keys)
         self._count = count
         self._decoded: list[Record] | None = None
@@ -105,6 +108,11 @@ class PackedRecords(Sequence[Record]):
         return iter(self[:])
 
 
+def version_of(head: bytes) -> bytes:
+    """Return the ringkit version in the first 9 bytes of a value (b"": it has none)."""
+    return head[1:9] if len(head) >= 9 and head[0] == _MARK else b""
+
+
 def _unpack(blob: bytes) -> Iterator[Record]:
     at, size, unpack_from = 0, len(blob), struct.unpack_from
     while at < size:
@@ -116,9 +124,7 @@ def _unpack(blob: bytes) -> Iterator[Record]:
         at += 5 + n
         pttl, point = unpack_from(">d8s", blob, at)
         at += 16
-        version = (
-            value[1:9] if kind == _KIND_STRING and len(value) >= 9 and value[0] == _MARK else b""
-        )
+        version = version_of(value) if kind == _KIND_STRING else b""
         yield Record(key, value, int(pttl), version, kind=kind, point=point)
 
 
