@@ -15,7 +15,8 @@ The package's parts, each one concept:
 - :mod:`~ringkit.sim.measure`: one pass over the population: owners and loads per node;
 - :mod:`~ringkit.sim.scenario`: ``Scenario``, ``Event``, ``run_scenario``, ``gatepass``;
 - :mod:`~ringkit.sim.scenario_file`: scenarios from TOML files;
-- :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side.
+- :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side;
+- :mod:`~ringkit.sim.remedies`: hot-key remedies (spread, near-cache, split) side by side.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 from ringkit.sim.compare import Comparison, compare
 from ringkit.sim.population import Population, Sizes
+from ringkit.sim.remedies import Remedies, RemedyResult, compare_remedies
 from ringkit.sim.scenario import Event, Run, Scenario, Step, gatepass, run_scenario, with_vnodes
 from ringkit.sim.scenario_file import (
     bundled_scenarios,
@@ -38,12 +40,15 @@ __all__ = [
     "Comparison",
     "Event",
     "Population",
+    "Remedies",
+    "RemedyResult",
     "Run",
     "Scenario",
     "Sizes",
     "Step",
     "bundled_scenarios",
     "compare",
+    "compare_remedies",
     "gatepass",
     "load_bundled_scenario",
     "load_scenario",

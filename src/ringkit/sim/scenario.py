@@ -32,6 +32,7 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
+from ringkit.sim.remedies import Remedies
 from ringkit.stats import METRICS, Balance, balance
 from ringkit.strategies.registry import StrategyOptions, build_placement, options_for
 
@@ -90,7 +91,10 @@ class Event:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A population, starting nodes, a strategy with options, a baseline and events."""
+    """A population, starting nodes, a strategy with options, a baseline and events.
+
+    `remedies`: the hot-key remedies to compare on the start (:mod:`ringkit.sim.remedies`).
+    """
 
     population: Population
     nodes: tuple[Node, ...]
@@ -100,6 +104,7 @@ class Scenario:
     events: tuple[Event, ...] = ()
     hot_keys: int = 5
     name: str = "scenario"
+    remedies: Remedies | None = None
 
 
 @dataclass(frozen=True, slots=True)
