@@ -16,7 +16,8 @@ The package's parts, each one concept:
 - :mod:`~ringkit.sim.scenario`: ``Scenario``, ``Event``, ``run_scenario``, ``gatepass``;
 - :mod:`~ringkit.sim.scenario_file`: scenarios from TOML files;
 - :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side;
-- :mod:`~ringkit.sim.remedies`: hot-key remedies (spread, near-cache, split) side by side.
+- :mod:`~ringkit.sim.remedies`: hot-key remedies (spread, near-cache, split) side by side;
+- :mod:`~ringkit.sim.zones`: zones and replica sets: what a zone failure or a stale view costs.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
@@ -35,10 +36,22 @@ from ringkit.sim.scenario_file import (
     load_scenario,
     parse_scenario,
 )
+from ringkit.sim.zones import (
+    FailureReport,
+    fail_nodes,
+    fail_zone,
+    quorum,
+    replica_owners,
+    spread_zones,
+    stale_replicas,
+    zone_names,
+    zoned_nodes,
+)
 
 __all__ = [
     "Comparison",
     "Event",
+    "FailureReport",
     "Population",
     "Remedies",
     "RemedyResult",
@@ -49,10 +62,18 @@ __all__ = [
     "bundled_scenarios",
     "compare",
     "compare_remedies",
+    "fail_nodes",
+    "fail_zone",
     "gatepass",
     "load_bundled_scenario",
     "load_scenario",
     "parse_scenario",
+    "quorum",
+    "replica_owners",
     "run_scenario",
+    "spread_zones",
+    "stale_replicas",
     "with_vnodes",
+    "zone_names",
+    "zoned_nodes",
 ]
