@@ -37,4 +37,5 @@ def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
         "gatepass.toml",
         "hot-key-remedies.toml",
         "hot-keys.toml",
+        "zone-failure.toml",
     ]

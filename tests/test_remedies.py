@@ -225,3 +225,41 @@ def test_simulate_prints_the_remedies_as_a_table_and_json(
     assert data["remedies"][1]["settings"]["near_cache_max_items"] == 1000
     assert main(["simulate", "gatepass", "--json"]) == 0
     assert "remedies" not in json.loads(capsys.readouterr().out)
+
+
+def test_remedies_refuse_replicated_keys() -> None:
+    with pytest.raises(
+        ConfigError, match=r"demo.toml: remedies model one copy .* strategy.replicas = 3; drop"
+    ):
+        parse_scenario(
+            "nodes = 6\nzones = 3\n[strategy]\nreplicas = 3\n[keys]\nzipf = 1.0\n[remedies]\n",
+            "demo.toml",
+        )
+    scenario = Scenario(
+        Population(count=10, zipf=1.0),
+        tuple(Node(n) for n in "ABC"),
+        options=StrategyOptions(replicas=2),
+    )
+    with pytest.raises(ConfigError, match="got replicas=2"):
+        compare_remedies(scenario, Remedies(parts=3))
+
+
+def test_copies_and_parts_follow_zone_aware_preference_lists() -> None:
+    # With zones = 3, a hot key's three copies land one per zone, as the client's would.
+    text = "nodes = 6\nzones = 3\n[keys]\ncount = 50\nzipf = 1.0\n[strategy]\nvnodes = 4\n"
+    (scenario,) = parse_scenario(text + "[remedies]\ntop = 1\nspread = 3\nparts = 3\nwrites = 0\n")
+    zone_of = scenario.zone_map()
+    spread = compare_remedies(scenario)[1].balance.loads
+    share = scenario.population.request_shares(0, 1)[0]
+    ring = HashRing(
+        [Node(n.name, zone=zone_of[n.name]) for n in scenario.nodes], vnodes=4, hasher="xxh3_64"
+    )
+    copies = ring.nodes_for(scenario.population.key(0), 3)
+    assert sorted(zone_of[name] for name in copies) == ["z0", "z1", "z2"]
+    blind = HashRing(scenario.nodes, vnodes=4, hasher="xxh3_64")
+    rest = {name: 0.0 for name in zone_of}
+    for rank in range(1, 50):
+        key = scenario.population.key(rank)
+        rest[blind.node_for(key)] += float(scenario.population.request_shares(rank, rank + 1)[0])
+    expected = {name: rest[name] + (share / 3 if name in copies else 0.0) for name in rest}
+    assert spread == pytest.approx(expected)

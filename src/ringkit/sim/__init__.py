@@ -38,6 +38,7 @@ from ringkit.sim.scenario_file import (
 )
 from ringkit.sim.zones import (
     FailureReport,
+    fail_each_zone,
     fail_nodes,
     fail_zone,
     quorum,
@@ -62,6 +63,7 @@ __all__ = [
     "bundled_scenarios",
     "compare",
     "compare_remedies",
+    "fail_each_zone",
     "fail_nodes",
     "fail_zone",
     "gatepass",

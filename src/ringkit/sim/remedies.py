@@ -240,14 +240,23 @@ def compare_remedies(
     """Return the outcome of each remedy in :data:`REMEDIES` order, on the scenario's start.
 
     `remedies` defaults to the scenario's (else :class:`Remedies`' defaults); `placement` to the
-    scenario's strategy over its starting nodes.
+    scenario's strategy over its starting nodes, in their zones (as ``run_scenario`` starts).
     Runtime: one streaming pass over the keys, plus a preference list per top key.
 
-    :raises ConfigError: when `spread` or `parts` exceeds the number of nodes
+    :raises ConfigError: when `spread` or `parts` exceeds the number of nodes, or the scenario
+        gives keys more than one replica
     """
     settings = remedies or scenario.remedies or Remedies()
+    if scenario.replicas != 1:
+        raise ConfigError(
+            f"remedies model one copy of each key (a cache), got replicas={scenario.replicas}"
+        )
     if placement is None:
-        placement = build_placement(scenario.strategy, scenario.nodes, scenario.options)
+        # Imported here: ringkit.sim.scenario imports this module (Scenario.remedies).
+        from ringkit.sim.scenario import _placed_nodes
+
+        nodes = _placed_nodes(scenario, scenario.zone_map())
+        placement = build_placement(scenario.strategy, nodes, scenario.options)
     weights = {node.name: node.weight for node in placement.nodes}
     settings.check_nodes(len(weights))
     universe = {name: index for index, name in enumerate(weights)}

@@ -10,7 +10,8 @@ by key, what such a failure leaves.
 
 - :func:`spread_zones` puts nodes in zones ``z0`` … ``z{Z-1}`` round-robin, in the order given;
 - :func:`zoned_nodes` gives nodes those zones, or none (a zone-blind placement);
-- :func:`fail_zone` / :func:`fail_nodes` fail nodes at once and return a :class:`FailureReport`:
+- :func:`fail_zone` / :func:`fail_nodes` (:func:`fail_each_zone`: every zone in one pass) fail
+  nodes at once and return a :class:`FailureReport`:
   keys that lost every replica, keys below a quorum (``R // 2 + 1`` replicas alive; lost keys
   included), and the keys, bytes and requests each survivor serves after failover (a key goes to
   the first surviving node of its preference list);
@@ -49,6 +50,7 @@ from ringkit.stats import METRICS
 
 __all__ = [
     "FailureReport",
+    "fail_each_zone",
     "fail_nodes",
     "fail_zone",
     "quorum",
@@ -228,6 +230,82 @@ class FailureReport:
         }
 
 
+class _Tally:
+    """Sums, chunk by chunk, what keys lose when the nodes not `alive` fail (``fail_nodes``)."""
+
+    def __init__(self, names: tuple[str, ...], alive: npt.NDArray[np.bool_], replicas: int):
+        self.names, self.alive, self.replicas = names, alive, replicas
+        self.keys_lost = self.below = 0
+        self.lost = dict.fromkeys(METRICS, 0.0)
+        self.loads = {metric: np.zeros(len(names)) for metric in METRICS}
+
+    def add(self, rows: IndexArray, chunk: Chunk) -> None:
+        live = self.alive[rows]
+        count = live.sum(axis=1)
+        gone = count == 0
+        self.keys_lost += int(np.count_nonzero(gone))
+        self.below += int(np.count_nonzero(count < quorum(self.replicas)))
+        weights = {"keys": np.ones(len(chunk)), "bytes": chunk.sizes, "requests": chunk.requests}
+        # Failover: the first live column of each row (argmax finds the first True).
+        server = rows[np.arange(len(chunk)), live.argmax(axis=1)][~gone]
+        for metric in METRICS:
+            self.lost[metric] += float(weights[metric][gone].sum())
+            self.loads[metric] += np.bincount(
+                server, weights=weights[metric][~gone], minlength=len(self.names)
+            )
+
+    def report(self, keys: int, total_bytes: float) -> FailureReport:
+        lost = dict(self.lost)
+        lost["keys"] /= keys
+        lost["bytes"] = lost["bytes"] / total_bytes if total_bytes else 0.0
+        alive = self.alive.tolist()
+        return FailureReport(
+            failed=tuple(name for name, up in zip(self.names, alive, strict=True) if not up),
+            replicas=self.replicas,
+            keys=keys,
+            keys_lost=self.keys_lost,
+            keys_below_quorum=self.below,
+            lost=lost,
+            loads={
+                metric: {
+                    name: float(load)
+                    for name, load, up in zip(self.names, loads.tolist(), alive, strict=True)
+                    if up
+                }
+                for metric, loads in self.loads.items()
+            },
+        )
+
+
+def _fail_sets(
+    placement: Placement,
+    failures: Mapping[str, Collection[str]],
+    population: Population,
+    replicas: int,
+    cache: HashCache | None,
+) -> dict[str, FailureReport]:
+    """Tally each named set of failed nodes over one pass of the population."""
+    _check_replicas(replicas)
+    names = tuple(placement)
+    universe = {name: i for i, name in enumerate(names)}
+    tallies = {}
+    for label, failed in failures.items():
+        alive = np.ones(len(names), dtype=bool)
+        for name in failed:
+            if name not in universe:
+                raise unknown_node(name, names, "placement")
+            alive[universe[name]] = False
+        tallies[label] = _Tally(names, alive, replicas)
+    table = _table_for(placement, universe, replicas)
+    total_bytes = 0.0
+    for chunk in population.chunks(CHUNK_KEYS, cache=cache):
+        rows = replica_owners(placement, chunk, universe, replicas, table=table)
+        for tally in tallies.values():
+            tally.add(rows, chunk)
+        total_bytes += float(chunk.sizes.sum())
+    return {label: t.report(population.count, total_bytes) for label, t in tallies.items()}
+
+
 def fail_nodes(
     placement: Placement,
     failed: Collection[str],
@@ -244,51 +322,24 @@ def fail_nodes(
     :raises ConfigError: when `replicas` is not an int >= 1
     :raises UnknownNodeError: when a failed node is not in `placement`
     """
-    _check_replicas(replicas)
-    for name in failed:
-        if name not in placement:
-            raise unknown_node(name, tuple(placement), "placement")
-    names = tuple(placement)
-    universe = {name: i for i, name in enumerate(names)}
-    alive = np.ones(len(names), dtype=bool)
-    alive[[universe[name] for name in failed]] = False
-    table = _table_for(placement, universe, replicas)
-    need = quorum(replicas)
-    lost_keys = below = 0
-    lost = dict.fromkeys(METRICS, 0.0)
-    loads = {metric: np.zeros(len(names)) for metric in METRICS}
-    total_bytes = 0.0
-    for chunk in population.chunks(CHUNK_KEYS, cache=cache):
-        rows = replica_owners(placement, chunk, universe, replicas, table=table)
-        live = alive[rows]
-        count = live.sum(axis=1)
-        gone = count == 0
-        lost_keys += int(np.count_nonzero(gone))
-        below += int(np.count_nonzero(count < need))
-        weights = {"keys": np.ones(len(chunk)), "bytes": chunk.sizes, "requests": chunk.requests}
-        # Failover: the first live column of each row (argmax finds the first True).
-        server = rows[np.arange(len(chunk)), live.argmax(axis=1)][~gone]
-        for metric in METRICS:
-            lost[metric] += float(weights[metric][gone].sum())
-            loads[metric] += np.bincount(
-                server, weights=weights[metric][~gone], minlength=len(names)
-            )
-        total_bytes += float(chunk.sizes.sum())
-    lost["keys"] /= population.count
-    lost["bytes"] = lost["bytes"] / total_bytes if total_bytes else 0.0
-    survivors = [name for name in names if alive[universe[name]]]
-    return FailureReport(
-        failed=tuple(name for name in names if not alive[universe[name]]),
-        replicas=replicas,
-        keys=population.count,
-        keys_lost=lost_keys,
-        keys_below_quorum=below,
-        lost=lost,
-        loads={
-            metric: {name: float(loads[metric][universe[name]]) for name in survivors}
-            for metric in METRICS
-        },
-    )
+    return _fail_sets(placement, {"": failed}, population, replicas, cache)[""]
+
+
+def fail_each_zone(
+    placement: Placement,
+    zone_of: Mapping[str, str],
+    population: Population,
+    *,
+    replicas: int,
+    cache: HashCache | None = None,
+) -> dict[str, FailureReport]:
+    """Return ``fail_zone``'s report for every zone of `zone_of`, from one pass over the keys.
+
+    :raises ConfigError: when `replicas` is not an int >= 1
+    """
+    zones = sorted(set(zone_of.values()))
+    failures = {zone: [n for n in placement if zone_of.get(n) == zone] for zone in zones}
+    return _fail_sets(placement, failures, population, replicas, cache)
 
 
 def fail_zone(
