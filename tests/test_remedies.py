@@ -16,7 +16,13 @@ from ringkit.cli import main
 from ringkit.errors import ConfigError
 from ringkit.nodes import Node
 from ringkit.sim import Population, Scenario, load_bundled_scenario, parse_scenario, run_scenario
-from ringkit.sim.remedies import REMEDIES, Remedies, compare_remedies, near_cache_factors
+from ringkit.sim.remedies import (
+    REMEDIES,
+    Remedies,
+    compare_remedies,
+    near_cache_factors,
+    split_nodes,
+)
 from ringkit.strategies.registry import StrategyOptions
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -106,7 +112,14 @@ def _recount(scenario: Scenario, remedies: Remedies) -> dict[str, dict[str, floa
         if rank < remedies.top:
             for node in preference[: remedies.spread]:
                 loads["spread"][node] += share * ((1 - w) / remedies.spread + w)
-            for node in preference[: remedies.parts]:
+            # ringkit.cluster.splits.choose_suffixes: part n routes by the tag "split.<n>".
+            held = [owner]
+            for suffix in range(1, 64 * remedies.parts):
+                if len(held) == remedies.parts:
+                    break
+                if ring.node_for(f"split.{suffix}") not in held:
+                    held.append(ring.node_for(f"split.{suffix}"))
+            for node in held:
                 loads["split"][node] += share * ((1 - w) + w / remedies.parts)
         else:
             loads["spread"][owner] += share
@@ -263,3 +276,27 @@ def test_copies_and_parts_follow_zone_aware_preference_lists() -> None:
         rest[blind.node_for(key)] += float(scenario.population.request_shares(rank, rank + 1)[0])
     expected = {name: rest[name] + (share / 3 if name in copies else 0.0) for name in rest}
     assert spread == pytest.approx(expected)
+
+
+def test_split_parts_of_every_key_share_the_nodes_of_the_split_tags() -> None:
+    # Part n of any key routes by the tag "split.<n>" (ringkit.cluster.splits), so with fewer
+    # parts than nodes the hot keys' parts pile onto the same few nodes: reads of every part
+    # of every split key reach them.
+    nodes = tuple(Node(f"n{i}") for i in range(8))
+    ring = HashRing(nodes, vnodes=64)
+    tags = split_nodes(ring, 3)
+    assert tags[:3] == tuple(dict.fromkeys(ring.node_for(f"split.{n}") for n in range(1, 9)))[:3]
+    scenario = Scenario(Population(count=500, zipf=1.0), nodes, options=StrategyOptions(vnodes=64))
+    none, _, _, split = compare_remedies(scenario, Remedies(top=20, parts=3, writes=0.0))
+    # Read-only: a split key's every part is read at its full rate; beyond what its owner
+    # already served, the load lands on the first two split tags that are not the owner.
+    expected = dict.fromkeys(none.balance.loads, 0.0)
+    shares = scenario.population.request_shares(0, 20).tolist()
+    for key, share in zip(scenario.population.names(0, 20), shares, strict=True):
+        owner = ring.node_for(key)
+        for name in [tag for tag in tags if tag != owner][:2]:
+            expected[name] += share
+    added = {name: split.balance.loads[name] - none.balance.loads[name] for name in expected}
+    assert added == pytest.approx(expected, abs=1e-12)
+    assert {name for name, load in added.items() if load > 1e-12} <= set(tags[:3])
+    assert split.extra_items == 20 * 2

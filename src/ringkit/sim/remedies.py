@@ -16,9 +16,9 @@ Zipf request shares and the placement, with no sampling:
   keys in local memory for `near_cache_ttl_s`; a read of a cached key reaches a node only when
   the entry has expired or this client's own write invalidated it. Other clients' writes are seen
   at the latest after the TTL: the worst staleness.
-- ``split``: the `top` keys are each kept as ``parts`` sub-keys on the first ``parts`` nodes of
-  their preference list (a hot counter as sub-counters): an update goes to one part at random, a
-  read must read every part (``get`` sums them).
+- ``split``: the `top` keys are each kept as ``parts`` sub-keys on distinct nodes (a hot
+  counter as sub-counters): an update goes to one part at random, a read must read every part
+  (``get`` sums them). The parts go where ringkit's client puts them (:func:`split_nodes`).
 
 The load model: a share `writes` of every key's requests are updates, the rest reads, and the
 requests of a key of rank r are its Zipf share ``r**-s / H(count, s)`` of `requests_per_s`, in
@@ -59,11 +59,22 @@ from ringkit.strategies.registry import build_placement
 if TYPE_CHECKING:
     from ringkit.sim.scenario import Scenario
 
-__all__ = ["REMEDIES", "Remedies", "RemedyResult", "compare_remedies", "near_cache_factors"]
+__all__ = [
+    "REMEDIES",
+    "Remedies",
+    "RemedyResult",
+    "compare_remedies",
+    "near_cache_factors",
+    "split_nodes",
+]
 
 REMEDIES: tuple[str, ...] = ("none", "spread", "near_cache", "split")
 # Spreading or splitting loops over the hot keys in Python (one preference list each).
 MAX_TOP = 100_000
+# ringkit.cluster.splits: part n >= 1 of a split key is routed by the hash tag "split.<n>", and
+# the client tries this many suffixes per part for owners distinct from the others'.
+SPLIT_ROUTE = "split.{}"
+SPLIT_TRIES_PER_PART = 64
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -214,24 +225,52 @@ def _pass_loads(
     return loads
 
 
+def split_nodes(placement: Placement, parts: int) -> tuple[str, ...]:
+    """Return the nodes that hold parts 1, 2, … of split keys, in the order the client tries.
+
+    Part ``n >= 1`` of a split key is named ``{split.<n>}<key>`` and routed by its hash tag
+    ``split.<n>`` (:mod:`ringkit.cluster.splits`), so its node is the same for every key: the
+    owner of ``split.<n>``. A key's parts are its owner (part 0 is the key itself) and the first
+    ``parts - 1`` of these nodes other than its owner; the client gives up after 64 suffixes
+    per part, so a key may get fewer parts on a placement that hides nodes from these names.
+
+    >>> from ringkit.ring import HashRing
+    >>> sorted(split_nodes(HashRing(["A", "B", "C"]), 3))
+    ['A', 'B', 'C']
+    """
+    found: dict[str, None] = {}
+    for suffix in range(1, SPLIT_TRIES_PER_PART * parts):
+        found.setdefault(placement.node_for(SPLIT_ROUTE.format(suffix)))
+        if len(found) == len(placement):
+            break
+    return tuple(found)
+
+
 def _place_hot_keys(
     placement: Placement,
     population: Population,
     remedies: Remedies,
     universe: dict[str, int],
     loads: dict[str, FloatArray],
-) -> None:
-    """Add the top keys' spread and split calls to `loads`, on their preference lists."""
+) -> int:
+    """Add the top keys' spread and split calls to `loads`: copies on the preference list,
+    parts on the owner and the split nodes. Return the parts beyond one per key."""
     top, writes = min(remedies.top, population.count), remedies.writes
     spread, parts = remedies.spread, remedies.parts
     names = population.names(0, top)
     shares = population.request_shares(0, top).tolist()
+    others = split_nodes(placement, parts)
+    extra_parts = 0
     for key, share in zip(names, shares, strict=True):
-        preference = placement.nodes_for(key, max(spread, parts))
-        for name in preference[:spread]:  # reads rotate; every update writes every copy
+        copies = placement.nodes_for(key, spread)
+        for name in copies:  # reads rotate; every update writes every copy
             loads["spread"][universe[name]] += share * ((1 - writes) / spread + writes)
-        for name in preference[:parts]:  # reads read every part; an update goes to one
-            loads["split"][universe[name]] += share * ((1 - writes) + writes / parts)
+        owner = copies[0]
+        held = [owner, *[name for name in others if name != owner][: parts - 1]]
+        for name in held:  # reads read every part; an update goes to one
+            loads["split"][universe[name]] += share * ((1 - writes) + writes / len(held))
+        extra_parts += len(held) - 1
+    return extra_parts
 
 
 def compare_remedies(
@@ -262,8 +301,8 @@ def compare_remedies(
     universe = {name: index for index, name in enumerate(weights)}
     population = scenario.population
     loads = _pass_loads(placement, population, settings, universe)
-    _place_hot_keys(placement, population, settings, universe, loads)
-    costs = _costs(settings, population.count)
+    extra_parts = _place_hot_keys(placement, population, settings, universe, loads)
+    costs = _costs(settings, population.count, extra_parts)
     total_weight = sum(weights.values())
     results = []
     for remedy in REMEDIES:
@@ -286,7 +325,9 @@ def compare_remedies(
     return tuple(results)
 
 
-def _costs(settings: Remedies, count: int) -> dict[str, tuple[int, str, int, int, float]]:
+def _costs(
+    settings: Remedies, count: int, extra_parts: int
+) -> dict[str, tuple[int, str, int, int, float]]:
     """Per remedy: extra items, where they are held, extra writes per update, extra reads per
     read, worst staleness in seconds (copies are written before the update is acknowledged)."""
     top = min(settings.top, count)
@@ -300,5 +341,5 @@ def _costs(settings: Remedies, count: int) -> dict[str, tuple[int, str, int, int
             0,
             float(settings.near_cache_ttl_s),
         ),
-        "split": (top * (settings.parts - 1), "nodes", 0, settings.parts - 1, 0.0),
+        "split": (extra_parts, "nodes", 0, settings.parts - 1, 0.0),
     }
