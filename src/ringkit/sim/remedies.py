@@ -15,7 +15,10 @@ Zipf request shares and the placement, with no sampling:
 - ``near_cache``: each of `clients` app servers keeps its `near_cache_max_items` most requested
   keys in local memory for `near_cache_ttl_s`; a read of a cached key reaches a node only when
   the entry has expired or this client's own write invalidated it. Other clients' writes are seen
-  at the latest after the TTL: the worst staleness.
+  at the latest after the TTL: the worst staleness. Holding exactly the most requested keys is
+  what ``NearCache(hot_only=True)`` does with a sketch that finds them, and the most any cache of
+  that many items can hold (Zipf requests are independent); the default LRU
+  (``hot_only=False``) holds fewer of them, so its figures are a bound it approaches.
 - ``split``: the `top` keys are each kept as ``parts`` sub-keys on distinct nodes (a hot
   counter as sub-counters): an update goes to one part at random, a read must read every part
   (``get`` sums them). The parts go where ringkit's client puts them (:func:`split_nodes`).
