@@ -422,6 +422,7 @@ def test_fail_zone_shows_keys_lost_with_and_without_zone_awareness(page: Page, s
         report = fail_zone(ring, zone_of, "z0", keys, replicas=3)
         assert shown[label][:2] == [str(report.keys_lost), str(report.keys_below_quorum)], label
     assert shown["zone-aware"][0] == "0"  # one replica in each zone: nothing is lost
+    assert len(page.query_selector_all("#ring .failed-tick")) == 2  # A and D, 1 vnode each
     # Load on the survivors: each key fails over to its first live replica.
     survivors = ", ".join(f"{name} {round(keys_)}" for name, keys_ in report.loads["keys"].items())
     assert f"zone-blind: {survivors}." in text(page, "#failzone-survivors")

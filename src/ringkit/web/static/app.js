@@ -222,6 +222,7 @@ async function failZoneNow(own = false) {
   state.failed = found;
   if (failure || own) showError(failure);
   renderFailZone();
+  drawRing();
 }
 
 // The zones of the page's nodes, in the order they first appear.
@@ -310,7 +311,9 @@ function drawRing() {
     moved = mode === "modulo" ? change.moved_modulo_keys : change.moved_keys;
   }
   const colours = report.nodes.map((node) => colourOf(node.name));
-  ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup });
+  const names = report.nodes.map((node) => node.name);
+  const failed = new Set((state.failed?.failed || []).map((name) => names.indexOf(name)));
+  ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup, failed });
   const settings = [`strategy ${report.strategy}`];
   if (report.vnodes !== null) settings.push(`${report.vnodes} vnodes per node`);
   if (report.hasher !== null) settings.push(`hasher ${report.hasher}`);
