@@ -1,6 +1,7 @@
 // The simulator page: it keeps the settings, asks the JSON API and draws the answer.
 // It computes nothing about placement itself: owners, counts, fair shares, ratios, moved keys
 // and walks all come from the server, which asks the ringkit library (docs/web.md).
+import { REMEDY_LABELS, failureRows, remedyRows, survivorsLine } from "./hotspots.js";
 import { startLive } from "./live.js";
 import { drawRing as ringView } from "./ring.js";
 
@@ -230,33 +231,11 @@ function zones() {
   return [...new Set(state.nodes.map((node) => node.zone).filter(Boolean))];
 }
 
-const REMEDY_LABELS = { none: "none", spread: "spread reads", near_cache: "near-cache",
-  split: "split keys" };
-
 function renderRemedies() {
   const found = state.remedies;
   $("remedies-table").hidden = !found;
   $("remedies-hint").hidden = Boolean(found);
-  const rows = $("remedy-rows");
-  rows.replaceChildren();
-  if (!found) return;
-  for (const remedy of found.rows) {
-    const row = document.createElement("tr");
-    row.dataset.remedy = remedy.remedy;
-    row.classList.toggle("chosen", remedy.remedy === state.remedy);
-    const where = { nodes: " on nodes", clients: " in clients" }[remedy.held_in] || "";
-    const cells = [REMEDY_LABELS[remedy.remedy], remedy.busiest_ratio.toFixed(2),
-      remedy.server_calls.toFixed(2), `${remedy.extra_items.toLocaleString("en")}${where}`,
-      String(remedy.extra_writes_per_update), String(remedy.extra_reads_per_read),
-      `${remedy.worst_staleness_s} s`];
-    for (const [i, value] of cells.entries()) {
-      const cell = document.createElement(i === 0 ? "th" : "td");
-      if (i === 0) cell.scope = "row";
-      cell.textContent = value;
-      row.append(cell);
-    }
-    rows.append(row);
-  }
+  remedyRows($("remedy-rows"), found, state.remedy);
 }
 
 function renderFailZone() {
@@ -267,9 +246,8 @@ function renderFailZone() {
   $("failzone-button").disabled = zones().length === 0;
   const found = state.failed;
   $("failzone-table").hidden = !found;
-  const rows = $("failzone-rows");
-  rows.replaceChildren();
-  $("failzone-survivors").textContent = "";
+  failureRows($("failzone-rows"), found);
+  $("failzone-survivors").textContent = found ? survivorsLine(found) : "";
   if (!found) {
     $("failzone-line").textContent = zones().length ? "Choose a zone and fail it."
       : "Give the nodes zones, then fail one.";
@@ -277,27 +255,6 @@ function renderFailZone() {
   }
   $("failzone-line").textContent = `Zone ${found.zone} failed: ${found.failed.join(", ")}. ` +
     `${found.replicas} replicas per key, quorum ${found.quorum}, ${found.keys} keys.`;
-  for (const [label, outcome] of [["zone-aware", found.zone_aware],
-    ["zone-blind", found.zone_blind]]) {
-    const row = document.createElement("tr");
-    row.dataset.placement = label;
-    const busiest = outcome.busiest ? `${outcome.busiest.node} ` +
-      `${outcome.busiest.ratio.toFixed(2)}× fair (${outcome.busiest.metric})` : "none left";
-    for (const [i, value] of [label, String(outcome.keys_lost),
-      String(outcome.keys_below_quorum), busiest].entries()) {
-      const cell = document.createElement(i === 0 ? "th" : "td");
-      if (i === 0) cell.scope = "row";
-      cell.textContent = value;
-      row.append(cell);
-    }
-    rows.append(row);
-  }
-  // The load on the survivors after failover, node by node.
-  const loads = (outcome) => outcome.survivors.map((node) =>
-    `${node.name} ${Math.round(node.requests ?? node.keys)}`).join(", ") || "none";
-  const unit = found.zone_aware.busiest?.metric || "keys";
-  $("failzone-survivors").textContent = `${unit[0].toUpperCase()}${unit.slice(1)} per ` +
-    `survivor, zone-aware: ${loads(found.zone_aware)}; zone-blind: ${loads(found.zone_blind)}.`;
 }
 
 // -- drawing the ring (ring.js) ---------------------------------------------------------------
