@@ -168,3 +168,19 @@ def test_bad_zone_file_is_one_error_line_exit_1(
     assert captured.err == (
         f"ringkit: error: {bad}: events[0].zone must be one of z0, z1, z2; got 'z9'\n"
     )
+
+
+def test_a_zone_holding_every_node_ends_the_run_with_every_key_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "one-zone.toml"
+    path.write_text(
+        "zones = 1\nnodes = 3\n[keys]\ncount = 100\n[strategy]\nreplicas = 2\n"
+        '[[events]]\ntype = "fail_zone"\nzone = "z0"\n'
+    )
+    data = _json(capsys, "simulate", str(path), "--json")
+    last = data["steps"][-1]
+    assert (last["nodes"], last["keys_lost"], last["keys_below_quorum"]) == ([], 100, 100)
+    assert main(["simulate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "all nodes down" in out and "100 keys (100.0%) lost every replica" in out

@@ -212,6 +212,12 @@ class ZoneRisk:
     blind_below_quorum: float
 
 
+def _check_zones(n: int, zones: int) -> None:
+    zone_names(zones)  # an int >= 1
+    if zones > n:
+        raise ConfigError(f"zones must be in [1, {n}] for {n} nodes, got {zones!r}")
+
+
 def zone_risk(
     n: int,
     vnodes: int,
@@ -234,9 +240,7 @@ def zone_risk(
     :raises ConfigError: when zones or replicas are outside [1, n], or keys or rings < 1
     """
     _check(n, 1, replicas)
-    zone_names(zones)
-    if not zones <= n:
-        raise ConfigError(f"zones must be in [1, {n}] for {n} nodes, got {zones!r}")
+    _check_zones(n, zones)
     if keys < 1 or rings < 1:
         raise ConfigError(f"keys and rings must be >= 1, got keys={keys!r} rings={rings!r}")
     population = Population(count=keys, prefix="key-")
@@ -362,8 +366,8 @@ def advise(
         replicas or zones outside [1, n]
     """
     _check(n, draws, replicas)
-    if zones is not None and (zone_names(zones) and zones > n):
-        raise ConfigError(f"zones must be in [1, {n}] for {n} nodes, got {zones!r}")
+    if zones is not None:
+        _check_zones(n, zones)
     formula = formula_vnodes(n, target)
     if not 0 < confidence <= 1:
         raise ConfigError(f"confidence must be in (0, 1], got {confidence!r}")

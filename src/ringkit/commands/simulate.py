@@ -243,10 +243,9 @@ def _table(run: Run, *, fair: int) -> Table:
         table.add_column("below quorum", justify="right")
     for step in run.steps:
         if not step.nodes:
-            cells = [""] * (len(table.columns) - 2)
-            if replicated:
-                cells[-2:] = [f"{step.keys_lost:,}", f"{step.keys_below_quorum:,}"]
-            table.add_row(step.event, "all nodes down", *cells, end_section=True)
+            losses = _loss_cells(step, replicated, first=True)
+            blank = [""] * (len(table.columns) - 2 - len(losses))
+            table.add_row(step.event, "all nodes down", *blank, *losses, end_section=True)
             continue
         keys = step.balance["keys"]
         moved = step.event != "start" and step.stale is None
@@ -260,10 +259,7 @@ def _table(run: Run, *, fair: int) -> Table:
             if scenario.baseline:
                 base = step.baseline_moved if i == 0 and moved else None
                 row.append(percent(base) if base is not None else "")
-            if replicated:
-                row += (
-                    [f"{step.keys_lost:,}", f"{step.keys_below_quorum:,}"] if i == 0 else ["", ""]
-                )
+            row += _loss_cells(step, replicated, first=i == 0)
             table.add_row(*row, end_section=i == len(step.nodes) - 1)
     return table
 
@@ -271,6 +267,13 @@ def _table(run: Run, *, fair: int) -> Table:
 def _replicated(scenario: Scenario) -> bool:
     """Whether tables show replica figures: keys have several replicas, or nodes have zones."""
     return scenario.replicas > 1 or scenario.zones is not None
+
+
+def _loss_cells(step: Step, replicated: bool, *, first: bool) -> list[str]:
+    """The keys lost / below quorum cells of a step's row (its first row carries them)."""
+    if not replicated:
+        return []
+    return [f"{step.keys_lost:,}", f"{step.keys_below_quorum:,}"] if first else ["", ""]
 
 
 def _baseline_label(name: str) -> str:

@@ -3,7 +3,7 @@
 A :class:`Scenario` places a :class:`~ringkit.sim.population.Population` on a placement built by
 name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
 ``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
-cascade virtual nodes prevent, since a failed node's keys spread over many survivors) and
+cascade virtual nodes prevent, since a failed node's keys spread over many survivors),
 ``stale`` (a client k membership changes behind sends keys to the wrong node: the cost of
 disagreeing views) and ``fail_zone`` (every node of one zone at once, ``ringkit.sim.zones``).
 With ``zones = Z`` the nodes are spread round-robin over zones ``z0`` … ``z{Z-1}`` in the order
@@ -11,11 +11,10 @@ the scenario first names them (the starting nodes, then the nodes events add), a
 ``replicas = R`` (a strategy option) keys have R copies: preference lists zone-aware (one node
 per zone first) or, with ``zone_aware=False``, the next R nodes whatever their zone. Every step
 counts the keys that lost every replica (``keys_lost``) and those below a quorum
-(``keys_below_quorum``, lost ones included): nonzero only where nodes failed. After each step it
-measures
-balance by keys, bytes and requests, the fraction of keys that moved, the same change under a
-baseline placement (``hash % N`` by default) and the hot keys. Every pass streams the keys in
-chunks, so the population can be far larger than memory.
+(``keys_below_quorum``, lost ones included): nonzero only where nodes failed. After each step
+it measures balance by keys, bytes and requests, the fraction of keys that moved, the same
+change under a baseline placement (``hash % N`` by default) and the hot keys. Every pass streams
+the keys in chunks, so the population can be far larger than memory.
 
 :func:`gatepass` is the Gatepass lesson: 300 booking keys on A, B, C, then add D, then remove B.
 

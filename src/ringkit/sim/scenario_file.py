@@ -302,6 +302,13 @@ def _remedies(source: str, data: object, nodes: int, replicas: int | None) -> Re
     return remedies
 
 
+def _zones(top: _Fields) -> int | None:
+    zones: int | None = top.get("zones", (int, type(None)), None)
+    if zones is not None and zones < 1:
+        raise top.error("zones", "must be an integer >= 1", zones)
+    return zones
+
+
 def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
     """Return the scenarios described by TOML `text` (one per vnode count).
 
@@ -322,9 +329,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         raise top.error("seed", "must be an integer >= 0", seed)
     population = _population(source, data.get("keys", {}), seed)
     nodes = _nodes(source, data.get("nodes", ["A", "B", "C"]))
-    zones = top.get("zones", (int, type(None)), None)
-    if zones is not None and zones < 1:
-        raise top.error("zones", "must be an integer >= 1", zones)
+    zones = _zones(top)
     strategy, options, vnodes, zone_aware = _strategy(source, data.get("strategy", {}), len(nodes))
     baseline = top.choice("baseline", (*STRATEGY_NAMES, "none"), "modulo")
     members = _Members(nodes, zones)

@@ -161,25 +161,32 @@ def _ring_rows(ring: HashRing, chunk: Chunk, table: IndexArray) -> IndexArray:
 
 
 def replica_owners(
-    placement: Placement,
-    chunk: Chunk,
-    universe: Mapping[str, int],
-    replicas: int,
-    *,
-    table: IndexArray | None = None,
+    placement: Placement, chunk: Chunk, universe: Mapping[str, int], replicas: int
 ) -> IndexArray:
     """Return each key's preference list in `chunk`: one row of universe indices per key.
 
     The row has ``min(replicas, len(placement))`` columns, in ``nodes_for`` order. A
-    :class:`~ringkit.ring.HashRing` answers from one preference list per token (`table`, from
-    a previous call, saves building it again); any other placement is asked key by key.
+    :class:`~ringkit.ring.HashRing` answers from one preference list per token; any other
+    placement is asked key by key.
+
+    :raises ConfigError: when `replicas` is not an int >= 1
     """
-    width = min(_check_replicas(replicas), len(placement))
+    _check_replicas(replicas)
+    return _rows(placement, chunk, universe, replicas, _table_for(placement, universe, replicas))
+
+
+def _rows(
+    placement: Placement,
+    chunk: Chunk,
+    universe: Mapping[str, int],
+    replicas: int,
+    table: IndexArray | None,
+) -> IndexArray:
+    """``replica_owners`` with the ring's per-token lists built once per pass (`table`)."""
+    width = min(replicas, len(placement))
     if width == 1:
         return owner_indices(placement, chunk, dict(universe))[:, None]
-    if type(placement) is HashRing:
-        if table is None:
-            table = _ring_table(placement, width, universe)
+    if table is not None and isinstance(placement, HashRing):
         return _ring_rows(placement, chunk, table)
     rows = [[universe[n] for n in placement.nodes_for(key, width)] for key in chunk.key_bytes]
     return np.array(rows, dtype=np.int64).reshape(len(chunk), width)
@@ -299,7 +306,7 @@ def _fail_sets(
     table = _table_for(placement, universe, replicas)
     total_bytes = 0.0
     for chunk in population.chunks(CHUNK_KEYS, cache=cache):
-        rows = replica_owners(placement, chunk, universe, replicas, table=table)
+        rows = _rows(placement, chunk, universe, replicas, table)
         for tally in tallies.values():
             tally.add(rows, chunk)
         total_bytes += float(chunk.sizes.sum())
@@ -389,8 +396,8 @@ def stale_replicas(
     old_table = _table_for(view, universe, replicas)
     differs = wrong = 0
     for chunk in population.chunks(CHUNK_KEYS, cache=cache):
-        now = replica_owners(current, chunk, universe, replicas, table=now_table)
-        old = replica_owners(view, chunk, universe, replicas, table=old_table)
+        now = _rows(current, chunk, universe, replicas, now_table)
+        old = _rows(view, chunk, universe, replicas, old_table)
         common = (old[:, :, None] == now[:, None, :]).any(axis=2)
         wrong += int(np.count_nonzero(~common.any(axis=1)))
         if now.shape == old.shape:
