@@ -300,3 +300,36 @@ def test_split_parts_of_every_key_share_the_nodes_of_the_split_tags() -> None:
     assert added == pytest.approx(expected, abs=1e-12)
     assert {name for name, load in added.items() if load > 1e-12} <= set(tags[:3])
     assert split.extra_items == 20 * 2
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    nodes=st.integers(2, 9),
+    count=st.integers(1, 300),
+    zipf=st.floats(0, 2),
+    top=st.integers(1, 400),
+    writes=st.floats(0, 1),
+    data=st.data(),
+)
+def test_totals_follow_from_the_hot_keys_share(
+    nodes: int, count: int, zipf: float, top: int, writes: float, data: st.DataObject
+) -> None:
+    # Whatever the placement: spreading adds w(k-1)S calls, splitting (1-w)(P-1)S, where S is
+    # the remedied keys' share of requests; a near-cache never adds any; no load is negative.
+    spread, parts = data.draw(st.integers(1, nodes)), data.draw(st.integers(1, nodes))
+    scenario = Scenario(
+        Population(count=count, zipf=zipf),
+        tuple(Node(f"n{i}") for i in range(nodes)),
+        options=StrategyOptions(vnodes=8),
+    )
+    remedies = Remedies(top=top, spread=spread, parts=parts, writes=writes)
+    rows = {r.remedy: r for r in compare_remedies(scenario, remedies)}
+    hot = float(scenario.population.request_shares(0, min(top, count)).sum())
+    assert rows["none"].server_calls == pytest.approx(1.0)
+    assert rows["spread"].server_calls == pytest.approx(1 + writes * (spread - 1) * hot)
+    if rows["split"].extra_items == min(top, count) * (parts - 1):  # every part found a node
+        assert rows["split"].server_calls == pytest.approx(1 + (1 - writes) * (parts - 1) * hot)
+    assert rows["near_cache"].server_calls <= 1.0 + 1e-9
+    for row in rows.values():
+        assert min(row.balance.loads.values()) >= 0
+        assert row.busiest_ratio >= 1.0 - 1e-9
