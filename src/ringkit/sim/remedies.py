@@ -84,9 +84,8 @@ FloatArray = npt.NDArray[np.float64]
 
 def _integer(name: str, value: object, low: int, high: int | None = None) -> None:
     upper = "" if high is None else f", <= {high:,}"
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"remedies {name} must be an integer >= {low}{upper}, got {value!r}")
-    if high is not None and value > high:
+    fits = isinstance(value, int) and low <= value <= (value if high is None else high)
+    if isinstance(value, bool) or not fits:
         raise ConfigError(f"remedies {name} must be an integer >= {low}{upper}, got {value!r}")
 
 
