@@ -1,0 +1,189 @@
+"""Split counters: a write-hot counter kept as parts on distinct nodes, summed when read.
+
+Spreading copies (:mod:`ringkit.cluster.hotcopies`) relieves a key's *reads*; every write still
+lands on its replicas. A counter that everyone increments (a like count, a rate limit) is hot
+by its writes, and seed 000's remedy is to "split the key deliberately … and change the data
+model": keep it as `parts` sub-counters on different nodes, send each ``incr`` / ``decr`` to one
+part at random and sum the parts on ``get``. This is the sharded counter of Google App Engine's
+datastore guidance ("Sharding counters") and of Twitter's and Facebook's like counts.
+
+Naming (all ordinary keys, so rebalancing moves them like any other):
+
+- part 0 is the key itself, so switching a key into split mode *folds nothing*: its existing
+  count stays where it is, and a process that has not learnt of the split yet still counts into
+  a part. Two processes switching at once, or one switching while others count, lose nothing;
+- part ``n >= 1`` is ``{split.<n>}<key>`` (``{split.<n>}#<digest>`` when that would exceed 250
+  bytes): the hash tag ``split.<n>`` routes it, the same node for every key, so the suffixes
+  ``n`` can be chosen once per view for owners distinct from each other and from the key's;
+- the *split marker* ``{split.m:<digest of the key>}`` holds the chosen suffixes. It is written
+  with ``add`` (only where absent), so when two processes switch the same key at once the first
+  marker wins and the other adopts it; a key stays split until it is deleted.
+
+A client with ``HotKeys(remedy="split")`` learns of a split by another process from the marker:
+it reads a counter's marker when a read returns an integer it does not know to be split, at most
+once per :data:`SPLIT_CHECK_S` per key, so for up to that long after another process split a key
+its reads may miss that process's counts in the other parts. Clients that do not use
+``remedy="split"`` read and delete part 0 only: every process that reads a split counter must
+use it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from ringkit.cluster.hotkeys import HotKeys
+from ringkit.cluster.keys import MAX_KEY_BYTES
+from ringkit.cluster.reader import Reader
+from ringkit.cluster.routing import Router
+from ringkit.cluster.steps import Steps
+from ringkit.cluster.writer import Writer
+
+__all__ = ["SPLIT_CHECK_S", "SplitCounters", "marker_key", "part_key"]
+
+#: How long a client trusts that a counter it read is not split before it reads the marker again.
+SPLIT_CHECK_S = 1.0
+# Keys remembered as "not split" (checked recently): a bounded LRU, like the near-cache.
+_CHECKED_MAX = 10_000
+# Candidate suffixes tried per part when looking for owners distinct from the others'.
+_TRIES_PER_PART = 64
+
+
+def _digest(key: bytes) -> bytes:
+    return hashlib.blake2b(key, digest_size=16).hexdigest().encode()
+
+
+def part_key(key: bytes, suffix: int) -> bytes:
+    """Return the key of part `suffix` (>= 1) of split counter `key`.
+
+    >>> part_key(b"likes:42", 3)
+    b'{split.3}likes:42'
+    """
+    named = b"{split.%d}" % suffix + key
+    return named if len(named) <= MAX_KEY_BYTES else b"{split.%d}#" % suffix + _digest(key)
+
+
+def marker_key(key: bytes) -> bytes:
+    """Return the key of the split marker of `key` (it lists the suffixes of its parts)."""
+    return b"{split.m:" + _digest(key) + b"}"
+
+
+def choose_suffixes(router: Router, key: bytes, parts: int) -> tuple[int, ...]:
+    """Return `parts` - 1 suffixes whose parts' first owners differ from each other and the key's.
+
+    Owners repeat only once every node holds a part (more parts than nodes).
+    """
+    taken = [router.replica_names(key)[0]]
+    nodes = len(router.placement)
+    chosen: list[int] = []
+    for suffix in range(1, _TRIES_PER_PART * parts):
+        if len(chosen) == parts - 1:
+            break
+        owner = router.replica_names(part_key(key, suffix))[0]
+        if owner not in taken or len(set(taken)) >= nodes:
+            taken.append(owner)
+            chosen.append(suffix)
+    return tuple(chosen)
+
+
+def _suffixes_of(value: Any) -> tuple[int, ...] | None:
+    """Return the suffixes a stored marker lists (None when it is no marker)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return tuple(int(part) for part in value.split(","))
+    except ValueError:
+        return None
+
+
+class SplitCounters:
+    """The split-counter steps of one client: learn, switch, count, sum and delete parts.
+
+    Knowing: ``parts_of``, ``forget``. Switching: ``switch``. Counting: ``target``. Reading:
+    ``total``. Deleting: ``all_keys``.
+    """
+
+    def __init__(self, hot: HotKeys, reader: Reader, writer: Writer) -> None:
+        self.hot = hot
+        self.reader = reader
+        self.writer = writer
+        self._known: dict[bytes, tuple[int, ...]] = {}
+        self._checked: OrderedDict[bytes, float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def known(self, key: bytes) -> tuple[int, ...] | None:
+        """Return the suffixes of `key`'s parts if this client knows it is split."""
+        return self._known.get(key)
+
+    def forget(self, key: bytes) -> None:
+        """Forget what this client knew of `key` (it was deleted, or a part was missing)."""
+        with self._lock:
+            self._known.pop(key, None)
+            self._checked.pop(key, None)
+
+    def _learn(self, key: bytes, suffixes: tuple[int, ...] | None) -> None:
+        with self._lock:
+            if suffixes:
+                self._known[key] = suffixes
+                self._checked.pop(key, None)
+                return
+            self._checked[key] = time.monotonic()
+            self._checked.move_to_end(key)
+            if len(self._checked) > _CHECKED_MAX:
+                self._checked.popitem(last=False)
+
+    def parts_of(self, router: Router, key: bytes) -> Steps[tuple[int, ...] | None]:
+        """Return the suffixes of `key`'s parts, reading its marker unless checked lately."""
+        suffixes = self._known.get(key)
+        if suffixes is not None:
+            return suffixes
+        checked = self._checked.get(key)
+        if checked is not None and time.monotonic() < checked + SPLIT_CHECK_S:
+            return None
+        self.hot.count_split("marker_reads")
+        found = yield from self.reader.get(router, marker_key(key))
+        suffixes = None if found is None else _suffixes_of(found.value)
+        self._learn(key, suffixes)
+        return suffixes
+
+    def switch(self, router: Router, key: bytes) -> Steps[tuple[int, ...]]:
+        """Split `key`: publish its marker (the first one wins), then create its parts at 0."""
+        marker = marker_key(key)
+        suffixes = choose_suffixes(router, key, self.hot.parts)
+        value = ",".join(str(suffix) for suffix in suffixes)
+        stored = self.writer.encode_many({marker: value}, None)[marker]
+        added = yield from self.writer.each(router, marker, "add", (marker, stored, None))
+        if not (added and added[0]):  # another process split it first: use its parts
+            found = yield from self.reader.get(router, marker)
+            suffixes = (None if found is None else _suffixes_of(found.value)) or suffixes
+        else:
+            self.hot.count_split("keys_split")
+        zeros = self.writer.encode_many({part_key(key, n): 0 for n in suffixes}, None)
+        for part, zero in zeros.items():  # add: a part another process made keeps its count
+            yield from self.writer.each(router, part, "add", (part, zero, None))
+        self._learn(key, suffixes)
+        return suffixes
+
+    def target(self, key: bytes, suffixes: tuple[int, ...]) -> bytes:
+        """Return the part an ``incr`` of split `key` goes to, at random (part 0: the key)."""
+        pick = random.randrange(len(suffixes) + 1)
+        if pick == 0:
+            return key
+        self.hot.count_split("increments")
+        return part_key(key, suffixes[pick - 1])
+
+    def total(self, router: Router, key: bytes, suffixes: tuple[int, ...]) -> Steps[int | None]:
+        """Return the sum of `key`'s parts (None when none of them exists)."""
+        parts = [key, *(part_key(key, n) for n in suffixes)]
+        found = yield from self.reader.get_many(router, parts)
+        self.hot.count_split("sums")
+        counts = [decoded.value for decoded in found.values() if isinstance(decoded.value, int)]
+        return sum(counts) if counts else None
+
+    def all_keys(self, key: bytes, suffixes: tuple[int, ...]) -> list[bytes]:
+        """Return what a delete of split `key` removes: marker first, then parts, then key."""
+        return [marker_key(key), *(part_key(key, n) for n in suffixes), key]
