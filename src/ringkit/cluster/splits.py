@@ -40,6 +40,7 @@ from ringkit.cluster.hotkeys import HotKeys
 from ringkit.cluster.keys import MAX_KEY_BYTES
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
+from ringkit.cluster.serializers import Decoded
 from ringkit.cluster.steps import Steps
 from ringkit.cluster.writer import Writer
 
@@ -98,6 +99,10 @@ def _suffixes_of(value: Any) -> tuple[int, ...] | None:
         return tuple(int(part) for part in value.split(","))
     except ValueError:
         return None
+
+
+def _is_int(decoded: Decoded) -> bool:
+    return isinstance(decoded.value, int) and not isinstance(decoded.value, bool)
 
 
 class SplitCounters:
@@ -176,12 +181,24 @@ class SplitCounters:
         self.hot.count_split("increments")
         return part_key(key, suffixes[pick - 1])
 
-    def total(self, router: Router, key: bytes, suffixes: tuple[int, ...]) -> Steps[int | None]:
-        """Return the sum of `key`'s parts (None when none of them exists)."""
-        parts = [key, *(part_key(key, n) for n in suffixes)]
-        found = yield from self.reader.get_many(router, parts)
+    def total(self, router: Router, key: bytes, suffixes: tuple[int, ...]) -> Steps[Any]:
+        """Return the sum of `key`'s parts (None when none of them exists).
+
+        The marker is read with the parts (one more key in a batch to servers the parts take
+        anyway): when it is gone the key was deleted since this client learnt of the split,
+        and the key's own value is the answer.
+        """
+        parts = [part_key(key, n) for n in suffixes]
+        marker = marker_key(key)
+        found = yield from self.reader.get_many(router, [key, marker, *parts])
+        own = found.get(key)
+        if marker not in found:
+            self.forget(key)
+            return None if own is None else own.value
         self.hot.count_split("sums")
-        counts = [decoded.value for decoded in found.values() if isinstance(decoded.value, int)]
+        counts = [
+            found[data].value for data in (key, *parts) if data in found and _is_int(found[data])
+        ]
         return sum(counts) if counts else None
 
     def all_keys(self, key: bytes, suffixes: tuple[int, ...]) -> list[bytes]:
