@@ -44,6 +44,8 @@ def test_bad_remedy_and_parts_are_named(options: dict[str, Any], message: str) -
 def test_split_needs_the_split_remedy() -> None:
     with pytest.raises(ConfigError, match="split\\(\\) needs remedy='split', got remedy='spread'"):
         HotKeys().split("likes")
+    with pytest.raises(TypeError, match="key must be str or bytes, got int"):
+        HotKeys(remedy="split").split(42)  # type: ignore[arg-type]
 
 
 def _ring(count: int) -> tuple[HashRing, dict[str, str]]:

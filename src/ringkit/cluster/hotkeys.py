@@ -39,6 +39,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from ringkit.cluster.keys import key_bytes
 from ringkit.errors import ConfigError
 
 __all__ = ["COPY_TTL_S", "REMEDIES", "SPREAD_MARKER_TTL_S", "HotKeys", "SpaceSaving", "SplitStats"]
@@ -202,7 +203,8 @@ class HotKeys:
             self.sketch.add_counts(Counter(batch).items())
             before = self._hot
             self._hot = frozenset(key for key, _, _ in self.sketch.top(self.top_n))
-            self._left = (self._left | (before - self._hot)) - self._hot
+            if self.remedy == "spread":  # split keys have no copies to delete
+                self._left = (self._left | (before - self._hot)) - self._hot
             for key in before - self._hot:  # stop reading its copies at once
                 self._marked.pop(key, None)
                 self._tried.pop(key, None)
@@ -267,11 +269,12 @@ class HotKeys:
     def split(self, key: str | bytes) -> None:
         """Split counter `key` at its next ``incr`` whether or not the sketch finds it hot.
 
-        :raises ConfigError: when this policy's remedy is not ``"split"``
+        :raises ConfigError: when this policy's remedy is not ``"split"``, or `key` is invalid
+        :raises TypeError: when `key` is not str or bytes
         """
         if self.remedy != "split":
             raise ConfigError(f"split() needs remedy='split', got remedy={self.remedy!r}")
-        data = key.encode() if isinstance(key, str) else bytes(key)
+        data = key_bytes(key)
         with self._lock:
             self._forced.add(data)
 
