@@ -435,12 +435,9 @@ class ClientCore(Generic[B]):
                     read[data] = yield from splits.total(router, data, suffixes)
 
     def _invalidating(self, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
-        """Run write `steps`, then drop `keys` from the near-cache, whatever the outcome."""
-        try:
-            return (yield from steps)
-        finally:
-            if self._near is not None:
-                self._near.invalidate(keys)
+        """Return write `steps` that then drop `keys` from the near-cache, whatever the outcome."""
+        near = self._near
+        return steps if near is None else _dropping(near, keys, steps)
 
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
@@ -607,3 +604,11 @@ class ClientCore(Generic[B]):
 def _is_count(value: object) -> bool:
     """Return True if `value` is what a counter read returns (an int, not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+    """Run `steps`, then drop `keys` from `near` when they return or raise."""
+    try:
+        return (yield from steps)
+    finally:
+        near.invalidate(keys)
