@@ -14,6 +14,8 @@ from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, NearCache, ShardedClient
@@ -175,7 +177,22 @@ def test_split_works_through_the_async_client(new: Callable[..., Any]) -> None:
     assert client.get("likes") == 45
     assert client.delete("likes") is True
     assert client.get("likes") is None
-    assert marker_key(b"likes").startswith(b"{split.m:")
+    marker = marker_key(b"likes")
+    assert marker is not None
+    assert client.replicas_for(marker) == client.replicas_for(b"likes")  # read in one batch
+
+
+def test_keys_whose_marker_cannot_route_with_them_are_never_split() -> None:
+    ring, urls = _ring(4)
+    hot = HotKeys(remedy="split", parts=4)
+    client = ShardedClient(ring, urls, hot_keys=hot)
+    assert marker_key(b"odd}key") is None
+    client.set("odd}key", 1)
+    hot.split("odd}key")
+    for _ in range(10):
+        client.incr("odd}key")
+    assert client.get("odd}key") == 11
+    assert hot.split_stats().keys_split == 0
 
 
 START = {"redis": redis_server, "memcached": memcached_server}
@@ -217,3 +234,26 @@ def test_split_sum_is_exact_under_concurrent_increments_from_processes(
         assert len(parts) == 3  # the key itself and its two parts
         assert reader("delete", "likes") is True
         assert reader("get", "likes") is None
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(0, 5), st.booleans()), max_size=60))
+def test_the_sum_equals_every_count_made_by_either_client(
+    steps: list[tuple[bool, int, bool]],
+) -> None:
+    ring, urls = _ring(4)
+    splitting = HotKeys(remedy="split", parts=4)
+    clients = [
+        ShardedClient(ring, urls, hot_keys=splitting),
+        ShardedClient(ring, urls, hot_keys=HotKeys(remedy="split", parts=4)),
+    ]
+    clients[0].set("likes", 3)
+    splitting.split("likes")
+    expected = 3
+    for first, delta, read in steps:
+        client = clients[0 if first else 1]
+        client.incr("likes", delta)
+        expected += delta
+        if read:
+            assert client.get("likes") == expected
+    assert [client.get("likes") for client in clients] == [expected, expected]

@@ -34,7 +34,7 @@ from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import RAW, Codec, RawCodec, Serializer, ValueCodec, get_serializer
 from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
-from ringkit.cluster.splits import SplitCounters
+from ringkit.cluster.splits import SplitCounters, marker_key, suffixes_of
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
@@ -378,16 +378,11 @@ class ClientCore(Generic[B]):
         def op(router: Router) -> Steps[Any]:
             if self._hot is not None:
                 yield from self._record(router, (data,))
-            if splits is not None and (suffixes := splits.known(data)):
-                return (yield from splits.total(router, data, suffixes))
+            if splits is not None:
+                read = yield from self._read_splits(router, [data])
+                return read.get(data)
             found = yield from self.reader.get(router, data)
-            if found is None:
-                return None
-            if splits is not None and _is_count(found.value):
-                suffixes = yield from splits.parts_of(router, data)
-                if suffixes:
-                    return (yield from splits.total(router, data, suffixes))
-            return found.value
+            return None if found is None else found.value
 
         return (yield from self._fenced(op))
 
@@ -408,11 +403,10 @@ class ClientCore(Generic[B]):
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
-            found = yield from self.reader.get_many(router, asked)
-            read = {data: decoded.value for data, decoded in found.items()}
             if self._splits is not None:
-                yield from self._sum_splits(router, read)
-            return read
+                return (yield from self._read_splits(router, asked))
+            found = yield from self.reader.get_many(router, asked)
+            return {data: decoded.value for data, decoded in found.items()}
 
         if asked:
             read = yield from self._fenced(op)
@@ -424,15 +418,28 @@ class ClientCore(Generic[B]):
             key: value for data, value in values.items() if value is not None for key in given[data]
         }
 
-    def _sum_splits(self, router: Router, read: dict[bytes, Any]) -> Steps[None]:
-        """Replace the counts in `read` that are split counters by the sums of their parts."""
+    def _read_splits(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Any]]:
+        """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
         splits = self._splits
         assert splits is not None
-        for data, value in list(read.items()):
-            if _is_count(value):
-                suffixes = yield from splits.parts_of(router, data)
-                if suffixes:
-                    read[data] = yield from splits.total(router, data, suffixes)
+        split = {data: suffixes for data in keys if (suffixes := splits.known(data))}
+        plain = {data: marker_key(data) for data in keys if data not in split}
+        asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
+        found = (
+            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)))) if asked else {}
+        )
+        read = {data: found[data].value for data in plain if data in found}
+        for data, marker in plain.items():
+            if marker is not None and (
+                suffixes := splits.learn(data, suffixes_of(found.get(marker)))
+            ):
+                split[data] = suffixes
+                read.pop(data, None)
+        for data, suffixes in split.items():
+            total = yield from splits.total(router, data, suffixes)
+            if total is not None:
+                read[data] = total
+        return read
 
     def _invalidating(self, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
         """Return write `steps` that then drop `keys` from the near-cache, whatever the outcome."""
@@ -599,11 +606,6 @@ class ClientCore(Generic[B]):
             f"{type(self).__name__}({type(self.placement).__name__} of {len(urls)} nodes, "
             f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
         )
-
-
-def _is_count(value: object) -> bool:
-    """Return True if `value` is what a counter read returns (an int, not a bool)."""
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:

@@ -15,14 +15,16 @@ Naming (all ordinary keys, so rebalancing moves them like any other):
 - part ``n >= 1`` is ``{split.<n>}<key>`` (``{split.<n>}#<digest>`` when that would exceed 250
   bytes): the hash tag ``split.<n>`` routes it, the same node for every key, so the suffixes
   ``n`` can be chosen once per view for owners distinct from each other and from the key's;
-- the *split marker* ``{split.m:<digest of the key>}`` holds the chosen suffixes. It is written
-  with ``add`` (only where absent), so when two processes switch the same key at once the first
-  marker wins and the other adopts it; a key stays split until it is deleted.
+- the *split marker* ``{<route>}~split`` holds the chosen suffixes, where ``<route>`` is what
+  routes the key (its hash tag, else the whole key): the marker lives on the key's own servers.
+  It is written with ``add`` (only where absent), so when two processes switch the same key at
+  once the first marker wins and the other adopts it; a key stays split until it is deleted. A
+  key whose marker cannot be named so (its route holds ``}``, or the name would pass 250 bytes)
+  is never split.
 
-A client with ``HotKeys(remedy="split")`` learns of a split by another process from the marker:
-it reads a counter's marker when a read returns an integer it does not know to be split, at most
-once per :data:`SPLIT_CHECK_S` per key, so for up to that long after another process split a key
-its reads may miss that process's counts in the other parts. Clients that do not use
+A client with ``HotKeys(remedy="split")`` reads a key's marker *with* the key, in the same
+batch to the same server (no extra round trip), unless it already knows the key is split, so
+it sums the parts from the first read after another process's switch. Clients that do not use
 ``remedy="split"`` read and delete part 0 only: every process that reads a split counter must
 use it.
 """
@@ -32,24 +34,18 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
-import time
-from collections import OrderedDict
 from typing import Any
 
 from ringkit.cluster.hotkeys import HotKeys
-from ringkit.cluster.keys import MAX_KEY_BYTES
+from ringkit.cluster.keys import MAX_KEY_BYTES, route_key
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import Decoded
 from ringkit.cluster.steps import Steps
 from ringkit.cluster.writer import Writer
 
-__all__ = ["SPLIT_CHECK_S", "SplitCounters", "marker_key", "part_key"]
+__all__ = ["SplitCounters", "marker_key", "part_key", "suffixes_of"]
 
-#: How long a client trusts that a counter it read is not split before it reads the marker again.
-SPLIT_CHECK_S = 1.0
-# Keys remembered as "not split" (checked recently): a bounded LRU, like the near-cache.
-_CHECKED_MAX = 10_000
 # Candidate suffixes tried per part when looking for owners distinct from the others'.
 _TRIES_PER_PART = 64
 
@@ -68,9 +64,17 @@ def part_key(key: bytes, suffix: int) -> bytes:
     return named if len(named) <= MAX_KEY_BYTES else b"{split.%d}#" % suffix + _digest(key)
 
 
-def marker_key(key: bytes) -> bytes:
-    """Return the key of the split marker of `key` (it lists the suffixes of its parts)."""
-    return b"{split.m:" + _digest(key) + b"}"
+def marker_key(key: bytes) -> bytes | None:
+    """Return the key of `key`'s split marker, routed like `key`; None if it has none.
+
+    >>> marker_key(b"likes:42"), marker_key(b"user:{7}:likes")
+    (b'{likes:42}~split', b'{7}~split:user:{7}:likes')
+    """
+    route = route_key(key)
+    named = b"{" + route + b"}~split" + (b"" if route == key else b":" + key)
+    if b"}" in route or len(named) > MAX_KEY_BYTES or route_key(named) != route:
+        return None
+    return named
 
 
 def choose_suffixes(router: Router, key: bytes, parts: int) -> tuple[int, ...]:
@@ -91,8 +95,9 @@ def choose_suffixes(router: Router, key: bytes, parts: int) -> tuple[int, ...]:
     return tuple(chosen)
 
 
-def _suffixes_of(value: Any) -> tuple[int, ...] | None:
-    """Return the suffixes a stored marker lists (None when it is no marker)."""
+def suffixes_of(found: Decoded | None) -> tuple[int, ...] | None:
+    """Return the suffixes a stored marker lists (None when it is absent or no marker)."""
+    value = None if found is None else found.value
     if not isinstance(value, str):
         return None
     try:
@@ -117,7 +122,6 @@ class SplitCounters:
         self.reader = reader
         self.writer = writer
         self._known: dict[bytes, tuple[int, ...]] = {}
-        self._checked: OrderedDict[bytes, float] = OrderedDict()
         self._lock = threading.Lock()
 
     def known(self, key: bytes) -> tuple[int, ...] | None:
@@ -128,49 +132,40 @@ class SplitCounters:
         """Forget what this client knew of `key` (it was deleted, or a part was missing)."""
         with self._lock:
             self._known.pop(key, None)
-            self._checked.pop(key, None)
 
-    def _learn(self, key: bytes, suffixes: tuple[int, ...] | None) -> None:
-        with self._lock:
-            if suffixes:
+    def learn(self, key: bytes, suffixes: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        """Remember that `key` is split into `suffixes` (if any); return them."""
+        if suffixes:
+            with self._lock:
                 self._known[key] = suffixes
-                self._checked.pop(key, None)
-                return
-            self._checked[key] = time.monotonic()
-            self._checked.move_to_end(key)
-            if len(self._checked) > _CHECKED_MAX:
-                self._checked.popitem(last=False)
+        return suffixes
 
     def parts_of(self, router: Router, key: bytes) -> Steps[tuple[int, ...] | None]:
-        """Return the suffixes of `key`'s parts, reading its marker unless checked lately."""
+        """Return the suffixes of `key`'s parts, reading its marker unless known."""
         suffixes = self._known.get(key)
-        if suffixes is not None:
+        marker = marker_key(key)
+        if suffixes is not None or marker is None:
             return suffixes
-        checked = self._checked.get(key)
-        if checked is not None and time.monotonic() < checked + SPLIT_CHECK_S:
-            return None
         self.hot.count_split("marker_reads")
-        found = yield from self.reader.get(router, marker_key(key))
-        suffixes = None if found is None else _suffixes_of(found.value)
-        self._learn(key, suffixes)
-        return suffixes
+        return self.learn(key, suffixes_of((yield from self.reader.get(router, marker))))
 
     def switch(self, router: Router, key: bytes) -> Steps[tuple[int, ...]]:
         """Split `key`: publish its marker (the first one wins), then create its parts at 0."""
         marker = marker_key(key)
+        if marker is None:
+            return ()
         suffixes = choose_suffixes(router, key, self.hot.parts)
         value = ",".join(str(suffix) for suffix in suffixes)
         stored = self.writer.encode_many({marker: value}, None)[marker]
         added = yield from self.writer.each(router, marker, "add", (marker, stored, None))
         if not (added and added[0]):  # another process split it first: use its parts
-            found = yield from self.reader.get(router, marker)
-            suffixes = (None if found is None else _suffixes_of(found.value)) or suffixes
+            suffixes = suffixes_of((yield from self.reader.get(router, marker))) or suffixes
         else:
             self.hot.count_split("keys_split")
         zeros = self.writer.encode_many({part_key(key, n): 0 for n in suffixes}, None)
         for part, zero in zeros.items():  # add: a part another process made keeps its count
             yield from self.writer.each(router, part, "add", (part, zero, None))
-        self._learn(key, suffixes)
+        self.learn(key, suffixes)
         return suffixes
 
     def target(self, key: bytes, suffixes: tuple[int, ...]) -> bytes:
@@ -189,7 +184,7 @@ class SplitCounters:
         and the key's own value is the answer.
         """
         parts = [part_key(key, n) for n in suffixes]
-        marker = marker_key(key)
+        marker = marker_key(key) or key  # known split: it has a marker
         found = yield from self.reader.get_many(router, [key, marker, *parts])
         own = found.get(key)
         if marker not in found:
@@ -203,4 +198,4 @@ class SplitCounters:
 
     def all_keys(self, key: bytes, suffixes: tuple[int, ...]) -> list[bytes]:
         """Return what a delete of split `key` removes: marker first, then parts, then key."""
-        return [marker_key(key), *(part_key(key, n) for n in suffixes), key]
+        return [marker_key(key) or key, *(part_key(key, n) for n in suffixes), key]
