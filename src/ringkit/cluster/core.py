@@ -412,8 +412,10 @@ class ClientCore(Generic[B]):
             read = yield from self._fenced(op)
             values.update(read)
             if near is not None:
-                for data in set(cached) & set(asked):
-                    near.fill(data, read.get(data), token)
+                wanted = set(cached)
+                for data in asked:  # in the order asked: the last ones are the most recent
+                    if data in wanted:
+                        near.fill(data, read.get(data), token)
         return {
             key: value for data, value in values.items() if value is not None for key in given[data]
         }
