@@ -2,20 +2,20 @@
 
     python benchmarks/bench_hotkeys.py                        # 200,000 requests per run
     python benchmarks/bench_hotkeys.py --requests 1000000     # issue 17's proof (minutes)
-    python benchmarks/bench_hotkeys.py --only redis --requests 20000
+    python benchmarks/bench_hotkeys.py --only redis --load counters --requests 20000
 
 8 servers (redis-server, then memcached, started on loopback), ``HashRing`` of 160 vnodes,
 100,000 keys, requests drawn with Zipf s = 1.1 (seeded). Two loads, each run with no remedy and
 with each remedy on fresh, flushed servers:
 
-- *reads*: every request a ``get``; another client (no near-cache) overwrites one of the 50
-  hottest keys with a higher version every `--write-every` requests. Remedies: a near-cache of
-  1,000 items (``NearCache(max_items=1000, ttl_s=1.0)``) and read spreading as today
-  (``HotKeys(top=10, spread=8, capacity=1000)``). Every read is checked against the other
-  client's acknowledged writes: it must return at least the newest version acknowledged more
-  than ``ttl_s`` before the read began (0 stale reads beyond the bound); reads older than a
-  write acknowledged before they began, but within the bound, are counted too (the staleness
-  the near-cache allows).
+- *reads*: every request a ``get`` of a value ``"v:<version>"``; another client (no near-cache)
+  overwrites one of the 50 hottest keys with a higher version every `--write-every` requests.
+  Remedies: a near-cache of 1,000 items (``NearCache(max_items=1000, ttl_s=1.0)``) and read
+  spreading as today (``HotKeys(top=10, spread=8, capacity=1000)``). Every read is checked against
+  the other client's acknowledged writes: it must return at least the newest version acknowledged
+  more than ``ttl_s`` before the read began (0 stale reads beyond the bound); reads older than a
+  write acknowledged before they began, but within the bound, are counted too (the staleness the
+  near-cache allows).
 - *counters*: 90 % ``incr``, 10 % ``get`` of the same keys. Remedy: split counters,
   ``HotKeys(remedy="split", parts=8, top=16, capacity=1000)``. At the end every counter of the
   100 hottest keys must equal the number of increments sent to it.
@@ -106,7 +106,7 @@ class Staleness:
     def write(self, writer: ShardedClient, key: int, name: str) -> None:
         times, versions = self.acked.setdefault(key, ([], []))
         version = (versions[-1] if versions else 0) + 1
-        writer.set(name, version)
+        writer.set(name, f"v:{version}")
         times.append(time.monotonic())  # acknowledged: set returned
         versions.append(version)
 
@@ -115,6 +115,7 @@ class Staleness:
             return
         times, versions = self.acked[key]
         newest = bisect.bisect_right(times, began) - 1
+        value = int(value.removeprefix("v:"))
         if newest < 0 or value >= versions[newest]:
             return
         bound = bisect.bisect_right(times, began - self.ttl_s) - 1
@@ -141,8 +142,9 @@ def run(
     writer = ShardedClient(ring, servers)
     client.flush()
     keys = [f"key:{i}" for i in range(KEYS)]
+    initial = 0 if load == "counters" else "v:0"  # counters are ints; other values versioned
     for start in range(0, KEYS, 1000):
-        writer.set_many({keys[i]: 0 for i in range(start, min(start + 1000, KEYS))})
+        writer.set_many({keys[i]: initial for i in range(start, min(start + 1000, KEYS))})
     hottest = [int(k) for k in np.argsort(-np.bincount(requests, minlength=KEYS))[:100]]
     staleness = Staleness(TTL_S)
     incrs = np.zeros(KEYS, dtype=np.int64)
@@ -220,6 +222,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200_000)
     parser.add_argument("--write-every", type=int, default=500)
     parser.add_argument("--only", choices=("redis", "memcached"), help="one backend only")
+    parser.add_argument("--load", choices=("reads", "counters"), help="one load only")
     args = parser.parse_args()
     requests = zipf_requests(11, KEYS, args.requests)
     runs: list[tuple[str, str, Callable[[], dict[str, Any]]]] = [
@@ -246,6 +249,7 @@ def main() -> None:
             results = [
                 run(kind, urls, load, label, options(), requests, args.write_every)
                 for load, label, options in runs
+                if args.load in (None, load)
             ]
         report(kind, results, args.requests)
 
