@@ -360,7 +360,11 @@ class ClientCore(Generic[B]):
         data = user_key(key)
         near = self._near
         if near is None or not self._near_for((data,)):
-            return (yield from self._get_stored(data))
+            return self._get_stored(data)  # no extra generator frame on the default path
+        return self._get_near(near, data)
+
+    def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
+        """Answer `data` from the near-cache, or read it and fill the cache."""
         hit, value = near.lookup(data)
         if hit:
             if self._hot is not None:  # the sketch still sees the read, so the key stays hot
