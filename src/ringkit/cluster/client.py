@@ -6,7 +6,9 @@ acknowledge. Reads go to the first healthy replica and fall back to the next on 
 or a timeout (``read="first"``), or ask every replica and keep the highest version
 (``read="all"``); either way stale or missing copies are repaired when `read_repair` is on.
 Failing servers are skipped and re-admitted after a health check (:mod:`ringkit.cluster.health`).
-Multi-key calls make one round trip per server and per fallback round.
+Multi-key calls make one round trip per server and per fallback round, to every server at
+once: the calls of a round run in a small pool of threads (:class:`~ringkit.cluster.fanout.FanOut`),
+so a ``get_many`` over S servers costs about one round trip, not S.
 
 Guarantees: no read fails while a replica of its key is up; no acknowledged write is lost while
 at most ``replicas - 1`` of its replicas are down (with ``write_quorum=replicas``, also across
@@ -29,10 +31,12 @@ True
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any, TypeVar
 
 from ringkit.cluster.backends import open_backend
 from ringkit.cluster.core import DEFAULT_MAX_VALUE_BYTES, ClientCore, ServerOptions, check_delta
+from ringkit.cluster.fanout import FanOut
 from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.steps import Steps, run_sync
@@ -60,8 +64,17 @@ class ShardedClient(ClientCore[FencedBackend]):
         backend = open_backend(url, **options.connection)
         return fence(backend, routed_epoch(self._epoch), self._point_of)
 
+    @cached_property
+    def fan_out(self) -> FanOut:
+        """The threads that send the calls of one round to their servers at once.
+
+        At most `max_connections` threads, started when a round first needs them; after
+        ``fan_out.close()`` (or the client's ``close``) rounds go to one server after another.
+        """
+        return FanOut(max_threads=self._server_options.max_connections)
+
     def _run(self, steps: Steps[T]) -> T:
-        return run_sync(steps, self._servers.server)
+        return run_sync(steps, self._servers.server, self.fan_out)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -80,7 +93,8 @@ class ShardedClient(ClientCore[FencedBackend]):
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
 
-        Keys are grouped per server: one round trip per server in each fallback round.
+        Keys are grouped per server: one round trip per server in each fallback round, to
+        every server at once (:attr:`fan_out`).
 
         :raises BackendError: when no replica of some key could be reached
         """
@@ -197,7 +211,8 @@ class ShardedClient(ClientCore[FencedBackend]):
         self._run(self._flush())
 
     def close(self) -> None:
-        """Close every connection pool, and stop following the view store."""
+        """Close every connection pool, stop the fan-out threads and following the view store."""
+        self.fan_out.close()
         self._tracker.close()
         for _, server in self._servers.items():
             server.backend.close()

@@ -3,8 +3,9 @@
 Every decision of the cache client (routing, fallback order, quorum, read repair, hints and
 re-admission, epochs, refusal and retry) is written once, as a generator that *yields* a round
 of :class:`Call` requests and is *sent* back their outcomes, a value or a :class:`Failed`. Two
-small drivers run the same generator: :func:`run_sync` with blocking backends, one call after
-the other, and :func:`run_async` with awaited backends, the calls of a round at once
+small drivers run the same generator: :func:`run_sync` with blocking backends, the calls of a
+round at once in threads (:class:`~ringkit.cluster.fanout.FanOut`; one after the other without
+one), and :func:`run_async` with awaited backends, the calls of a round at once
 (``asyncio.gather``). This is the sans-I/O design of h11 and hyper-h2 (Benfield, "Building
 Protocol Libraries The Right Way", PyCon 2016) rather than httpcore's unasync, which generates
 the sync code from the async code: a generated twin still holds every decision twice in the
@@ -36,6 +37,7 @@ from ringkit.cluster.fencing import routed_by
 from ringkit.errors import BackendError
 
 if TYPE_CHECKING:
+    from ringkit.cluster.fanout import FanOut
     from ringkit.cluster.servers import Server
 
 __all__ = [
@@ -164,15 +166,34 @@ def _drive(steps: Steps[T], perform: Callable[[Request], Any]) -> T:
     return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
-def run_sync(steps: Steps[T], lookup: Lookup) -> T:
-    """Drive `steps` with blocking backends: each call of a round in turn."""
+def _lane(request: Request, lookup: Lookup) -> str | None:
+    """Return the server `request` goes to over the network, None if it needs no network."""
+    if isinstance(request, Call) and lookup(request.server).url.scheme != "memory":
+        return request.server
+    return None
+
+
+def run_sync(steps: Steps[T], lookup: Lookup, fan_out: FanOut | None = None) -> T:
+    """Drive `steps` with blocking backends: a round's calls at once on `fan_out`, else in turn.
+
+    A round of one request (a single-key read, a probe) runs in this thread either way.
+    """
 
     def perform(request: Request) -> Any:
         if isinstance(request, Blocking):
             return request.run()
         return _call_sync(request, lookup(request.server))
 
-    return _drive(steps, perform)
+    if fan_out is None:
+        return _drive(steps, perform)
+    stepper = _Stepper(steps)
+    while (step := stepper.resume()) is not None:
+        if len(step) == 1:
+            stepper.result = _perform_all(step, perform)
+        else:
+            lanes = [_lane(request, lookup) for request in step]
+            stepper.result = fan_out.run(step, perform, lanes=lanes)
+    return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
 async def _gather(step: tuple[Request, ...], lookup: Lookup) -> Any:
