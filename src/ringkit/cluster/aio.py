@@ -45,9 +45,10 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     """The asyncio sharded client: ``await client.get(key)``; see ``ShardedClient`` for each verb.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``, ``refresh_view``,
-    ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``check_health``, ``flush``,
-    ``close`` and the shared ``placement``, ``replicas_for``, ``stats``, ``down_servers``.
+    ``delete_many``, ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``,
+    ``refresh_view``, ``adopt_view``, ``add_server``, ``remove_server``. Operating:
+    ``check_health``, ``flush``, ``close`` and the shared ``placement``, ``replicas_for``,
+    ``stats``, ``down_servers``.
     """
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedBackend:
@@ -82,6 +83,10 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     async def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
         return await self._run(self._delete(key))
+
+    async def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """Delete every key from its replicas; return how many some replica had."""
+        return await self._run(self._delete_many(keys))
 
     async def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; None if it is missing."""

@@ -387,6 +387,10 @@ class MemcachedBackend:
 
         return self._call(action)
 
+    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key; memcached has no batched ``cas``, so key after key."""
+        return [key for key, tomb in tombstones.items() if self.bury(key, tomb, ttl_s)]
+
     def incr(self, key: bytes, delta: int) -> int | None:
         not_integer = object()
 

@@ -53,8 +53,8 @@ class ShardedClient(ClientCore[FencedBackend]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``, ``refresh_view``,
-    ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
+    ``delete_many``, ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``,
+    ``refresh_view``, ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
     ``replicas_for``, ``stats``, ``down_servers``, ``check_health``, ``flush``, ``close``.
     Safe to share between threads; survives a fork. Options (keyword-only): see
     :class:`~ringkit.cluster.core.ClientCore`.
@@ -128,6 +128,18 @@ class ShardedClient(ClientCore[FencedBackend]):
     def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
         return self._run(self._delete(key))
+
+    def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """Delete every key from its replicas; return how many some replica had.
+
+        One round trip per server (pipelined on Redis; memcached deletes key by key, its
+        ``gets`` + ``cas`` per key), to every server at once (:attr:`fan_out`). Each key keeps
+        a tombstone as with :meth:`delete`.
+
+        :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
+        :raises TypeError, ConfigError: when a key is not valid (nothing is deleted then)
+        """
+        return self._run(self._delete_many(keys))
 
     def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; return the new value, or None if it is missing.

@@ -372,6 +372,12 @@ class ClientCore(Generic[B]):
         )
         return any(answers)
 
+    def _delete_many(self, keys: Iterable[str | bytes]) -> Steps[int]:
+        given = list(dict.fromkeys(user_key(key) for key in check_keys(keys)))
+        gone: set[bytes] = set()  # kept across the retries of a refused call
+        yield from self._fenced(lambda router: self.writer.delete_many(router, given, gone))
+        return len(gone)
+
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
         check_delta(delta)
         if self.reader.read_all:
