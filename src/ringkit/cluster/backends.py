@@ -25,6 +25,7 @@ share it, which makes the embedded backend useful for demos and tests.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -262,13 +263,21 @@ def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
 
 
 class MemcachedBackend:
-    """A backend over pymemcache's ``PooledClient`` (a thread-safe pool of connections)."""
+    """A backend over pymemcache: one plain ``Client`` (one connection) per calling thread.
+
+    pymemcache's ``Client`` is not thread-safe, and its ``PooledClient`` costs about 80% of a
+    loopback round trip more per call (a pool checkout, a context manager, a lock; measured in
+    benchmarks/bench_fanout.py). A connection per thread needs no checkout: a thread's call
+    always finds its own. The connections are closed by :meth:`close` (and a thread's when it
+    ends); the fenced client serialises a process's calls to one server anyway
+    (:class:`~ringkit.cluster.fencing.FencedBackend`), so at most one of them is busy at once.
+    """
 
     def __init__(
         self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
     ) -> None:
         try:
-            from pymemcache.client.base import PooledClient
+            from pymemcache.client.base import Client
             from pymemcache.exceptions import (
                 MemcacheClientError,
                 MemcacheError,
@@ -284,29 +293,40 @@ class MemcachedBackend:
         self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
 
         def connect() -> Any:
-            return PooledClient(
+            return Client(
                 (url.host, url.port),
                 connect_timeout=connect_timeout_s,
                 timeout=timeout_s,
                 no_delay=True,
-                max_pool_size=max_connections,
                 default_noreply=False,
             )
 
         self._connect = connect
         self._pid = os.getpid()
-        self._client = connect()
+        self._local = threading.local()
+        self._opened: list[Any] = []  # every thread's client, for close()
+        self._opened_lock = threading.Lock()
+
+    def _client(self) -> Any:
+        """Return this thread's client (connected lazily, by pymemcache, on first use)."""
+        client = getattr(self._local, "client", None)
+        if client is None or self._pid != os.getpid():
+            if self._pid != os.getpid():
+                # Forked: the inherited sockets belong to the parent; open our own.
+                self._pid, self._local, self._opened = os.getpid(), threading.local(), []
+                self._opened_lock = threading.Lock()
+            client = self._local.client = self._connect()
+            with self._opened_lock:
+                self._opened.append(client)
+        return client
 
     def _call(self, action: Callable[[Any], T], items: Mapping[bytes, bytes] | None = None) -> T:
         """Run `action`; a refused request is the caller's ConfigError, a failure BackendError.
 
         pymemcache closes the connection on any error, so none is reused out of step.
         """
-        if self._pid != os.getpid():
-            # Forked: the inherited sockets belong to the parent; open our own.
-            self._pid, self._client = os.getpid(), self._connect()
         try:
-            return action(self._client)
+            return action(self._client())
         except self._client_error as error:
             # CLIENT_ERROR (or a request pymemcache would not send): the request, not the server.
             raise ConfigError(f"server {self.url} refused the request: {error}") from None
@@ -419,7 +439,11 @@ class MemcachedBackend:
         self._call(lambda client: client.flush_all(noreply=False))
 
     def close(self) -> None:
-        self._client.close()
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for client in opened:
+            client.close()
+        self._local = threading.local()
 
 
 def open_backend(

@@ -35,14 +35,20 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from ringkit.cluster.backends import open_backend
-from ringkit.cluster.core import DEFAULT_MAX_VALUE_BYTES, ClientCore, ServerOptions, check_delta
+from ringkit.cluster.core import (
+    DEFAULT_MAX_VALUE_BYTES,
+    TAKE_STEPS,
+    ClientCore,
+    ServerOptions,
+    check_delta,
+)
 from ringkit.cluster.fanout import FanOut
 from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Steps, run_sync
+from ringkit.cluster.steps import Steps, call_sync, run_sync
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
-from ringkit.errors import QuorumError
+from ringkit.errors import EpochLostError, QuorumError, StaleViewError
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
 
@@ -88,6 +94,16 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
+        direct = self._direct_read(key)
+        if direct is not None:
+            call, server = direct
+            try:
+                value = self._direct_value(call, call_sync(call, server))
+            except (StaleViewError, EpochLostError):
+                pass  # a newer view, or a server that lost it: the steps refresh and retry
+            else:
+                if value is not TAKE_STEPS:
+                    return value
         return self._run(self._get(key))
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:

@@ -46,6 +46,7 @@ __all__ = [
     "Failed",
     "Request",
     "Steps",
+    "call_sync",
     "failed_any",
     "run_async",
     "run_plain",
@@ -107,7 +108,8 @@ def _finish(call: Call, server: Server[Any], start: float, result: Any) -> Any:
     return result
 
 
-def _call_sync(call: Call, server: Server[Any]) -> Any:
+def call_sync(call: Call, server: Server[Any]) -> Any:
+    """Make `call` on `server`, counted; a failure is marked and returned as :class:`Failed`."""
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
@@ -182,7 +184,7 @@ def run_sync(steps: Steps[T], lookup: Lookup, fan_out: FanOut | None = None) -> 
     def perform(request: Request) -> Any:
         if isinstance(request, Blocking):
             return request.run()
-        return _call_sync(request, lookup(request.server))
+        return call_sync(request, lookup(request.server))
 
     if fan_out is None:
         return _drive(steps, perform)
