@@ -12,13 +12,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pymemcache.client.base import Client
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.backends import MemcachedBackend
 from ringkit.cluster.fanout import THREAD_NAME_PREFIX, FanOut
+from ringkit.cluster.memory import memory_store
 from ringkit.cluster.steps import Call, Failed, run_sync
+from ringkit.cluster.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, StaleViewError
-from tests.cluster.helpers import server_urls
+from tests.cluster.helpers import memory_urls, server_urls
 from tests.servers import Server, sigstop
 
 
@@ -301,3 +305,86 @@ def test_failed_outcomes_pass_through_as_failed(redis_urls: dict[str, str]) -> N
     assert isinstance(outcomes[1], Failed)
     assert "127.0.0.1:1" in str(outcomes[1].error)
     client.close()
+
+
+# -- the single-key read: direct when nothing else can happen -----------------------------------
+
+
+def test_a_direct_read_refused_by_a_newer_view_refreshes_and_reads_the_new_owner() -> None:
+    urls = memory_urls(2)
+    one = {"s1": urls["s1"]}
+    client = ShardedClient(HashRing(["s1"]), one)
+    stale = ShardedClient(HashRing(["s1"]), one)
+    values = {f"k{i}": i for i in range(100)}
+    client.set_many(values)
+    assert stale.get("k0") == 0  # settled at the first view: its reads go direct from now on
+    client.add_server("s2", urls["s2"])
+    moved = [key for key in values if client.replicas_for(key) == ["s2"]]
+    assert moved
+    assert [stale.get(key) for key in moved] == [values[key] for key in moved]
+    assert stale.epoch == client.epoch
+    client.close()
+    stale.close()
+
+
+def test_a_direct_read_of_a_failing_server_names_it_and_counts_the_failover() -> None:
+    urls = memory_urls(1)
+    client = ShardedClient(HashRing(list(urls)), urls)
+    client.set("k", 1)
+    assert client.get("k") == 1
+    memory_store(urls["s1"].removeprefix("memory://")).unavailable = True
+    with pytest.raises(BackendError, match="no replica of 1 keys could be reached"):
+        client.get("k")
+    stats = client.stats()["s1"]
+    assert stats.failovers == 1 and stats.errors == 1
+    assert client.down_servers == ["s1"]
+    client.close()
+
+
+def test_a_direct_read_counts_hits_and_misses_as_the_steps_do() -> None:
+    urls = memory_urls(1)
+    direct = ShardedClient(HashRing(list(urls)), urls)
+    steps = ShardedClient(HashRing(list(urls)), urls)
+    steps.view_check_s = 3600.0  # every read takes the steps
+    direct.set_many({"a": 1, "b": None})
+    for client in (direct, steps):
+        assert [client.get(key) for key in ("a", "b", "c")] == [1, None, None]
+    assert (direct.stats()["s1"].hits, direct.stats()["s1"].misses) == (
+        steps.stats()["s1"].hits,
+        steps.stats()["s1"].misses,
+    )
+    direct.close()
+    steps.close()
+
+
+def test_memcached_connections_are_one_per_thread_and_close_closes_them(
+    memcached_trio: list[Server],
+) -> None:
+    server = memcached_trio[0]
+    watcher = Client((server.host, server.port), default_noreply=False)
+
+    def connections() -> int:
+        return int(watcher.stats()[b"curr_connections"])
+
+    before = connections()
+    backend = MemcachedBackend(
+        parse_url(f"memcached://{server.address}"),
+        timeout_s=1.0,
+        connect_timeout_s=1.0,
+        max_connections=4,
+    )
+    backend.set_many({b"k": b"v"}, None)
+    threads = [threading.Thread(target=backend.get_many, args=([b"k"],)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert connections() == before + 4  # this thread's and the three others'
+    backend.close()
+    deadline = time.monotonic() + 10
+    while connections() > before and time.monotonic() < deadline:
+        time.sleep(0.02)  # the server notices the closed sockets on its own time
+    assert connections() == before
+    assert backend.get_many([b"k"]) == {b"k": b"v"}  # reopened on use
+    backend.close()
+    watcher.close()
