@@ -310,11 +310,13 @@ def test_failed_outcomes_pass_through_as_failed(redis_urls: dict[str, str]) -> N
 # -- the single-key read: direct when nothing else can happen -----------------------------------
 
 
-def test_a_direct_read_refused_by_a_newer_view_refreshes_and_reads_the_new_owner() -> None:
+def test_a_direct_read_refused_by_a_newer_view_refreshes_and_reads_the_new_owner(
+    new: Callable[..., Any],
+) -> None:
     urls = memory_urls(2)
     one = {"s1": urls["s1"]}
-    client = ShardedClient(HashRing(["s1"]), one)
-    stale = ShardedClient(HashRing(["s1"]), one)
+    client = new(HashRing(["s1"]), one)
+    stale = new(HashRing(["s1"]), one)
     values = {f"k{i}": i for i in range(100)}
     client.set_many(values)
     assert stale.get("k0") == 0  # settled at the first view: its reads go direct from now on
@@ -323,13 +325,13 @@ def test_a_direct_read_refused_by_a_newer_view_refreshes_and_reads_the_new_owner
     assert moved
     assert [stale.get(key) for key in moved] == [values[key] for key in moved]
     assert stale.epoch == client.epoch
-    client.close()
-    stale.close()
 
 
-def test_a_direct_read_of_a_failing_server_names_it_and_counts_the_failover() -> None:
+def test_a_direct_read_of_a_failing_server_names_it_and_counts_the_failover(
+    new: Callable[..., Any],
+) -> None:
     urls = memory_urls(1)
-    client = ShardedClient(HashRing(list(urls)), urls)
+    client = new(HashRing(list(urls)), urls)
     client.set("k", 1)
     assert client.get("k") == 1
     memory_store(urls["s1"].removeprefix("memory://")).unavailable = True
@@ -338,13 +340,12 @@ def test_a_direct_read_of_a_failing_server_names_it_and_counts_the_failover() ->
     stats = client.stats()["s1"]
     assert stats.failovers == 1 and stats.errors == 1
     assert client.down_servers == ["s1"]
-    client.close()
 
 
-def test_a_direct_read_counts_hits_and_misses_as_the_steps_do() -> None:
+def test_a_direct_read_counts_hits_and_misses_as_the_steps_do(new: Callable[..., Any]) -> None:
     urls = memory_urls(1)
-    direct = ShardedClient(HashRing(list(urls)), urls)
-    steps = ShardedClient(HashRing(list(urls)), urls)
+    direct = new(HashRing(list(urls)), urls)
+    steps = new(HashRing(list(urls)), urls)
     steps.view_check_s = 3600.0  # every read takes the steps
     direct.set_many({"a": 1, "b": None})
     for client in (direct, steps):
@@ -353,8 +354,6 @@ def test_a_direct_read_counts_hits_and_misses_as_the_steps_do() -> None:
         steps.stats()["s1"].hits,
         steps.stats()["s1"].misses,
     )
-    direct.close()
-    steps.close()
 
 
 def test_memcached_connections_are_one_per_thread_and_close_closes_them(

@@ -46,6 +46,7 @@ __all__ = [
     "Failed",
     "Request",
     "Steps",
+    "call_async",
     "call_sync",
     "failed_any",
     "run_async",
@@ -123,7 +124,8 @@ def call_sync(call: Call, server: Server[Any]) -> Any:
 _call_sync = call_sync
 
 
-async def _call_async(call: Call, server: Server[Any]) -> Any:
+async def call_async(call: Call, server: Server[Any]) -> Any:
+    """Await `call` on `server`, counted; a failure is marked and returned as :class:`Failed`."""
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
@@ -208,7 +210,7 @@ async def _gather(step: tuple[Request, ...], lookup: Lookup) -> Any:
     async def one(request: Request) -> Any:
         if isinstance(request, Blocking):
             return await asyncio.to_thread(request.run)
-        return await _call_async(request, lookup(request.server))
+        return await call_async(request, lookup(request.server))
 
     try:
         if len(step) == 1:
