@@ -265,9 +265,10 @@ def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
 class MemcachedBackend:
     """A backend over pymemcache: one plain ``Client`` (one connection) per calling thread.
 
-    pymemcache's ``Client`` is not thread-safe, and its ``PooledClient`` costs about 80% of a
-    loopback round trip more per call (a pool checkout, a context manager, a lock; measured in
-    benchmarks/bench_fanout.py). A connection per thread needs no checkout: a thread's call
+    pymemcache's ``Client`` is not thread-safe, and its ``PooledClient`` costs 30-120% of a
+    loopback round trip more per call (a pool checkout, a context manager, a lock; 1.3x a bare
+    ``Client`` in benchmarks/bench_fanout.py, 2.2x in bench_cluster.py's run of docs/cluster.md).
+    A connection per thread needs no checkout: a thread's call
     always finds its own. The connections are closed by :meth:`close` (and a thread's when it
     ends); the fenced client serialises a process's calls to one server anyway
     (:class:`~ringkit.cluster.fencing.FencedBackend`), so at most one of them is busy at once.
