@@ -333,3 +333,32 @@ def test_totals_follow_from_the_hot_keys_share(
     for row in rows.values():
         assert min(row.balance.loads.values()) >= 0
         assert row.busiest_ratio >= 1.0 - 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    nodes=st.integers(min_value=2, max_value=12),
+    parts=st.integers(min_value=2, max_value=16),
+    key=st.text(alphabet="abcdefghij:0123456789", min_size=1, max_size=20),
+)
+def test_split_parts_land_where_the_cache_client_puts_them(
+    nodes: int, parts: int, key: str
+) -> None:
+    # sim/remedies cannot import the cache client (layers), so it restates the client's naming
+    # rule; this holds the two together: the nodes the model gives a split key's parts are the
+    # first owners of the parts ringkit.cluster.splits chooses for it.
+    from ringkit.cluster.routing import Router
+    from ringkit.cluster.splits import choose_suffixes, part_key
+    from ringkit.cluster.view import ClusterView
+
+    names = [f"cache-{i}" for i in range(nodes)]
+    ring = HashRing(names, vnodes=16)
+    router = Router(ClusterView(0, ring, {n: f"memory://{n}" for n in names}))
+    raw = key.encode()
+    client_nodes = [router.replica_names(raw)[0]] + [
+        router.replica_names(part_key(raw, suffix))[0]
+        for suffix in choose_suffixes(router, raw, parts)
+    ]
+    owner = client_nodes[0]
+    model_nodes = [owner, *[n for n in split_nodes(ring, parts) if n != owner][: parts - 1]]
+    assert sorted(set(client_nodes)) == sorted(set(model_nodes))
