@@ -19,6 +19,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.backends import MemcachedBackend
 from ringkit.cluster.fanout import THREAD_NAME_PREFIX, FanOut
 from ringkit.cluster.memory import memory_store
+from ringkit.cluster.nearcache import NearCache
 from ringkit.cluster.steps import Call, Failed, run_sync
 from ringkit.cluster.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, StaleViewError
@@ -387,3 +388,14 @@ def test_memcached_connections_are_one_per_thread_and_close_closes_them(
     assert backend.get_many([b"k"]) == {b"k": b"v"}  # reopened on use
     backend.close()
     watcher.close()
+
+
+def test_a_near_cache_answers_before_any_direct_read(new: Callable[..., Any]) -> None:
+    urls = memory_urls(1)
+    cached = new(HashRing(list(urls)), urls, near_cache=NearCache(max_items=10, ttl_s=60.0))
+    writer = new(HashRing(list(urls)), urls)
+    cached.set("k", "first")
+    assert cached.get("k") == "first"  # read once: now in this client's near-cache
+    writer.set("k", "second")
+    assert cached.get("k") == "first"  # still within ttl_s: the near-cache answered, no call
+    assert writer.get("k") == "second"
