@@ -342,17 +342,16 @@ def _make_lookup(
         z = ((z ^ (z >> 27)) & low) * 0x94D049BB133111EB & low
         packed = (z ^ (z >> 31)).to_bytes(size, "little")
         probe = words(packed)
-        successor = list(map(successor_of, tops(packed)))
-        distance = list(map(sub, successor, probe))
+        distance = list(map(sub, map(successor_of, tops(packed)), probe))
         least = min(distance)
         if least < 0:  # some probe lies past its bucket's first token: bisect those
             for i, point in enumerate(probe):
                 if distance[i] < 0:
                     index = bisect(token_list, point)
-                    successor[i] = token_list[index] if index < count else token_list[0] + (1 << 64)
-                    distance[i] = successor[i] - point
+                    successor = token_list[index] if index < count else token_list[0] + (1 << 64)
+                    distance[i] = successor - point
             least = min(distance)
-        return owner_of[successor[distance.index(least)]]
+        return owner_of[probe[distance.index(least)] + least]  # the winner's successor token
 
     return lookup
 
