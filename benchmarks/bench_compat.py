@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import uhashring
 
-from _harness import print_table, time_interleaved
+from _harness import print_paired_ratios, print_table, time_interleaved
 from ringkit import HashRing
 from ringkit.compat import envoy_ring, ketama
 
@@ -55,6 +55,7 @@ def main() -> None:
         }
         timings = time_interleaved(lookups, count, repeats=repeats)
         print_table(f"ketama lookup, servers={servers}, keys={count}", timings, BASELINE, "ns")
+        print_paired_ratios(timings, BASELINE)
         builds = {
             "ringkit ketama()": lambda w=weights: ketama(w, variant="libketama"),
             "uhashring HashRing": lambda w=weights: uhashring.HashRing(nodes=w, hash_fn="ketama"),

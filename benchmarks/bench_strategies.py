@@ -35,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _harness import Timing, print_table, time_interleaved
+from _harness import Timing, print_paired_ratios, print_table, time_interleaved
 from ringkit import BoundedLoad, HashRing, JumpHash, Maglev, Modulo, MultiProbe, Rendezvous
 from ringkit.hashing import xxh3_64
 
@@ -157,6 +157,7 @@ def run(
         lookups = {c.label: partial(_scalar, c, built[c.label], scalar_keys) for c in contenders}
         timings = time_interleaved(lookups, keys, repeats=repeats)
         print_table(f"node_for, nodes={count}, {keys} keys", timings, BASELINE, "ns")
+        print_paired_ratios(timings, BASELINE)
         _peer_ratios(timings)
         batches = {
             c.label: partial(c.batch, built[c.label], batch_keys) for c in contenders if c.batch
