@@ -150,7 +150,7 @@ def test_scenario_error_is_one_line_exit_1(
     assert captured.out == ""
     assert captured.err == (
         f"ringkit: error: {bad}: events[0].type must be one of add, remove, reweight, fail, "
-        "stale; got 'explode'\n"
+        "stale, fail_zone; got 'explode'\n"
     )
 
 
@@ -220,11 +220,16 @@ def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[
     """Regression: #14 — the examples were not in the wheel; they ship inside the package."""
     assert main(["simulate", "--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in listed] == ["cascade", "gatepass", "hot-keys"]
+    assert [line.split()[0] for line in listed] == [
+        "cascade",
+        "gatepass",
+        "hot-keys",
+        "zone-failure",
+    ]
     by_name = _json(capsys, "simulate", "gatepass", "--json")
     assert by_name == _json(capsys, "simulate", str(EXAMPLES / "gatepass.toml"), "--json")
     assert main(["simulate", "gatepas"]) == 1
     assert capsys.readouterr().err == (
         "ringkit: error: no scenario file or bundled scenario 'gatepas'; "
-        "bundled: cascade, gatepass, hot-keys\n"
+        "bundled: cascade, gatepass, hot-keys, zone-failure\n"
     )

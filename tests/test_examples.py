@@ -32,4 +32,9 @@ def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
     shipped = {p.name: p.read_bytes() for p in (ROOT / "src/ringkit/sim/scenarios").glob("*.toml")}
     copies = {p.name: p.read_bytes() for p in (ROOT / "examples").glob("*.toml")}
     assert shipped == copies
-    assert sorted(shipped) == ["cascade.toml", "gatepass.toml", "hot-keys.toml"]
+    assert sorted(shipped) == [
+        "cascade.toml",
+        "gatepass.toml",
+        "hot-keys.toml",
+        "zone-failure.toml",
+    ]

@@ -92,8 +92,8 @@ def test_examples_parse(path: Path) -> None:
         ("baseline = 'x'", "bad.toml: baseline must be one of .*none; got 'x'"),
         (
             "[[events]]\ntype = 'explode'\nnode = 'A'",
-            "bad.toml: events.0..type must be one of add, remove, reweight, fail, stale; "
-            "got 'explode'",
+            "bad.toml: events.0..type must be one of add, remove, reweight, fail, stale, "
+            "fail_zone; got 'explode'",
         ),
         (
             "[[events]]\ntype = 'remove'\nnode = 'Q'",

@@ -8,7 +8,8 @@ that costs (routing-table bytes per client, entries to gossip, transfers per joi
 fixed set of partitions or tokens allocated by a controller would give instead (Dynamo's
 strategy 3, DeCandia et al. 2007; Cassandra's token allocator). When the node count never
 changes, ``hash % N`` or N fixed partitions balance perfectly with no table, and a ring is
-overhead.
+overhead. With replicas and zones, :func:`zone_risk` adds what one zone's failure costs at that
+vnode count, with and without zone-aware preference lists (``ringkit.sim.zones``).
 
 >>> row = sweep(10, [1, 256], draws=200, seed=0)[1]
 >>> row.vnodes, round(row.cv_theory, 4), round(row.worst_theory, 3)
@@ -27,7 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ringkit.errors import ConfigError
+from ringkit.ring import HashRing
 from ringkit.ring.tokens import SPACE_64, TokenTable
+from ringkit.sim.population import Population
+from ringkit.sim.zones import fail_each_zone, spread_zones, zone_names, zoned_nodes
 from ringkit.stats import (
     cv_exact,
     cv_theory,
@@ -40,17 +44,22 @@ from ringkit.stats import (
 __all__ = [
     "Advice",
     "SweepRow",
+    "ZoneRisk",
     "advise",
     "allocated_imbalance",
     "formula_vnodes",
     "ring_table_bytes",
     "sweep",
+    "zone_risk",
 ]
 
 # The ~40 bytes commonly quoted for one routing entry (token, address, bookkeeping).
 SEED_ENTRY_BYTES = 40
 Progress = Callable[[int, int], None]
 _POWERS = tuple(2**i for i in range(13))
+# zone_risk's sample: keys per ring and rings (node layouts) per placement.
+ZONE_SAMPLE_KEYS = 20_000
+ZONE_SAMPLE_RINGS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +188,88 @@ def allocated_imbalance(n: int, v: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
+class ZoneRisk:
+    """The share of keys one zone's failure costs, zone-aware and zone-blind (exact counts).
+
+    Counted key by key over `keys` sampled keys on each of `rings` rings of `vnodes` vnodes
+    (differently named nodes, so different token layouts), for the failure of each of the
+    `zones` zones in turn: ``*_lost`` is the mean share of keys that lose every replica over
+    those ring × zone cases, ``*_lost_worst`` the largest, ``*_below_quorum`` the mean share
+    with fewer than ``replicas // 2 + 1`` replicas alive (lost keys included). The sample is
+    counted exactly; the means stand for other layouts only as a sample does.
+    """
+
+    zones: int
+    replicas: int
+    vnodes: int
+    keys: int
+    rings: int
+    aware_lost: float
+    aware_lost_worst: float
+    aware_below_quorum: float
+    blind_lost: float
+    blind_lost_worst: float
+    blind_below_quorum: float
+
+
+def _check_zones(n: int, zones: int) -> None:
+    zone_names(zones)  # an int >= 1
+    if zones > n:
+        raise ConfigError(f"zones must be in [1, {n}] for {n} nodes, got {zones!r}")
+
+
+def zone_risk(
+    n: int,
+    vnodes: int,
+    *,
+    replicas: int,
+    zones: int,
+    keys: int = ZONE_SAMPLE_KEYS,
+    rings: int = ZONE_SAMPLE_RINGS,
+    seed: int = 0,
+) -> ZoneRisk:
+    """Return what one zone's failure costs `n` nodes in `zones` zones with R = `replicas`.
+
+    Nodes go round-robin into zones ``z0`` … (``spread_zones``); ring ``r`` of seed ``s`` names
+    them ``r{s * rings + r}-node-1`` … Runtime: O(rings × (n·vnodes·R + keys × R × zones)).
+
+    >>> risk = zone_risk(12, 4, replicas=3, zones=3, keys=2000, rings=2)
+    >>> risk.aware_lost, risk.blind_lost > 0
+    (0.0, True)
+
+    :raises ConfigError: when zones or replicas are outside [1, n], or keys or rings < 1
+    """
+    _check(n, 1, replicas)
+    _check_zones(n, zones)
+    if keys < 1 or rings < 1:
+        raise ConfigError(f"keys and rings must be >= 1, got keys={keys!r} rings={rings!r}")
+    population = Population(count=keys, prefix="key-")
+    cases: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for ring_index in range(seed * rings, seed * rings + rings):
+        names = [f"r{ring_index}-node-{i}" for i in range(1, n + 1)]
+        zone_of = spread_zones(names, zones)
+        for aware, found in cases.items():
+            ring = HashRing(zoned_nodes(names, zone_of, zone_aware=aware), vnodes=vnodes)
+            reports = fail_each_zone(ring, zone_of, population, replicas=replicas)
+            found += [(r.lost["keys"], r.keys_below_quorum / keys) for r in reports.values()]
+    lost = {aware: [c[0] for c in found] for aware, found in cases.items()}
+    below = {aware: [c[1] for c in found] for aware, found in cases.items()}
+    return ZoneRisk(
+        zones=zones,
+        replicas=replicas,
+        vnodes=vnodes,
+        keys=keys,
+        rings=rings,
+        aware_lost=float(np.mean(lost[True])),
+        aware_lost_worst=max(lost[True]),
+        aware_below_quorum=float(np.mean(below[True])),
+        blind_lost=float(np.mean(lost[False])),
+        blind_lost_worst=max(lost[False]),
+        blind_below_quorum=float(np.mean(below[False])),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class Advice:
     """The advised vnode count for a cluster, what it costs, and the alternatives."""
 
@@ -202,6 +293,7 @@ class Advice:
     allocated_vnodes: int | None
     allocated_table_bytes: int | None
     static: bool
+    zone_risk: ZoneRisk | None = None
 
     @property
     def recommendation(self) -> str:
@@ -259,18 +351,23 @@ def advise(
     max_vnodes: int = 4096,
     max_nodes: int | None = None,
     static: bool = False,
+    zones: int | None = None,
     progress: Progress | None = None,
 ) -> Advice:
     """Return the fewest vnodes keeping the busiest of `n` nodes within `target` × fair share
     in at least `confidence` of `draws` seeded rings, with its costs and the alternatives.
 
     `max_nodes` (default 2·n) sizes the fixed partitions for growth. `static` says the node
-    count never changes: then modulo or n fixed partitions are enough.
+    count never changes: then modulo or n fixed partitions are enough. `zones`: also count
+    what one zone's failure costs at the advised vnodes (the formula's, capped at
+    `max_vnodes`, when no count passes), with and without zone awareness (``zone_risk``).
 
     :raises ConfigError: when n or draws < 1, target <= 1, confidence outside (0, 1], or
-        replicas outside [1, n]
+        replicas or zones outside [1, n]
     """
     _check(n, draws, replicas)
+    if zones is not None:
+        _check_zones(n, zones)
     formula = formula_vnodes(n, target)
     if not 0 < confidence <= 1:
         raise ConfigError(f"confidence must be in (0, 1], got {confidence!r}")
@@ -304,4 +401,9 @@ def advise(
         allocated_vnodes=allocated,
         allocated_table_bytes=ring_table_bytes(n, allocated, seed=seed) if allocated else None,
         static=static,
+        zone_risk=(
+            zone_risk(n, v or min(formula, max_vnodes), replicas=replicas, zones=zones, seed=seed)
+            if zones is not None
+            else None
+        ),
     )

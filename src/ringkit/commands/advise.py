@@ -5,7 +5,9 @@ DeCandia et al. 2007) as a decision: the fewest vnodes that keep the busiest nod
 ``--target`` × its fair share in ``--confidence`` of ``--draws`` seeded rings, beside the
 vnodes the worst-share estimate ``1 + sqrt(2·ln N / V)`` gives; the routing table, gossip and
 join costs of that choice; and what fixed partitions, tokens allocated by a controller, or plain
-``hash % N`` give instead.
+``hash % N`` give instead. With ``--zones Z`` (and ``--replicas R``), also the share of keys one
+zone's failure costs at that vnode count, with and without zone-aware placement, counted over a
+sample of keys (``ringkit.advice.zone_risk``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.advice import Advice, advise
+from ringkit.advice import Advice, ZoneRisk, advise
 from ringkit.commands.common import (
     check_draw_size,
     finite_number,
@@ -42,6 +44,7 @@ _OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
     ),
     ("--draws", positive_int, 200, "seeded rings per candidate vnode count (default 200)"),
     ("--max-nodes", positive_int, None, "node count to plan fixed partitions for (default 2N)"),
+    ("--zones", positive_int, None, "zones the nodes are spread over: count one zone's failure"),
     ("--seed", seed_int, 0, "random seed (default 0)"),
 )
 
@@ -136,6 +139,30 @@ def _table(a: Advice) -> Table:
     return table
 
 
+def _zone_table(risk: ZoneRisk) -> Table:
+    table = Table(
+        title=f"one zone of {risk.zones} fails: {risk.replicas} replicas, {risk.vnodes:,} vnodes "
+        f"(counted over {risk.keys:,} sampled keys on each of {risk.rings} rings × "
+        f"{risk.zones} zones)",
+        title_justify="left",
+    )
+    for column in ("placement", "keys lost (mean)", "keys lost (worst)", "below quorum (mean)"):
+        table.add_column(column, justify="left" if column == "placement" else "right")
+    table.add_row(
+        "zone-aware",
+        f"{risk.aware_lost:.3%}",
+        f"{risk.aware_lost_worst:.3%}",
+        f"{risk.aware_below_quorum:.3%}",
+    )
+    table.add_row(
+        "zone-blind",
+        f"{risk.blind_lost:.3%}",
+        f"{risk.blind_lost_worst:.3%}",
+        f"{risk.blind_below_quorum:.3%}",
+    )
+    return table
+
+
 def _notes(a: Advice) -> list[str]:
     notes = [
         "the worst-share formula targets the expected busiest node, not a confidence level.",
@@ -174,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             max_nodes=args.max_nodes,
             static=args.static,
+            zones=args.zones,
             progress=ticker,
         )
     if args.json:
@@ -183,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = console()
     out.print(fit(_table(advice), out.width))
+    if advice.zone_risk is not None:
+        out.print(fit(_zone_table(advice.zone_risk), out.width))
     for note in _notes(advice):
         out.print(f"  {note}", soft_wrap=out.width >= 100)
     return 0

@@ -1,7 +1,7 @@
 """``ringkit simulate [SCENARIO ...]``: replay the Gatepass lesson, or scenario files in turn.
 
 A scenario is a TOML file or the name of one shipped with ringkit (``ringkit simulate --list``:
-cascade, gatepass, hot-keys; ``examples/`` holds copies of the same files).
+cascade, gatepass, hot-keys, zone-failure; ``examples/`` holds copies of the same files).
 
 With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
 ``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
@@ -156,7 +156,25 @@ def _step_json(run: Run, step: Step) -> dict[str, Any]:
     data["stale"] = step.stale
     if base is not None:
         data[f"stale_{base}"] = step.baseline_stale
+    data.update(_replica_json(step))
     return data
+
+
+def _replica_json(step: Step) -> dict[str, Any]:
+    """Replica figures: on every step; survivors' loads after a failure, stale replica sets."""
+    failover = None
+    if step.failover is not None:
+        failover = {
+            m: {k: v for k, v in b.to_dict().items() if k not in ("fair", "metric")}
+            for m, b in step.failover.items()
+        }
+    return {
+        "keys_lost": step.keys_lost,
+        "keys_below_quorum": step.keys_below_quorum,
+        "lost": step.lost,
+        "failover": failover,
+        "stale_replicas": step.stale_replicas,
+    }
 
 
 def _baseline_key(scenario: Scenario) -> str | None:
@@ -183,6 +201,9 @@ def run_json(runs: list[Run], *, default: bool, trace: dict[str, Any] | None) ->
             "sizes": population.sizes.distribution,
             "seed": population.seed,
         }
+        data["replicas"] = first.replicas
+        data["zones"] = first.zones
+        data["zone_aware"] = first.zone_aware
     data["steps"] = [_step_json(r, step) for r in runs for step in r.steps]
     if trace is not None:
         data["trace"] = trace
@@ -214,9 +235,15 @@ def _table(run: Run, *, fair: int) -> Table:
     table.add_column(f"moved ({scenario.strategy})", justify="right")
     if scenario.baseline:
         table.add_column(f"moved ({_baseline_label(scenario.baseline)})", justify="right")
+    replicated = _replicated(scenario)
+    if replicated:
+        table.add_column("keys lost", justify="right")
+        table.add_column("below quorum", justify="right")
     for step in run.steps:
         if not step.nodes:
-            table.add_row(step.event, "all nodes down", end_section=True)
+            losses = _loss_cells(step, replicated, first=True)
+            blank = [""] * (len(table.columns) - 2 - len(losses))
+            table.add_row(step.event, "all nodes down", *blank, *losses, end_section=True)
             continue
         keys = step.balance["keys"]
         moved = step.event != "start" and step.stale is None
@@ -230,8 +257,21 @@ def _table(run: Run, *, fair: int) -> Table:
             if scenario.baseline:
                 base = step.baseline_moved if i == 0 and moved else None
                 row.append(percent(base) if base is not None else "")
+            row += _loss_cells(step, replicated, first=i == 0)
             table.add_row(*row, end_section=i == len(step.nodes) - 1)
     return table
+
+
+def _replicated(scenario: Scenario) -> bool:
+    """Whether tables show replica figures: keys have several replicas, or nodes have zones."""
+    return scenario.replicas > 1 or scenario.zones is not None
+
+
+def _loss_cells(step: Step, replicated: bool, *, first: bool) -> list[str]:
+    """The keys lost / below quorum cells of a step's row (its first row carries them)."""
+    if not replicated:
+        return []
+    return [f"{step.keys_lost:,}", f"{step.keys_below_quorum:,}"] if first else ["", ""]
 
 
 def _baseline_label(name: str) -> str:
@@ -260,7 +300,9 @@ def _notes(run: Run) -> list[str]:
                 f"moved {percent(step.moved['keys'])} of keys, a balanced placement "
                 f"{percent(step.optimum)}"
             )
-        if len(step.failed) > 1:
+        if step.event.startswith("fail zone"):
+            parts.append("failed: " + (", ".join(step.failed[0]) if step.failed else "none"))
+        elif len(step.failed) > 1:
             parts.append("cascade: " + " → ".join(", ".join(r) for r in step.failed))
         elif step.failed:
             parts.append("no cascade: every survivor stayed under its capacity")
@@ -274,11 +316,36 @@ def _notes(run: Run) -> list[str]:
                 f"a stale client sends {percent(step.stale['keys'])} of keys "
                 f"({percent(step.stale['requests'])} of requests) to the wrong node{base}"
             )
+        parts += _replica_notes(run.scenario, step)
         if step.hot_keys:
             hot = ", ".join(f"{h.key} {percent(h.request_share)} → {h.node}" for h in step.hot_keys)
             parts.append(f"hot keys: {hot}")
         lines.append(f"  {step.event}: " + "; ".join(parts))
     return lines
+
+
+def _replica_notes(scenario: Scenario, step: Step) -> list[str]:
+    """Keys lost and below quorum, survivors' load after failover, stale replica sets."""
+    parts = []
+    if step.lost is not None and _replicated(scenario):
+        r = scenario.replicas
+        parts.append(
+            f"{step.keys_lost:,} keys ({percent(step.lost['keys'])}) lost every replica, "
+            f"{step.keys_below_quorum:,} below a quorum of {r // 2 + 1} of {r} (lost included)"
+        )
+    if step.failover is not None and _replicated(scenario):
+        keys = step.failover["keys"]
+        parts.append(
+            f"after failover busiest survivor {keys.busiest} {keys.busiest_ratio:.2f}× fair by keys"
+        )
+    if step.stale_replicas is not None:
+        stale = step.stale_replicas
+        parts.append(
+            f"replica sets: {percent(stale['replica_set_differs'])} differ, "
+            f"{percent(stale['all_replicas_wrong'])} wholly wrong, "
+            f"{percent(stale['some_replica_right'])} with at least one right replica"
+        )
+    return parts
 
 
 def _trace(runs: list[Run], key: str | None) -> dict[str, Any]:

@@ -15,7 +15,8 @@ The package's parts, each one concept:
 - :mod:`~ringkit.sim.measure`: one pass over the population: owners and loads per node;
 - :mod:`~ringkit.sim.scenario`: ``Scenario``, ``Event``, ``run_scenario``, ``gatepass``;
 - :mod:`~ringkit.sim.scenario_file`: scenarios from TOML files;
-- :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side.
+- :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side;
+- :mod:`~ringkit.sim.zones`: zones and replica sets: what a zone failure or a stale view costs.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
 >>> [step.event for step in run.steps]
@@ -33,10 +34,23 @@ from ringkit.sim.scenario_file import (
     load_scenario,
     parse_scenario,
 )
+from ringkit.sim.zones import (
+    FailureReport,
+    fail_each_zone,
+    fail_nodes,
+    fail_zone,
+    quorum,
+    replica_owners,
+    spread_zones,
+    stale_replicas,
+    zone_names,
+    zoned_nodes,
+)
 
 __all__ = [
     "Comparison",
     "Event",
+    "FailureReport",
     "Population",
     "Run",
     "Scenario",
@@ -44,10 +58,19 @@ __all__ = [
     "Step",
     "bundled_scenarios",
     "compare",
+    "fail_each_zone",
+    "fail_nodes",
+    "fail_zone",
     "gatepass",
     "load_bundled_scenario",
     "load_scenario",
     "parse_scenario",
+    "quorum",
+    "replica_owners",
     "run_scenario",
+    "spread_zones",
+    "stale_replicas",
     "with_vnodes",
+    "zone_names",
+    "zoned_nodes",
 ]

@@ -3,12 +3,18 @@
 A :class:`Scenario` places a :class:`~ringkit.sim.population.Population` on a placement built by
 name (``ringkit.strategies.registry``) and replays events: ``add``, ``remove``, ``reweight``,
 ``fail`` (optionally with a per-node capacity, so that overloaded survivors fail in turn: the
-cascade virtual nodes prevent, since a failed node's keys spread over many survivors) and
+cascade virtual nodes prevent, since a failed node's keys spread over many survivors),
 ``stale`` (a client k membership changes behind sends keys to the wrong node: the cost of
-disagreeing views). After each step it measures
-balance by keys, bytes and requests, the fraction of keys that moved, the same change under a
-baseline placement (``hash % N`` by default) and the hot keys. Every pass streams the keys in
-chunks, so the population can be far larger than memory.
+disagreeing views) and ``fail_zone`` (every node of one zone at once, ``ringkit.sim.zones``).
+With ``zones = Z`` the nodes are spread round-robin over zones ``z0`` … ``z{Z-1}`` in the order
+the scenario first names them (the starting nodes, then the nodes events add), and with
+``replicas = R`` (a strategy option) keys have R copies: preference lists zone-aware (one node
+per zone first) or, with ``zone_aware=False``, the next R nodes whatever their zone. Every step
+counts the keys that lost every replica (``keys_lost``) and those below a quorum
+(``keys_below_quorum``, lost ones included): nonzero only where nodes failed. After each step
+it measures balance by keys, bytes and requests, the fraction of keys that moved, the same
+change under a baseline placement (``hash % N`` by default) and the hot keys. Every pass streams
+the keys in chunks, so the population can be far larger than memory.
 
 :func:`gatepass` is the Gatepass lesson: 300 booking keys on A, B, C, then add D, then remove B.
 
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +39,14 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
+from ringkit.sim.zones import (
+    FailureReport,
+    fail_nodes,
+    spread_zones,
+    stale_replicas,
+    zone_names,
+    zoned_nodes,
+)
 from ringkit.stats import METRICS, Balance, balance
 from ringkit.strategies.registry import StrategyOptions, build_placement, options_for
 
@@ -46,7 +61,7 @@ __all__ = [
     "run_scenario",
 ]
 
-EVENT_TYPES: tuple[str, ...] = ("add", "remove", "reweight", "fail", "stale")
+EVENT_TYPES: tuple[str, ...] = ("add", "remove", "reweight", "fail", "stale", "fail_zone")
 # Up to this many keys a run keeps their hashes between passes (8 bytes per key and hasher);
 # larger populations are hashed again on every pass, so memory stays one chunk.
 HASH_CACHE_KEYS = 16_000_000
@@ -55,7 +70,8 @@ HASH_CACHE_KEYS = 16_000_000
 @dataclass(frozen=True, slots=True)
 class Event:
     """One membership event. `capacity` (fail): each node carries at most `capacity` × its
-    `load` before the failure. `behind` (stale): how many membership changes the client missed."""
+    `load` before the failure. `behind` (stale): how many membership changes the client missed.
+    `zone` (fail_zone): the zone whose nodes all fail at once."""
 
     kind: str
     node: str = ""
@@ -63,14 +79,20 @@ class Event:
     capacity: float | None = None
     load: str = "keys"
     behind: int = 1
+    zone: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in EVENT_TYPES:
             raise ConfigError(
                 f"event kind must be one of {', '.join(EVENT_TYPES)}, got {self.kind!r}"
             )
-        if self.kind != "stale" and not self.node:
+        if self.kind not in ("stale", "fail_zone") and not self.node:
             raise ConfigError(f"{self.kind} event must name a node, got {self.node!r}")
+        if self.kind == "fail_zone" and (not self.zone or self.node or self.capacity):
+            raise ConfigError(
+                f"fail_zone event takes a zone and neither node nor capacity, got zone="
+                f"{self.zone!r} node={self.node!r} capacity={self.capacity!r}"
+            )
         if self.capacity is not None and not self.capacity > 1:
             raise ConfigError(f"capacity must be > 1 (× the load before), got {self.capacity!r}")
         if self.load not in METRICS:
@@ -85,12 +107,19 @@ class Event:
             return f"reweight {self.node} to {self.weight:g}"
         if self.kind == "stale":
             return f"stale {self.behind} behind"
+        if self.kind == "fail_zone":
+            return f"fail zone {self.zone}"
         return f"{self.kind} {self.node}"
 
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    """A population, starting nodes, a strategy with options, a baseline and events."""
+    """A population, starting nodes, a strategy with options, a baseline and events.
+
+    `zones`: spread the nodes over that many zones (None: the nodes' own zones, if any);
+    `zone_aware`: whether preference lists take one node per zone first. Keys have
+    ``options.replicas`` copies (1 when not given).
+    """
 
     population: Population
     nodes: tuple[Node, ...]
@@ -100,6 +129,45 @@ class Scenario:
     events: tuple[Event, ...] = ()
     hot_keys: int = 5
     name: str = "scenario"
+    zones: int | None = None
+    zone_aware: bool = True
+
+    def __post_init__(self) -> None:
+        if self.zones is not None:
+            zone_names(self.zones)  # refuses a count < 1, naming it
+        if not isinstance(self.zone_aware, bool):
+            raise ConfigError(f"zone_aware must be true or false, got {self.zone_aware!r}")
+        replicas = self.replicas
+        if isinstance(replicas, bool) or not isinstance(replicas, int):
+            raise ConfigError(f"replicas must be an integer, got {replicas!r}")
+        if not 1 <= replicas <= len(self.nodes):
+            raise ConfigError(
+                f"replicas must be in [1, {len(self.nodes)}] for {len(self.nodes)} nodes, "
+                f"got {replicas!r}"
+            )
+        known = zone_names(self.zones) if self.zones is not None else ()
+        for event in self.events:
+            if event.kind == "fail_zone" and event.zone not in known:
+                raise ConfigError(
+                    f"fail_zone zone must be one of {', '.join(known)}, got {event.zone!r}"
+                    if known
+                    else f"fail_zone needs zones (zones = Z), got zone {event.zone!r} with none"
+                )
+
+    @property
+    def replicas(self) -> int:
+        """Copies of each key: the strategy's ``replicas`` option, 1 when not given."""
+        return 1 if self.options.replicas is None else self.options.replicas
+
+    def zone_map(self) -> dict[str, str]:
+        """Each node's zone: round-robin over ``z0`` … in the order the scenario names nodes.
+
+        The starting nodes come first, then the nodes events add; a node removed and added
+        again keeps its zone. Without ``zones``, the nodes' own zones.
+        """
+        if self.zones is None:
+            return {node.name: node.zone for node in self.nodes if node.zone is not None}
+        return spread_zones(_universe(self), self.zones)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +193,11 @@ class Step:
     failed: tuple[tuple[str, ...], ...] = ()
     stale: dict[str, float] | None = None
     baseline_stale: float | None = None
+    keys_lost: int = 0
+    keys_below_quorum: int = 0
+    lost: dict[str, float] | None = None
+    failover: dict[str, Balance] | None = None
+    stale_replicas: dict[str, float] | None = None
 
     @property
     def keys_per_node(self) -> dict[str, int]:
@@ -169,10 +242,14 @@ def _universe(scenario: Scenario) -> dict[str, int]:
     return {name: index for index, name in enumerate(dict.fromkeys(names))}
 
 
-def _apply(placement: Placement, event: Event) -> Placement:
-    """Return `placement` after `event` (a weight-blind placement refuses weights)."""
+def _apply(placement: Placement, event: Event, zone: str | None = None) -> Placement:
+    """Return `placement` after `event` (a weight-blind placement refuses weights).
+
+    An added node joins `zone`; a fail_zone event is applied by the caller, which knows the
+    zone's nodes.
+    """
     if event.kind == "add":
-        return placement.add(Node(event.node, weight=event.weight))
+        return placement.add(Node(event.node, weight=event.weight, zone=zone))
     if event.kind == "reweight":
         if event.node not in placement:
             raise unknown_node(event.node, tuple(placement), "placement")
@@ -225,6 +302,9 @@ def _hot_keys(scenario: Scenario, placement: Placement) -> tuple[HotKey, ...]:
 
 def _optimum(old: Placement, new: Placement, event: Event) -> float | None:
     """The least fraction of keys any placement must move for this change (fair shares)."""
+    if event.kind == "fail_zone":
+        total = sum(node.weight for node in old.nodes)
+        return sum(node.weight for node in old.nodes if node.name not in new) / total
     if event.kind not in ("add", "remove", "fail"):
         return None
     holder = new if event.kind == "add" else old
@@ -264,9 +344,42 @@ class _State:
     history: list[Placement]
     baseline_history: list[Placement]
     down: bool = False
+    zone_of: dict[str, str] = field(default_factory=dict)
+    zone_aware: bool = True
+
+    def zone(self, name: str) -> str | None:
+        """The zone a node added by an event joins (None: a zone-blind placement)."""
+        return self.zone_of.get(name) if self.zone_aware else None
 
 
-def _outage(event: Event, failed: tuple[tuple[str, ...], ...]) -> Step:
+def _without(placement: Placement, names: Iterable[str]) -> Placement:
+    for name in names:
+        placement = placement.remove(name)
+    return placement
+
+
+def _losses(ctx: PassContext, old: Placement, failed: Iterable[str]) -> dict[str, Any]:
+    """Step fields for the nodes `failed` at once: keys lost, below quorum, survivors' loads."""
+    report: FailureReport = fail_nodes(
+        old,
+        tuple(failed),
+        ctx.scenario.population,
+        replicas=ctx.scenario.replicas,
+        cache=ctx.cache,
+    )
+    weights = {node.name: node.weight for node in old.nodes if node.name not in report.failed}
+    failover = (
+        {m: balance(report.loads[m], weights, metric=m) for m in METRICS} if weights else None
+    )
+    return {
+        "keys_lost": report.keys_lost,
+        "keys_below_quorum": report.keys_below_quorum,
+        "lost": report.lost,
+        "failover": failover,
+    }
+
+
+def _outage(event: Event, failed: tuple[tuple[str, ...], ...], losses: dict[str, Any]) -> Step:
     """The step after a cascade took down every node: every key has lost its node."""
     return Step(
         event=event.label,
@@ -277,25 +390,48 @@ def _outage(event: Event, failed: tuple[tuple[str, ...], ...]) -> Step:
         baseline_moved=None,
         hot_keys=(),
         failed=failed,
+        **losses,
     )
+
+
+def _failures(
+    ctx: PassContext, state: _State, event: Event
+) -> tuple[Placement | None, tuple[tuple[str, ...], ...]]:
+    """Fail what `event` fails: the survivors (None: every node failed) and the failed rounds."""
+    old = state.placement
+    if event.kind == "fail_zone":
+        names = tuple(name for name in old if state.zone_of.get(name) == event.zone)
+        survivors = _without(old, names) if len(names) < len(old) else None
+        return survivors, (names,) if names else ()
+    if event.capacity is None:
+        return old.remove(event.node), ((event.node,),)
+    before = measure_pass(ctx, [old]).loads[0][event.load]
+    loads_before = {name: float(before[ctx.universe[name]]) for name in old}
+    return _cascade(ctx, old, event, loads_before)
 
 
 def _step(ctx: PassContext, state: _State, event: Event) -> Step:
     old, old_base = state.placement, state.baseline
     failed: tuple[tuple[str, ...], ...] = ()
+    losses: dict[str, Any] = {}
     if event.kind == "stale":
         return _stale_step(ctx, state, event)
-    if event.kind == "fail" and event.capacity is not None:
-        before = measure_pass(ctx, [old]).loads[0][event.load]
-        loads_before = {name: float(before[ctx.universe[name]]) for name in old}
-        survivors, failed = _cascade(ctx, old, event, loads_before)
+    if event.kind in ("fail", "fail_zone"):
+        survivors, rounds = _failures(ctx, state, event)
+        losses = _losses(ctx, old, (name for r in rounds for name in r))
         if survivors is None:
             state.down = True
-            return _outage(event, failed)
+            return _outage(event, rounds, losses)
         new = survivors
+        # A plain node failure has one round: the table shows cascades only.
+        failed = rounds if event.capacity is not None or event.kind == "fail_zone" else ()
     else:
-        new = _apply(old, event)
-    new_base = _apply_to_baseline(old_base, event) if old_base is not None else None
+        new = _apply(old, event, state.zone(event.node))
+    new_base = None
+    if old_base is not None and event.kind == "fail_zone":
+        new_base = _without(old_base, (name for r in failed for name in r))
+    elif old_base is not None:
+        new_base = _apply_to_baseline(old_base, event)
     placements = [old, new] + ([old_base, new_base] if old_base and new_base else [])
     pairs = [(0, 1)] + ([(2, 3)] if len(placements) == 4 else [])
     result = measure_pass(ctx, placements, pairs)
@@ -312,6 +448,7 @@ def _step(ctx: PassContext, state: _State, event: Event) -> Step:
         baseline_moved=result.moved[1]["keys"] if len(pairs) == 2 else None,
         hot_keys=_hot_keys(ctx.scenario, new),
         failed=failed,
+        **losses,
     )
 
 
@@ -328,6 +465,7 @@ def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
         placements += [state.baseline, state.baseline_history[-1 - event.behind]]
         pairs.append((2, 3))
     result = measure_pass(ctx, placements, pairs)
+    replicas = ctx.scenario.replicas
     return Step(
         event=event.label,
         nodes=tuple(current),
@@ -338,6 +476,13 @@ def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
         hot_keys=_hot_keys(ctx.scenario, current),
         stale=result.moved[0],
         baseline_stale=result.moved[1]["keys"] if len(pairs) == 2 else None,
+        stale_replicas=(
+            stale_replicas(
+                current, view, ctx.scenario.population, replicas=replicas, cache=ctx.cache
+            )
+            if replicas > 1
+            else None
+        ),
     )
 
 
@@ -363,9 +508,11 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
     universe = _universe(scenario)
     cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
     ctx = PassContext(scenario, universe, progress, cache)
-    start = build_placement(scenario.strategy, scenario.nodes, scenario.options)
+    zone_of = scenario.zone_map()
+    start = build_placement(scenario.strategy, _placed_nodes(scenario, zone_of), scenario.options)
     base = _baseline(scenario)
     state = _State(start, base, [start], [base] if base is not None else [])
+    state.zone_of, state.zone_aware = zone_of, scenario.zone_aware
     first = measure_pass(ctx, [start])
     steps = [
         Step(
@@ -383,6 +530,15 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
             break  # every node failed: nothing is left to change or measure
         steps.append(_step(ctx, state, event))
     return Run(scenario, tuple(steps))
+
+
+def _placed_nodes(scenario: Scenario, zone_of: dict[str, str]) -> tuple[Node, ...]:
+    """The starting nodes in their zones, or without zones when placement is zone-blind."""
+    if scenario.zones is not None:
+        return zoned_nodes(scenario.nodes, zone_of, zone_aware=scenario.zone_aware)
+    if scenario.zone_aware:
+        return scenario.nodes
+    return tuple(Node(n.name, weight=n.weight, address=n.address) for n in scenario.nodes)
 
 
 def with_vnodes(scenario: Scenario, vnodes: Iterable[int]) -> list[Scenario]:

@@ -38,6 +38,7 @@ from ringkit.nodes import Node
 from ringkit.placement import check_token_count, count_text
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
+from ringkit.sim.zones import spread_zones, zone_names
 from ringkit.stats import METRICS
 from ringkit.strategies.options import OPTION_NAMES, StrategyOptions
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement, resolve_options
@@ -45,10 +46,10 @@ from ringkit.strategies.registry import STRATEGY_NAMES, build_placement, resolve
 __all__ = ["bundled_scenarios", "load_bundled_scenario", "load_scenario", "parse_scenario"]
 
 _SENTENCE_END = re.compile(r"(?<! al)\.\s+(?=[A-Z])")
-_TOP = ("name", "seed", "hot_keys", "baseline", "keys", "nodes", "strategy", "events")
+_TOP = ("name", "seed", "hot_keys", "baseline", "zones", "keys", "nodes", "strategy", "events")
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
-_EVENT = ("type", "node", "weight", "capacity", "load", "behind")
+_EVENT = ("type", "node", "zone", "weight", "capacity", "load", "behind")
 # A bad value is shown cut short: a file may hold a huge or deeply nested one.
 _SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring = 3, 6, 6, 60
@@ -171,8 +172,10 @@ def _nodes(source: str, value: object) -> tuple[Node, ...]:
     )
 
 
-def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int | None]]:
-    fields = _Fields(source, "strategy", data, ("name", *OPTION_NAMES))
+def _strategy(
+    source: str, data: object, nodes: int
+) -> tuple[str, StrategyOptions, list[int | None], bool]:
+    fields = _Fields(source, "strategy", data, ("name", *OPTION_NAMES, "zone_aware"))
     name = fields.choice("name", STRATEGY_NAMES, "ring")
     vnodes = fields.table.get("vnodes")
     counts = vnodes if isinstance(vnodes, list) else [vnodes]
@@ -190,12 +193,51 @@ def _strategy(source: str, data: object) -> tuple[str, StrategyOptions, list[int
             get_hasher(options["hasher"])
         except ConfigError as error:
             raise ConfigError(f"{source}: strategy.hasher: {error}") from None
-    return name, StrategyOptions(vnodes=counts[0], **options), counts
+    replicas = options.get("replicas")
+    if replicas is not None and not 1 <= replicas <= nodes:
+        raise fields.error("replicas", f"must be an integer in [1, {nodes}] (the nodes)", replicas)
+    zone_aware = fields.table.get("zone_aware", True)
+    if not isinstance(zone_aware, bool):
+        raise fields.error("zone_aware", "must be true or false", zone_aware)
+    return name, StrategyOptions(vnodes=counts[0], **options), counts, zone_aware
 
 
-def _event(source: str, index: int, data: object, names: set[str]) -> Event:
+class _Members:
+    """The nodes present as events are read, and the zones they sit in (``zones = Z``)."""
+
+    def __init__(self, nodes: tuple[Node, ...], zones: int | None) -> None:
+        self.order = [node.name for node in nodes]
+        self.present = set(self.order)
+        self.zones = zones
+
+    def zone_nodes(self, zone: str) -> set[str]:
+        assert self.zones is not None
+        zone_of = spread_zones(self.order, self.zones)
+        return {name for name in self.present if zone_of[name] == zone}
+
+
+def _fail_zone(fields: _Fields, members: _Members) -> Event:
+    zone = fields.get("zone", str, "")
+    if members.zones is None:
+        raise fields.error("zone", "needs zones = Z at the top of the file", zone or None)
+    known = zone_names(members.zones)
+    if zone not in known:
+        raise fields.error("zone", f"must be one of {', '.join(known)}", zone or None)
+    for field in ("node", "capacity", "weight", "load", "behind"):
+        if field in fields.table:
+            raise fields.error(field, "does not apply to fail_zone", fields.table[field])
+    members.present -= members.zone_nodes(zone)
+    return Event(kind="fail_zone", zone=zone)
+
+
+def _event(source: str, index: int, data: object, members: _Members) -> Event:
     fields = _Fields(source, f"events[{index}]", data, _EVENT)
     kind = fields.choice("type", EVENT_TYPES, "")
+    if kind == "fail_zone":
+        return _fail_zone(fields, members)
+    if "zone" in fields.table:
+        raise fields.error("zone", "applies to fail_zone events only", fields.table["zone"])
+    names = members.present
     node = fields.get("node", str, "")
     if kind != "stale" and not node:
         raise fields.error("node", "must name a node", node or None)
@@ -216,6 +258,7 @@ def _event(source: str, index: int, data: object, names: set[str]) -> Event:
     )
     if kind == "add":
         names.add(node)
+        members.order.append(node)
     elif kind in ("remove", "fail"):
         names.discard(node)
     return event
@@ -226,6 +269,13 @@ def _hot_keys(top: _Fields) -> int:
     if count < 0:
         raise top.error("hot_keys", "must be an integer >= 0", count)
     return count
+
+
+def _zones(top: _Fields) -> int | None:
+    zones: int | None = top.get("zones", (int, type(None)), None)
+    if zones is not None and zones < 1:
+        raise top.error("zones", "must be an integer >= 1", zones)
+    return zones
 
 
 def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
@@ -248,9 +298,10 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         raise top.error("seed", "must be an integer >= 0", seed)
     population = _population(source, data.get("keys", {}), seed)
     nodes = _nodes(source, data.get("nodes", ["A", "B", "C"]))
-    strategy, options, vnodes = _strategy(source, data.get("strategy", {}))
+    zones = _zones(top)
+    strategy, options, vnodes, zone_aware = _strategy(source, data.get("strategy", {}), len(nodes))
     baseline = top.choice("baseline", (*STRATEGY_NAMES, "none"), "modulo")
-    names = {node.name for node in nodes}
+    members = _Members(nodes, zones)
     events = data.get("events", [])
     if not isinstance(events, list):
         raise top.error("events", "must be an array of tables ([[events]])", events)
@@ -265,9 +316,11 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         strategy=strategy,
         options=options,
         baseline=None if baseline == "none" else baseline,
-        events=tuple(_event(source, i, e, names) for i, e in enumerate(events)),
+        events=tuple(_event(source, i, e, members) for i, e in enumerate(events)),
         hot_keys=_hot_keys(top),
         name=top.get("name", str, Path(source).stem),
+        zones=zones,
+        zone_aware=zone_aware,
     )
     if len(vnodes) == 1:
         return [scenario]
@@ -297,7 +350,7 @@ def bundled_scenarios() -> dict[str, str]:
     """Return the scenarios shipped with ringkit, by name, with the first sentence of each.
 
     >>> sorted(bundled_scenarios())
-    ['cascade', 'gatepass', 'hot-keys']
+    ['cascade', 'gatepass', 'hot-keys', 'zone-failure']
     """
     found = {}
     for name, file in sorted(_bundled_files().items()):
