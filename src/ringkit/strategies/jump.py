@@ -36,7 +36,7 @@ _MASK64 = 0xFFFFFFFFFFFFFFFF
 _LCG = 2862933555777941757  # the paper's 64-bit LCG multiplier
 _MAX_BUCKETS = 2**31 - 1  # the paper's num_buckets is an int32_t
 _TWO_31 = float(1 << 31)
-# Buckets up to which the scalar lookup keeps two tables of one entry per bucket (~8 MiB at most).
+# Buckets up to which the scalar lookup keeps two tables of one entry per bucket (~5 MiB at most).
 _BOUND_TABLE_MAX = 1 << 16
 
 
@@ -107,7 +107,7 @@ def jump_hash_many(keys: npt.ArrayLike, buckets: int) -> npt.NDArray[np.int64]:
 
 
 def _exit_bounds(num_buckets: int) -> list[int]:
-    """Return, for each bucket ``b``, the least state that makes the jump from ``b`` leave.
+    """Return, for each bucket ``b``, the bound below which an LCG state makes ``b`` the answer.
 
     The jump from ``b`` lands at ``int((b + 1) * (2**31 / d))`` with ``d = (state >> 33) + 1``;
     both roundings are monotone, so it lands at or past `num_buckets` exactly when ``d <= D_b``

@@ -300,7 +300,7 @@ def _make_lookup(
     long as each lane is masked back to 64 bits before a shift or a multiply (the shift brings
     the next lane's low bits in at the top; a product needs the lane's 128 bits). One struct
     reads the k probes, another their top 16 bits, which index ``_successor_table``; the
-    distances are ``map``-ped in C. ~2x the per-probe loop (benchmarks/bench_strategies.py).
+    distances are ``map``-ped in C. ~1.8x the per-probe loop (benchmarks/bench_strategies.py).
     The winner is the first probe at the least distance (``list.index``), and its token's node
     the first of that token's owners in token order (``bisect_left``'s choice), as in the
     plain loop.
