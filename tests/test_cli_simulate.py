@@ -223,6 +223,7 @@ def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[
     assert [line.split()[0] for line in listed] == [
         "cascade",
         "gatepass",
+        "hot-key-remedies",
         "hot-keys",
         "zone-failure",
     ]
@@ -231,5 +232,5 @@ def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[
     assert main(["simulate", "gatepas"]) == 1
     assert capsys.readouterr().err == (
         "ringkit: error: no scenario file or bundled scenario 'gatepas'; "
-        "bundled: cascade, gatepass, hot-keys, zone-failure\n"
+        "bundled: cascade, gatepass, hot-key-remedies, hot-keys, zone-failure\n"
     )

@@ -35,6 +35,7 @@ def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
     assert sorted(shipped) == [
         "cascade.toml",
         "gatepass.toml",
+        "hot-key-remedies.toml",
         "hot-keys.toml",
         "zone-failure.toml",
     ]

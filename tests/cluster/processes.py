@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ringkit import HashRing
-from ringkit.cluster import AsyncShardedClient, HotKeys, ShardedClient
+from ringkit.cluster import AsyncShardedClient, HotKeys, NearCache, ShardedClient
 from tests.cluster.helpers import SyncFacade
 
 _SPAWN = multiprocessing.get_context("spawn")
@@ -26,11 +26,14 @@ REPLY_S = 30.0
 def client_in_this_process(flavor: str, urls: Mapping[str, str], options: Mapping[str, Any]) -> Any:
     """Return a sync client, or an async one behind a SyncFacade; `options` as keywords.
 
-    ``hot_keys`` may be given as the keywords of a :class:`HotKeys` (a dict crosses processes).
+    ``hot_keys`` and ``near_cache`` may be given as the keywords of a :class:`HotKeys` and a
+    :class:`NearCache` (a dict crosses processes).
     """
     options = dict(options)
     if isinstance(options.get("hot_keys"), dict):
         options["hot_keys"] = HotKeys(**options["hot_keys"])
+    if isinstance(options.get("near_cache"), dict):
+        options["near_cache"] = NearCache(**options["near_cache"])
     ring = HashRing(list(urls))
     if flavor == "async":
         return SyncFacade(AsyncShardedClient(ring, dict(urls), **options))

@@ -312,3 +312,136 @@ def test_hot_key_labels_stay_clear_of_the_lookup_label(page: Page) -> None:
             }"""
         )
         assert overlaps == 0, f"booking-{i:04d}"
+
+
+# -- issue 17: the hot-key remedy switch and the fail-zone action --------------------------------
+
+
+def _remedy_rows(page: Page) -> dict[str, list[str]]:
+    rows = page.query_selector_all("#remedy-rows tr")
+    return {
+        str(row.get_attribute("data-remedy")): [
+            str(cell.text_content()).strip() for cell in row.query_selector_all("th, td")
+        ]
+        for row in rows
+    }
+
+
+def test_remedy_switch_shows_the_simulators_numbers(page: Page, shots: Path) -> None:
+    from ringkit.nodes import Node
+    from ringkit.sim import Population, Remedies, Scenario, compare_remedies
+    from ringkit.strategies.registry import StrategyOptions
+
+    assert page.is_hidden("#remedies-table")  # no Zipf requests: nothing to remedy
+    page.check("input[name=vnodes][value='128']")
+    page.check("#zipf-on")
+    settle(page)
+    page.fill("#remedy-parts", "3")
+    page.press("#remedy-parts", "Tab")
+    settle(page)
+    scenario = Scenario(
+        Population(count=300, zipf=1.0),
+        tuple(Node(n) for n in "ABC"),
+        options=StrategyOptions(vnodes=128, hasher=HASHER),
+    )
+    remedies = Remedies(spread=3, parts=3, writes=0.1)
+    expected = {r.remedy: r for r in compare_remedies(scenario, remedies)}
+    rows = _remedy_rows(page)
+    assert list(rows) == ["none", "spread", "near_cache", "split"]
+    for remedy, cells in rows.items():
+        assert cells[1] == f"{expected[remedy].busiest_ratio:.2f}", remedy
+        assert cells[2] == f"{expected[remedy].server_calls:.2f}", remedy
+    assert rows["spread"][3:] == ["32 on nodes", "2", "0", "0 s"]
+    assert rows["near_cache"][3:] == ["4,800 in clients", "0", "0", "1 s"]  # 16 × 300 keys
+    assert rows["split"][3:] == ["32 on nodes", "0", "2", "0 s"]
+
+    # The switch: the bars show the server calls under the chosen remedy, from the same answer.
+    page.check("input[name=remedy][value='split']")
+    settle(page)
+    assert text(page, "#bars-title") == "Server calls per node with split keys"
+    assert text(page, "#busiest-ratio") == f"{expected['split'].busiest_ratio:.2f}"
+    calls = {
+        name: str(round(load * 100_000)) for name, load in expected["split"].balance.loads.items()
+    }
+    assert bars(page) == calls
+    assert page.get_attribute("#remedy-rows tr.chosen", "data-remedy") == "split"
+    page.screenshot(path=str(shots / "web-remedies.png"), full_page=True)
+
+    # A setting: all writes, and spreading now costs more calls than it saves.
+    page.fill("#remedy-writes", "100")
+    page.press("#remedy-writes", "Tab")
+    settle(page)
+    heavy = compare_remedies(scenario, Remedies(spread=3, parts=3, writes=1.0))
+    assert _remedy_rows(page)["spread"][2] == f"{heavy[1].server_calls:.2f}"
+    page.check("input[name=remedy][value='none']")
+    settle(page)
+    assert text(page, "#bars-title") == "Requests per node"
+
+
+def test_a_bad_remedy_setting_is_named_and_cleared_once_fixed(page: Page) -> None:
+    page.check("#zipf-on")
+    settle(page)
+    page.fill("#remedy-parts", "9")
+    page.press("#remedy-parts", "Tab")
+    page.wait_for_function("document.body.dataset.busy === 'false'")
+    assert text(page, "#error") == "parts: parts must be in [1, 3], got '9'"
+    page.fill("#remedy-parts", "2")
+    page.press("#remedy-parts", "Tab")
+    settle(page)
+
+
+def test_fail_zone_shows_keys_lost_with_and_without_zone_awareness(page: Page, shots: Path) -> None:
+    from ringkit.sim import Population
+    from ringkit.sim.zones import fail_zone, spread_zones, zoned_nodes
+
+    assert page.is_disabled("#failzone-button")  # the nodes have no zones yet
+    names = ["A", "B", "C", "D", "E", "F"]
+    for name in names[3:]:
+        page.fill("#add-name", name)
+        page.click("#add-button")
+        settle(page)
+    page.fill("#zone-count", "3")
+    page.click("#zones-button")
+    settle(page)
+    zone_of = spread_zones(names, 3)
+    assert page.input_value("input[aria-label='Zone of node D']") == zone_of["D"] == "z0"
+    page.select_option("#failzone-zone", "z0")
+    page.fill("#failzone-replicas", "3")
+    page.click("#failzone-button")
+    settle(page)
+    assert text(page, "#failzone-line").startswith("Zone z0 failed: A, D.")
+    keys = Population(count=300)
+    shown = {
+        str(row.get_attribute("data-placement")): [
+            str(cell.text_content()).strip() for cell in row.query_selector_all("td")
+        ]
+        for row in page.query_selector_all("#failzone-rows tr")
+    }
+    for label, aware in (("zone-aware", True), ("zone-blind", False)):
+        ring = HashRing(zoned_nodes(names, zone_of, zone_aware=aware), vnodes=1, hasher=HASHER)
+        report = fail_zone(ring, zone_of, "z0", keys, replicas=3)
+        assert shown[label][:2] == [str(report.keys_lost), str(report.keys_below_quorum)], label
+    assert shown["zone-aware"][0] == "0"  # one replica in each zone: nothing is lost
+    assert len(page.query_selector_all("#ring .failed-tick")) == 2  # A and D, 1 vnode each
+    # Load on the survivors: each key fails over to its first live replica.
+    survivors = ", ".join(f"{name} {round(keys_)}" for name, keys_ in report.loads["keys"].items())
+    assert f"zone-blind: {survivors}." in text(page, "#failzone-survivors")
+    page.screenshot(path=str(shots / "web-fail-zone.png"), full_page=True)
+
+    # The failure is computed again for new settings: 8 vnodes, then every node in one zone.
+    page.check("input[name=vnodes][value='8']")
+    settle(page)
+    ring = HashRing(zoned_nodes(names, zone_of, zone_aware=False), vnodes=8, hasher=HASHER)
+    blind = fail_zone(ring, zone_of, "z0", keys, replicas=3)
+    assert text(page, "#failzone-rows tr[data-placement=zone-blind] td") == str(blind.keys_lost)
+    page.fill("#zone-count", "1")
+    page.click("#zones-button")
+    settle(page)
+    assert text(page, "#failzone-rows tr[data-placement=zone-aware]") == (
+        "zone-aware300300none left"
+    )
+    # The API bounds replicas by the nodes (6 here) and the page shows its refusal.
+    page.fill("#failzone-replicas", "7")
+    page.click("#failzone-button")
+    page.wait_for_function("document.body.dataset.busy === 'false'")
+    assert text(page, "#error") == "replicas: replicas must be in [1, 6], got '7'"

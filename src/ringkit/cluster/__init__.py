@@ -21,7 +21,8 @@ from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, ShardedClient
 from ringkit.cluster.coordination import register_coordinator
 from ringkit.cluster.etcdviews import EtcdViewStore
 from ringkit.cluster.health import OpEvent, StatsSnapshot
-from ringkit.cluster.hotkeys import HotKeys, SpaceSaving
+from ringkit.cluster.hotkeys import HotKeys, SpaceSaving, SplitStats
+from ringkit.cluster.nearcache import NearCache, NearCacheStats
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport
 from ringkit.cluster.serializers import JSON, PICKLE, Serializer
 from ringkit.cluster.urls import ServerURL, parse_url
@@ -51,6 +52,8 @@ __all__ = [
     "EtcdViewStore",
     "HotKeys",
     "MemoryStore",
+    "NearCache",
+    "NearCacheStats",
     "OpEvent",
     "QuorumError",
     "RebalanceOptions",
@@ -60,6 +63,7 @@ __all__ = [
     "ServerURL",
     "ShardedClient",
     "SpaceSaving",
+    "SplitStats",
     "StaleViewError",
     "StatsSnapshot",
     "ViewConflictError",

@@ -28,11 +28,13 @@ from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, S
 from ringkit.cluster.hotkeys import HotKeys
 from ringkit.cluster.index import SWEEP_BATCH
 from ringkit.cluster.keys import key_bytes, route_key, user_key
+from ringkit.cluster.nearcache import NearCache
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
 from ringkit.cluster.routing import Router
 from ringkit.cluster.serializers import RAW, Codec, RawCodec, Serializer, ValueCodec, get_serializer
 from ringkit.cluster.servers import Fenced, Server, ServerSet, check_server_map
+from ringkit.cluster.splits import SplitCounters, marker_key, suffixes_of
 from ringkit.cluster.steps import Call, Failed, Steps
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
@@ -162,6 +164,8 @@ class ClientCore(Generic[B]):
       could), deleted there on re-admission by whichever client re-admits it;
     - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
+    - `near_cache`: a :class:`~ringkit.cluster.nearcache.NearCache` (reads answered from this
+      client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
       ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
       :class:`~ringkit.cluster.viewstore.ViewStore`;
@@ -191,7 +195,13 @@ class ClientCore(Generic[B]):
         hooks: Sequence[Hook] = (),
         view_store: str | ViewStore | None = None,
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
+        near_cache: NearCache | None = None,
     ) -> None:
+        if near_cache is not None and not isinstance(near_cache, NearCache):
+            raise ConfigError(f"near_cache must be a NearCache or None, got {near_cache!r}")
+        if hot_keys is not None and not isinstance(hot_keys, HotKeys):
+            raise ConfigError(f"hot_keys must be a HotKeys or None, got {hot_keys!r}")
+        self._near = near_cache
         self._replicas = check_positive_int("replicas", replicas)
         self._quorum = check_positive_int("write_quorum", write_quorum)
         if write_quorum > replicas:
@@ -229,6 +239,11 @@ class ClientCore(Generic[B]):
         self._tracker = ViewTracker(
             view, self._servers, store, hot_keys=hot_keys, owns_store=isinstance(view_store, str)
         )
+        self._splits = (
+            SplitCounters(hot_keys, self.reader, self.writer)
+            if hot_keys is not None and hot_keys.remedy == "split"
+            else None
+        )
         self.view_check_s: float | None = None
 
     def _open(self, name: str, url: ServerURL) -> Server[B]:
@@ -261,6 +276,11 @@ class ClientCore(Generic[B]):
     def router(self) -> Router:
         """The router of the current view: replicas, read order and write targets of keys."""
         return self._tracker.router
+
+    @property
+    def near_cache(self) -> NearCache | None:
+        """The client's near-cache (its ``stats()`` count hits, misses, …), or None."""
+        return self._near
 
     @property
     def view(self) -> ClusterView:
@@ -316,6 +336,8 @@ class ClientCore(Generic[B]):
             return
         for data in keys:
             hot.record(data)
+        if hot.remedy != "spread":
+            return
         now = time.monotonic()
         for data in keys:
             if hot.due(data, now):  # mark, copy, check, then rotate reads over the copies
@@ -326,37 +348,121 @@ class ClientCore(Generic[B]):
                 call = Call(name, "delete", (data,), router.view.epoch)
                 yield from self._servers.attempt(name, call, [data])
 
+    def _near_for(self, keys: Iterable[bytes]) -> list[bytes]:
+        """Return those of `keys` whose reads go through the near-cache."""
+        near = self._near
+        if near is None:
+            return []
+        hot = self._hot.hot if self._hot is not None else frozenset()
+        return [data for data in keys if near.wants(data, hot)]
+
     def _get(self, key: str | bytes) -> Steps[Any]:
         data = user_key(key)
+        near = self._near
+        if near is None or not self._near_for((data,)):
+            return self._get_stored(data)  # no extra generator frame on the default path
+        return self._get_near(near, data)
+
+    def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
+        """Answer `data` from the near-cache, or read it and fill the cache."""
+        hit, value = near.lookup(data)
+        if hit:
+            if self._hot is not None:  # the sketch still sees the read, so the key stays hot
+                self._hot.record(data)
+            return value
+        token = near.fill_token()
+        value = yield from self._get_stored(data)
+        near.fill(data, value, token)
+        return value
+
+    def _get_stored(self, data: bytes) -> Steps[Any]:
+        """Read `data` from its servers (the sum of its parts if it is a split counter)."""
+        splits = self._splits
 
         def op(router: Router) -> Steps[Any]:
             if self._hot is not None:
                 yield from self._record(router, (data,))
-            return (yield from self.reader.get(router, data))
+            if splits is not None:
+                read = yield from self._read_splits(router, [data])
+                return read.get(data)
+            found = yield from self.reader.get(router, data)
+            return None if found is None else found.value
 
-        found = yield from self._fenced(op)
-        return None if found is None else found.value
+        return (yield from self._fenced(op))
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
         given: dict[bytes, list[str | bytes]] = {}
         for key in check_keys(keys):  # "x1" and b"x1" are one key, answered as each was asked
             given.setdefault(user_key(key), []).append(key)
+        near = self._near
+        values: dict[bytes, Any] = {}
+        cached = self._near_for(given)
+        if near is not None:
+            for data in cached:
+                hit, value = near.lookup(data)
+                if hit:
+                    values[data] = value
+        token = near.fill_token() if near is not None else (0, 0.0)
+        asked = [data for data in given if data not in values]
 
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, given)
-            return (yield from self.reader.get_many(router, list(given)))
+            if self._splits is not None:
+                return (yield from self._read_splits(router, asked))
+            found = yield from self.reader.get_many(router, asked)
+            return {data: decoded.value for data, decoded in found.items()}
 
-        found = yield from self._fenced(op)
-        return {key: decoded.value for data, decoded in found.items() for key in given[data]}
+        if asked:
+            read = yield from self._fenced(op)
+            values.update(read)
+            if near is not None:
+                wanted = set(cached)
+                for data in asked:  # in the order asked: the last ones are the most recent
+                    if data in wanted:
+                        near.fill(data, read.get(data), token)
+        return {
+            key: value for data, value in values.items() if value is not None for key in given[data]
+        }
+
+    def _read_splits(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Any]]:
+        """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
+        splits = self._splits
+        assert splits is not None
+        split = {data: suffixes for data in keys if (suffixes := splits.known(data))}
+        plain = {data: marker_key(data) for data in keys if data not in split}
+        asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
+        found = (
+            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)))) if asked else {}
+        )
+        read = {data: found[data].value for data in plain if data in found}
+        for data, marker in plain.items():
+            if marker is not None and (
+                suffixes := splits.learn(data, suffixes_of(found.get(marker)))
+            ):
+                split[data] = suffixes
+                read.pop(data, None)
+        for data, suffixes in split.items():
+            total = yield from splits.total(router, data, suffixes)
+            if total is not None:
+                read[data] = total
+        return read
+
+    def _invalidating(self, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+        """Return write `steps` that then drop `keys` from the near-cache, whatever the outcome."""
+        near = self._near
+        return steps if near is None else _dropping(near, keys, steps)
 
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
-        yield from self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
+        yield from self._invalidating(
+            encoded, self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
+        )
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
-        answers: list[Any] = yield from self._fenced(
-            lambda router: self.writer.each(router, data, method, args, done)
+        answers: list[Any] = yield from self._invalidating(
+            (data,),
+            self._fenced(lambda router: self.writer.each(router, data, method, args, done)),
         )
         return answers
 
@@ -366,11 +472,31 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
-        done: dict[str, Any] = {}
+        return (yield from self._invalidating((data,), self._delete_all(data)))
+
+    def _delete_all(self, data: bytes) -> Steps[bool]:
+        """Delete `data`; a split counter's marker first, then its parts, then the key itself."""
+        keys = [data]
+        splits = self._splits
+        if splits is not None:
+            suffixes = yield from self._fenced(lambda router: splits.parts_of(router, data))
+            keys = splits.all_keys(data, suffixes) if suffixes else keys
+        existed = False  # whether the key or one of its parts existed (not the marker)
+        try:
+            for each in keys:
+                answers = yield from self._delete_one(each)
+                existed = existed or (any(answers) and (each == data or each != keys[0]))
+        finally:
+            if splits is not None:
+                splits.forget(data)
+        return existed
+
+    def _delete_one(self, data: bytes) -> Steps[list[Any]]:
+        done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
         answers: list[Any] = yield from self._fenced(
             lambda router: self.writer.delete(router, data, done)
         )
-        return any(answers)
+        return answers
 
     def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
         check_delta(delta)
@@ -380,7 +506,31 @@ class ClientCore(Generic[B]):
                 "use a client with read='first' for counters"
             )
         data = user_key(key)
-        answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
+        splits = self._splits
+        if splits is None:
+            answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
+            return answer
+        return (yield from self._invalidating((data,), self._incr_split(splits, data, delta)))
+
+    def _incr_split(self, splits: SplitCounters, data: bytes, delta: int) -> Steps[int | None]:
+        """Count `delta` into one part of `data` if it is split; else into it, then split it if due.
+
+        Returns the new value of the part counted into: the total is a ``get``.
+        """
+        splits.hot.record(data)  # remedy="split" finds write-hot counters
+        suffixes = splits.known(data)
+        if suffixes is None:
+            # The key itself counts first: a missing counter stays missing (None), unsplit.
+            answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
+            if answer is not None and splits.hot.wants_split(data):
+                yield from self._fenced(lambda router: splits.switch(router, data))
+            return answer
+        target = splits.target(data, suffixes)
+        answer = (yield from self._each(target, "incr", (target, delta)))[0]
+        if answer is None and target != data:  # the part is gone: the key was deleted
+            splits.forget(data)
+            splits.hot.count_split("parts_missing")
+            answer = (yield from self._each(data, "incr", (data, delta)))[0]
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
@@ -462,3 +612,11 @@ class ClientCore(Generic[B]):
             f"{type(self).__name__}({type(self.placement).__name__} of {len(urls)} nodes, "
             f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
         )
+
+
+def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+    """Run `steps`, then drop `keys` from `near` when they return or raise."""
+    try:
+        return (yield from steps)
+    finally:
+        near.invalidate(keys)

@@ -36,11 +36,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from ringkit.cluster.keys import key_bytes
 from ringkit.errors import ConfigError
 
-__all__ = ["COPY_TTL_S", "SPREAD_MARKER_TTL_S", "HotKeys", "SpaceSaving"]
+__all__ = ["COPY_TTL_S", "REMEDIES", "SPREAD_MARKER_TTL_S", "HotKeys", "SpaceSaving", "SplitStats"]
 
 K = TypeVar("K", bound=Hashable)
 # How long a spread marker lives on a key's replicas. A client reads a key's copies for half of
@@ -50,6 +52,25 @@ SPREAD_MARKER_TTL_S = 60.0
 COPY_TTL_S = SPREAD_MARKER_TTL_S
 # A failed attempt to spread a key is retried after this long, not at every read.
 _RETRY_S = 1.0
+# What a client does with a hot key: copies its reads rotate over, or parts its counts spread over.
+REMEDIES = ("spread", "split")
+
+
+@dataclass(frozen=True, slots=True)
+class SplitStats:
+    """What a client did with split counters (:mod:`ringkit.cluster.splits`) since it began.
+
+    `keys_split`: keys this client switched into split mode; `increments`: incr / decr sent to
+    a part other than the key itself; `sums`: reads that summed parts; `marker_reads`: reads of
+    a key's split marker (to learn whether another process split it); `parts_missing`: counts
+    sent to a part that was gone (the key had been deleted), then sent to the key itself.
+    """
+
+    keys_split: int = 0
+    increments: int = 0
+    sums: int = 0
+    marker_reads: int = 0
+    parts_missing: int = 0
 
 
 class SpaceSaving(Generic[K]):
@@ -123,20 +144,38 @@ class SpaceSaving(Generic[K]):
 
 
 class HotKeys:
-    """Find the `top` hot keys from the reads a client records, and spread them on `spread` nodes.
+    """Find the `top` hot keys from the reads a client records, and relieve them.
 
-    Recording is a list append; every `refresh_every` records the batch is counted into the
-    sketch and the hot set recomputed. Thread-safe.
+    With ``remedy="spread"`` (the default) a hot key's reads rotate over copies on `spread`
+    nodes. With ``remedy="split"`` the client also records its ``incr`` / ``decr`` keys, and a
+    hot counter is kept as `parts` sub-counters on distinct nodes (:mod:`ringkit.cluster.splits`);
+    :meth:`split` switches a key by hand. Recording is a list append; every `refresh_every`
+    records the batch is counted into the sketch and the hot set recomputed. Thread-safe.
     """
 
     def __init__(
-        self, *, top: int = 16, spread: int = 3, capacity: int = 1024, refresh_every: int = 1024
+        self,
+        *,
+        top: int = 16,
+        spread: int = 3,
+        capacity: int = 1024,
+        refresh_every: int = 1024,
+        remedy: str = "spread",
+        parts: int = 8,
     ) -> None:
         for label, value in (("top", top), ("spread", spread), ("refresh_every", refresh_every)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
         if capacity < top:
             raise ConfigError(f"capacity must be >= top ({top}), got {capacity!r}")
+        if remedy not in REMEDIES:
+            raise ConfigError(f"remedy must be one of {', '.join(REMEDIES)}, got {remedy!r}")
+        if isinstance(parts, bool) or not isinstance(parts, int) or not 2 <= parts <= 256:
+            raise ConfigError(f"parts must be an int in [2, 256], got {parts!r}")
+        self.remedy = remedy
+        self.parts = parts
+        self._forced: set[bytes] = set()
+        self._split_stats = SplitStats()
         self.spread = spread
         self.top_n = top
         self.refresh_every = refresh_every
@@ -164,7 +203,8 @@ class HotKeys:
             self.sketch.add_counts(Counter(batch).items())
             before = self._hot
             self._hot = frozenset(key for key, _, _ in self.sketch.top(self.top_n))
-            self._left = (self._left | (before - self._hot)) - self._hot
+            if self.remedy == "spread":  # split keys have no copies to delete
+                self._left = (self._left | (before - self._hot)) - self._hot
             for key in before - self._hot:  # stop reading its copies at once
                 self._marked.pop(key, None)
                 self._tried.pop(key, None)
@@ -196,7 +236,11 @@ class HotKeys:
 
     def due(self, key: bytes, now: float) -> bool:
         """Return True if hot `key` should be marked and copied now (and count the attempt)."""
-        if key not in self._hot or now < self._tried.get(key, -_RETRY_S) + _RETRY_S:
+        if (
+            self.remedy != "spread"
+            or key not in self._hot
+            or now < self._tried.get(key, -_RETRY_S) + _RETRY_S
+        ):
             return False
         marked = self._marked.get(key)
         if marked is not None and now < marked + SPREAD_MARKER_TTL_S / 4:
@@ -219,3 +263,31 @@ class HotKeys:
         """Return the `n` most read keys as ``(key, count, error)``."""
         with self._lock:
             return self.sketch.top(n)
+
+    # -- split counters (remedy="split") -------------------------------------------------------
+
+    def split(self, key: str | bytes) -> None:
+        """Split counter `key` at its next ``incr`` whether or not the sketch finds it hot.
+
+        :raises ConfigError: when this policy's remedy is not ``"split"``, or `key` is invalid
+        :raises TypeError: when `key` is not str or bytes
+        """
+        if self.remedy != "split":
+            raise ConfigError(f"split() needs remedy='split', got remedy={self.remedy!r}")
+        data = key_bytes(key)
+        with self._lock:
+            self._forced.add(data)
+
+    def wants_split(self, key: bytes) -> bool:
+        """Return True if counter `key` should be split (hot, or switched by :meth:`split`)."""
+        return self.remedy == "split" and (key in self._hot or key in self._forced)
+
+    def count_split(self, event: str, n: int = 1) -> None:
+        """Add `n` to the split count `event` (a field name of :class:`SplitStats`)."""
+        with self._lock:
+            stats = self._split_stats
+            self._split_stats = replace(stats, **{event: getattr(stats, event) + n})
+
+    def split_stats(self) -> SplitStats:
+        """Return what this policy's client did with split counters so far."""
+        return self._split_stats

@@ -1,7 +1,8 @@
 """``ringkit simulate [SCENARIO ...]``: replay the Gatepass lesson, or scenario files in turn.
 
 A scenario is a TOML file or the name of one shipped with ringkit (``ringkit simulate --list``:
-cascade, gatepass, hot-keys, zone-failure; ``examples/`` holds copies of the same files).
+cascade, gatepass, hot-key-remedies, hot-keys, zone-failure; ``examples/`` holds copies of the
+same files).
 
 With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
 ``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
@@ -31,6 +32,7 @@ from ringkit.commands.output import (
     pyplot,
     save_figure,
 )
+from ringkit.commands.remedies import NOTE, remedies_json, remedies_table, run_remedies
 from ringkit.hashing import HASHERS
 from ringkit.sim import (
     Run,
@@ -430,18 +432,26 @@ def run(args: argparse.Namespace) -> int:
     trace = _trace(runs, args.trace) if not args.scenario else None
     if args.plot:
         _plot(runs, args.plot)
+    remedies = [run_remedies(batch) for batch in results]  # scenarios with a [remedies] table
     if args.json:
         docs = [run_json(b, default=not args.scenario, trace=trace) for b in results]
+        for doc, compared in zip(docs, remedies, strict=True):
+            if compared:
+                doc["remedies"] = remedies_json(compared)
         print_json(docs[0] if len(docs) == 1 else docs)
         return 0
     out = console()
-    for source, batch in zip(args.scenario or [None], results, strict=True):
+    for source, batch, compared in zip(args.scenario or [None], results, remedies, strict=True):
         if len(results) > 1:
             out.print(f"scenario {source}", style="bold")
         for r in batch:
             out.print(fit(_table(r, fair=bar_cells(out.width)), out.width, names=("node",)))
             for line in _notes(r):
                 out.print(line, soft_wrap=out.width >= _WRAP_NOTES)
+            out.print()
+        for r, rows in compared:
+            out.print(fit(remedies_table(r, rows), out.width, names=("remedy", "busiest")))
+            out.print(NOTE, soft_wrap=out.width >= _WRAP_NOTES)
             out.print()
     if trace is not None:
         out.print(

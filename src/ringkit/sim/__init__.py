@@ -16,6 +16,7 @@ The package's parts, each one concept:
 - :mod:`~ringkit.sim.scenario`: ``Scenario``, ``Event``, ``run_scenario``, ``gatepass``;
 - :mod:`~ringkit.sim.scenario_file`: scenarios from TOML files;
 - :mod:`~ringkit.sim.compare`: every strategy on the same keys and change, side by side;
+- :mod:`~ringkit.sim.remedies`: hot-key remedies (spread, near-cache, split) side by side;
 - :mod:`~ringkit.sim.zones`: zones and replica sets: what a zone failure or a stale view costs.
 
 >>> run = run_scenario(gatepass(vnodes=(128,))[0])
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 from ringkit.sim.compare import Comparison, compare
 from ringkit.sim.population import Population, Sizes
+from ringkit.sim.remedies import Remedies, RemedyResult, compare_remedies
 from ringkit.sim.scenario import Event, Run, Scenario, Step, gatepass, run_scenario, with_vnodes
 from ringkit.sim.scenario_file import (
     bundled_scenarios,
@@ -52,12 +54,15 @@ __all__ = [
     "Event",
     "FailureReport",
     "Population",
+    "Remedies",
+    "RemedyResult",
     "Run",
     "Scenario",
     "Sizes",
     "Step",
     "bundled_scenarios",
     "compare",
+    "compare_remedies",
     "fail_each_zone",
     "fail_nodes",
     "fail_zone",

@@ -39,6 +39,7 @@ from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
+from ringkit.sim.remedies import Remedies
 from ringkit.sim.zones import (
     FailureReport,
     fail_nodes,
@@ -119,6 +120,7 @@ class Scenario:
     `zones`: spread the nodes over that many zones (None: the nodes' own zones, if any);
     `zone_aware`: whether preference lists take one node per zone first. Keys have
     ``options.replicas`` copies (1 when not given).
+    `remedies`: the hot-key remedies to compare on the start (:mod:`ringkit.sim.remedies`).
     """
 
     population: Population
@@ -131,6 +133,7 @@ class Scenario:
     name: str = "scenario"
     zones: int | None = None
     zone_aware: bool = True
+    remedies: Remedies | None = None
 
     def __post_init__(self) -> None:
         if self.zones is not None:

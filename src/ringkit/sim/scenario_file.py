@@ -37,6 +37,7 @@ from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
 from ringkit.placement import check_token_count, count_text
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
+from ringkit.sim.remedies import Remedies
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
 from ringkit.sim.zones import spread_zones, zone_names
 from ringkit.stats import METRICS
@@ -46,10 +47,22 @@ from ringkit.strategies.registry import STRATEGY_NAMES, build_placement, resolve
 __all__ = ["bundled_scenarios", "load_bundled_scenario", "load_scenario", "parse_scenario"]
 
 _SENTENCE_END = re.compile(r"(?<! al)\.\s+(?=[A-Z])")
-_TOP = ("name", "seed", "hot_keys", "baseline", "zones", "keys", "nodes", "strategy", "events")
+_TOP = (
+    "name",
+    "seed",
+    "hot_keys",
+    "baseline",
+    "zones",
+    "keys",
+    "nodes",
+    "strategy",
+    "events",
+    "remedies",
+)
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
 _EVENT = ("type", "node", "zone", "weight", "capacity", "load", "behind")
+_REMEDIES = tuple(f.name for f in dataclasses.fields(Remedies))
 # A bad value is shown cut short: a file may hold a huge or deeply nested one.
 _SHOWN = reprlib.Repr()  # (keyword arguments only from Python 3.12)
 _SHOWN.maxlevel, _SHOWN.maxlist, _SHOWN.maxdict, _SHOWN.maxstring = 3, 6, 6, 60
@@ -271,6 +284,24 @@ def _hot_keys(top: _Fields) -> int:
     return count
 
 
+def _remedies(source: str, data: object, nodes: int, replicas: int | None) -> Remedies | None:
+    """The ``[remedies]`` table: the hot-key remedies to compare (ringkit.sim.remedies)."""
+    if data is None:
+        return None
+    fields = _Fields(source, "remedies", data, _REMEDIES)
+    if replicas not in (None, 1):
+        raise ConfigError(
+            f"{source}: remedies model one copy of each key (a cache), got "
+            f"strategy.replicas = {replicas}; drop one of them"
+        )
+    try:
+        remedies = Remedies(**dict(fields.table))
+        remedies.check_nodes(nodes)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    return remedies
+
+
 def _zones(top: _Fields) -> int | None:
     zones: int | None = top.get("zones", (int, type(None)), None)
     if zones is not None and zones < 1:
@@ -321,6 +352,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         name=top.get("name", str, Path(source).stem),
         zones=zones,
         zone_aware=zone_aware,
+        remedies=_remedies(source, data.get("remedies"), len(nodes), options.replicas),
     )
     if len(vnodes) == 1:
         return [scenario]
@@ -350,7 +382,7 @@ def bundled_scenarios() -> dict[str, str]:
     """Return the scenarios shipped with ringkit, by name, with the first sentence of each.
 
     >>> sorted(bundled_scenarios())
-    ['cascade', 'gatepass', 'hot-keys', 'zone-failure']
+    ['cascade', 'gatepass', 'hot-key-remedies', 'hot-keys', 'zone-failure']
     """
     found = {}
     for name, file in sorted(_bundled_files().items()):

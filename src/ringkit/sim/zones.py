@@ -128,28 +128,36 @@ def _check_replicas(replicas: object) -> int:
     return replicas
 
 
-def _ring_table(ring: HashRing, width: int, universe: Mapping[str, int]) -> IndexArray:
-    """Return each token's preference list (`width` nodes, as universe indices), row per token.
+class _TokenLists:
+    """Each token's preference list (`width` nodes, as universe indices), one row per token.
 
-    A key's list depends only on the token it lands on, so a ring of T tokens has T lists:
-    computing them once makes a batch of keys one search and one fancy-index.
+    A key's list depends only on the token it lands on, so a batch of keys is one search and one
+    fancy-index. A row is walked the first time a key lands on its token: a ring of 64 nodes x
+    1,024 vnodes has 65,536 tokens, more than a sample of 20,000 keys touches.
     """
-    nodes = ring.nodes
-    lut = [universe[node.name] for node in nodes]
-    domains: dict[str, int] = {}
-    zone_ids = [
-        domains.setdefault(f"zone:{n.zone}" if n.zone is not None else f"node:{n.name}", i)
-        for i, n in enumerate(nodes)
-    ]
-    owners = ring.token_owners.tolist()
-    table = np.empty((len(owners), width), dtype=np.int64)
-    for start in range(len(owners)):
-        walk = walk_distinct(owners, start, zone_ids)
-        table[start] = [lut[next(walk)] for _ in range(width)]
-    return table
+
+    def __init__(self, ring: HashRing, width: int, universe: Mapping[str, int]) -> None:
+        nodes = ring.nodes
+        self._lut = [universe[node.name] for node in nodes]
+        domains: dict[str, int] = {}
+        self._zone_ids = [
+            domains.setdefault(f"zone:{n.zone}" if n.zone is not None else f"node:{n.name}", i)
+            for i, n in enumerate(nodes)
+        ]
+        self._owners = ring.token_owners.tolist()
+        self._width = width
+        self._table = np.full((len(self._owners), width), -1, dtype=np.int64)
+
+    def rows(self, index: IndexArray) -> IndexArray:
+        """Return the preference lists of the tokens at `index`, walking the ones not yet known."""
+        table = self._table
+        for start in np.unique(index[table[index, 0] < 0]).tolist():
+            walk = walk_distinct(self._owners, start, self._zone_ids)
+            table[start] = [self._lut[next(walk)] for _ in range(self._width)]
+        return table[index]
 
 
-def _ring_rows(ring: HashRing, chunk: Chunk, table: IndexArray) -> IndexArray:
+def _ring_rows(ring: HashRing, chunk: Chunk, lists: _TokenLists) -> IndexArray:
     hashes = chunk.hashes(ring.hasher)
     if ring.space == SPACE_64:
         points = hashes << np.uint64(64 - ring.hasher.bits)
@@ -157,7 +165,7 @@ def _ring_rows(ring: HashRing, chunk: Chunk, table: IndexArray) -> IndexArray:
         points = hashes % np.uint64(ring.space)
     # The first token >= the point, wrapping past the last (the ring's own rule).
     index = np.searchsorted(ring.tokens, points, side="left") % len(ring.tokens)
-    return table[index]
+    return lists.rows(index)
 
 
 def replica_owners(
@@ -180,7 +188,7 @@ def _rows(
     chunk: Chunk,
     universe: Mapping[str, int],
     replicas: int,
-    table: IndexArray | None,
+    table: _TokenLists | None,
 ) -> IndexArray:
     """``replica_owners`` with the ring's per-token lists built once per pass (`table`)."""
     width = min(replicas, len(placement))
@@ -194,11 +202,11 @@ def _rows(
 
 def _table_for(
     placement: Placement, universe: Mapping[str, int], replicas: int
-) -> IndexArray | None:
+) -> _TokenLists | None:
     """Return the per-token preference lists when `placement` has them (a ring), else None."""
     width = min(replicas, len(placement))
     if width > 1 and type(placement) is HashRing:
-        return _ring_table(placement, width, universe)
+        return _TokenLists(placement, width, universe)
     return None
 
 

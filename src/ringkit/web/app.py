@@ -1,7 +1,9 @@
 """The Starlette app: the simulator page and its JSON API (needs the ``web`` extra).
 
 Routes: ``/`` (the page), ``/static/*`` (its script and style), and ``GET /api/meta``,
-``/api/ring``, ``/api/lookup`` and, for ``ringkit serve --store``, ``/api/live`` (a long poll
+``/api/ring``, ``/api/lookup``, ``/api/remedies`` (hot-key remedies, :mod:`ringkit.web.remedies`),
+``/api/fail_zone`` (a zone failure, :mod:`ringkit.web.zones`) and, for ``ringkit serve --store``,
+``/api/live`` (a long poll
 on a live ring, :mod:`ringkit.web.live`; documented in docs/web.md). Handlers only parse
 (:mod:`ringkit.web.params`), call :mod:`ringkit.web.api` and answer JSON. A bad parameter is a
 400 naming it; anything unexpected is a generic 500 and a log entry with the traceback, so no
@@ -37,10 +39,14 @@ from ringkit.web.budget import ComputeGate
 from ringkit.web.live import LiveView
 from ringkit.web.params import (
     ParamError,
+    parse_fail_zone_query,
     parse_live_query,
     parse_lookup_query,
+    parse_remedies_query,
     parse_ring_query,
 )
+from ringkit.web.remedies import remedies_report
+from ringkit.web.zones import fail_zone_report
 
 __all__ = ["STATIC", "create_app"]
 
@@ -80,6 +86,16 @@ async def _ring(request: Request) -> Response:
 async def _lookup(request: Request) -> Response:
     query = parse_lookup_query(request.query_params.multi_items())
     return JSONResponse(await _computed(request, api.lookup_report, query))
+
+
+async def _remedies(request: Request) -> Response:
+    query = parse_remedies_query(request.query_params.multi_items())
+    return JSONResponse(await _computed(request, remedies_report, query))
+
+
+async def _fail_zone(request: Request) -> Response:
+    query = parse_fail_zone_query(request.query_params.multi_items())
+    return JSONResponse(await _computed(request, fail_zone_report, query))
 
 
 async def _computed(
@@ -134,6 +150,8 @@ def create_app(live: LiveView | None = None, *, gate: ComputeGate | None = None)
         Route("/api/meta", _meta, methods=["GET"]),
         Route("/api/ring", _ring, methods=["GET"]),
         Route("/api/lookup", _lookup, methods=["GET"]),
+        Route("/api/remedies", _remedies, methods=["GET"]),
+        Route("/api/fail_zone", _fail_zone, methods=["GET"]),
         Route("/api/live", _live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]

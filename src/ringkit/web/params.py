@@ -44,13 +44,18 @@ __all__ = [
     "DEFAULTS",
     "LIMITS",
     "Change",
+    "FailZoneQuery",
+    "KeysQuery",
     "LiveQuery",
     "LookupQuery",
     "ParamError",
     "PlacementQuery",
+    "RemediesQuery",
     "RingQuery",
+    "parse_fail_zone_query",
     "parse_live_query",
     "parse_lookup_query",
+    "parse_remedies_query",
     "parse_ring_query",
 ]
 
@@ -64,6 +69,11 @@ MAX_KEY_LENGTH = 256
 MAX_PREFIX_LENGTH = 32
 MAX_VALUE_LENGTH = 8192
 MAX_WAIT_S = 30.0
+# Replicas of a fail-zone query: each is a step of every token's preference-list walk.
+MAX_FAIL_REPLICAS = 7
+MAX_CLIENTS = 4096
+MAX_TTL_S = 86_400.0
+MAX_REQUESTS_PER_S = 999_999.0
 LIVE_WAIT_S = 20.0
 
 LIMITS: Mapping[str, float] = {
@@ -75,6 +85,10 @@ LIMITS: Mapping[str, float] = {
     "zipf": MAX_ZIPF,
     "key_length": MAX_KEY_LENGTH,
     "prefix_length": MAX_PREFIX_LENGTH,
+    "fail_replicas": MAX_FAIL_REPLICAS,
+    "clients": MAX_CLIENTS,
+    "ttl_s": MAX_TTL_S,
+    "requests_per_s": MAX_REQUESTS_PER_S,
 }
 
 # The page's first state, Gatepass: three nodes, 300 booking keys, FNV-1a plus a mix, 1 vnode.
@@ -92,6 +106,19 @@ DEFAULTS: Mapping[str, str] = {
 _COMMON = ("nodes", "vnodes", "hasher", "strategy")
 _RING_PARAMS = frozenset((*_COMMON, "keys", "prefix", "zipf", "add", "remove", "reweight"))
 _LOOKUP_PARAMS = frozenset((*_COMMON, "key", "replicas"))
+_KEYS = ("keys", "prefix", "zipf")
+_REMEDY_SETTINGS = (
+    "top",
+    "spread",
+    "parts",
+    "near_cache_max_items",
+    "near_cache_ttl_s",
+    "clients",
+    "requests_per_s",
+    "writes",
+)
+_REMEDIES_PARAMS = frozenset((*_COMMON, *_KEYS, *_REMEDY_SETTINGS))
+_FAIL_ZONE_PARAMS = frozenset((*_COMMON, *_KEYS, "zone", "replicas"))
 _LIVE_PARAMS = frozenset(("after_epoch", "wait_s"))
 _EPOCH = re.compile(r"[0-9]{1,18}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,31}")
@@ -143,6 +170,38 @@ class LookupQuery:
     replicas: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class KeysQuery:
+    """The key population of a query: count, name prefix and Zipf exponent (or None)."""
+
+    keys: int
+    prefix: str
+    zipf: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RemediesQuery:
+    """``GET /api/remedies``: the placement, Zipf keys and the remedies' settings.
+
+    `settings` holds the remedy settings the query gives, as numbers
+    (:class:`ringkit.sim.Remedies` field names); the API fills in the rest.
+    """
+
+    placement: PlacementQuery
+    population: KeysQuery
+    settings: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class FailZoneQuery:
+    """``GET /api/fail_zone``: the placement (every node in a zone), keys, a zone, replicas."""
+
+    placement: PlacementQuery
+    population: KeysQuery
+    zone: str
+    replicas: int
+
+
 def parse_ring_query(params: Params) -> RingQuery:
     """Return the validated ``/api/ring`` query.
 
@@ -150,6 +209,12 @@ def parse_ring_query(params: Params) -> RingQuery:
     """
     values = _collect(params, _RING_PARAMS)
     placement = _placement(values)
+    keys = _keys(values)
+    change = _change(values, placement)
+    return RingQuery(placement, keys.keys, keys.prefix, keys.zipf, change)
+
+
+def _keys(values: Mapping[str, str]) -> KeysQuery:
     keys = _int(values, "keys", 1, MAX_KEYS)
     prefix = values.get("prefix", DEFAULTS["prefix"])
     if len(prefix) > MAX_PREFIX_LENGTH or not prefix.isprintable():
@@ -159,8 +224,76 @@ def parse_ring_query(params: Params) -> RingQuery:
             prefix,
         )
     zipf = None if "zipf" not in values else _decimal(values, "zipf", 0.0, MAX_ZIPF)
-    change = _change(values, placement)
-    return RingQuery(placement, keys, prefix, zipf, change)
+    return KeysQuery(keys, prefix, zipf)
+
+
+def parse_remedies_query(params: Params) -> RemediesQuery:
+    """Return the validated ``/api/remedies`` query (Zipf keys are required).
+
+    >>> parse_remedies_query({"zipf": "1.1", "spread": "2"}).settings
+    {'spread': 2}
+
+    :raises ParamError: for an unknown, repeated, malformed or out-of-range parameter, a
+        missing ``zipf``, or ``spread`` / ``parts`` above the number of nodes
+    """
+    values = _collect(params, _REMEDIES_PARAMS)
+    placement = _placement(values)
+    keys = _keys(values)
+    if keys.zipf is None:
+        raise ParamError(
+            "zipf", "zipf is required: hot keys need Zipf popularity, got nothing", None
+        )
+    nodes = len(placement.nodes)
+    bounds: dict[str, tuple[int, int]] = {
+        "top": (1, MAX_KEYS),
+        "spread": (1, nodes),
+        "parts": (1, nodes),
+        "near_cache_max_items": (1, MAX_KEYS),
+        "clients": (1, MAX_CLIENTS),
+    }
+    settings: dict[str, float] = {
+        name: _int(values, name, *bounds[name]) for name in bounds if name in values
+    }
+    for name, high in (("near_cache_ttl_s", MAX_TTL_S), ("requests_per_s", MAX_REQUESTS_PER_S)):
+        if name in values:
+            settings[name] = _decimal(values, name, 0.0, high)
+            if settings[name] == 0:
+                message = f"{name} must be a number in (0, {high:g}], got {values[name]!r}"
+                raise ParamError(name, message, values[name])
+    if "writes" in values:
+        settings["writes"] = _decimal(values, "writes", 0.0, 1.0)
+    return RemediesQuery(placement, keys, settings)
+
+
+def parse_fail_zone_query(params: Params) -> FailZoneQuery:
+    """Return the validated ``/api/fail_zone`` query: every node needs a zone.
+
+    >>> parse_fail_zone_query({"nodes": "A:1:z0,B:1:z1", "zone": "z1", "replicas": "2"}).zone
+    'z1'
+
+    :raises ParamError: for an unknown, repeated, malformed or out-of-range parameter, a node
+        without a zone, or a zone no node is in
+    """
+    values = _collect(params, _FAIL_ZONE_PARAMS)
+    placement = _placement(values)
+    keys = _keys(values)
+    zoneless = [node.name for node in placement.nodes if node.zone is None]
+    if zoneless:
+        shown = ", ".join(repr(name) for name in zoneless[:5])
+        raise ParamError(
+            "nodes",
+            f"fail zone needs every node in a zone (NAME:WEIGHT:ZONE), got none for {shown}",
+            values.get("nodes", DEFAULTS["nodes"]),
+        )
+    zones = sorted({str(node.zone) for node in placement.nodes})
+    if "zone" not in values:
+        raise ParamError("zone", f"zone is required (one of {', '.join(zones)}), got nothing", None)
+    zone = values["zone"]
+    if zone not in zones:
+        raise ParamError("zone", f"zone must be one of {', '.join(zones)}, got {zone!r}", zone)
+    high = min(len(placement.nodes), MAX_FAIL_REPLICAS)
+    replicas = _int(values, "replicas", 1, high) if "replicas" in values else min(3, high)
+    return FailZoneQuery(placement, keys, zone, replicas)
 
 
 def parse_lookup_query(params: Params) -> LookupQuery:

@@ -1,6 +1,7 @@
 // The simulator page: it keeps the settings, asks the JSON API and draws the answer.
 // It computes nothing about placement itself: owners, counts, fair shares, ratios, moved keys
 // and walks all come from the server, which asks the ringkit library (docs/web.md).
+import { REMEDY_LABELS, failureRows, remedyRows, survivorsLine } from "./hotspots.js";
 import { startLive } from "./live.js";
 import { drawRing as ringView } from "./ring.js";
 
@@ -17,6 +18,10 @@ const state = {
   report: null,
   preview: null, // before any change: what adding the suggested node would move
   lookup: null,
+  remedy: "none", // the hot-key remedy the bars show (none, spread, near_cache, split)
+  remedies: null, // /api/remedies for the current keys (with Zipf requests only)
+  failZone: null, // {zone, replicas}: the zone failed last, computed again on every refresh
+  failed: null, // /api/fail_zone's answer for it
 };
 
 const $ = (id) => document.getElementById(id);
@@ -81,7 +86,7 @@ function forgetColours() {
 let pending = 0;
 // A newer request of a kind supersedes an older one: an answer that arrives after a newer
 // request was sent is dropped, or a slow error could come back over a fixed input (issue 13).
-const latest = { refresh: 0, lookup: 0 };
+const latest = { refresh: 0, lookup: 0, remedies: 0, failZone: 0 };
 
 async function busyWhile(work) {
   pending += 1;
@@ -122,6 +127,8 @@ async function refreshNow(change) {
   showError(null);
   render();
   await lookupNow();
+  await remediesNow();
+  await failZoneNow();
 }
 
 // The cards about movement would show "–" until a first change (issue 13): before one, they show
@@ -157,6 +164,99 @@ async function lookupNow() {
   drawRing();
 }
 
+// -- hot-key remedies and zone failures ---------------------------------------------------------
+
+// The remedy settings the form gives; copies and parts left empty are the server's "auto".
+function remedyParams() {
+  const params = { ...placementParams(), keys: String(state.keys), prefix: state.prefix,
+    zipf: String(state.zipf), writes: String(Number($("remedy-writes").value) / 100),
+    top: $("remedy-top").value, near_cache_max_items: $("remedy-items").value,
+    near_cache_ttl_s: $("remedy-ttl").value };
+  if ($("remedy-spread").value) params.spread = $("remedy-spread").value;
+  if ($("remedy-parts").value) params.parts = $("remedy-parts").value;
+  return params;
+}
+
+// From a control of its own, an answer clears the banner; within a refresh, only an error shows
+// (a lookup's error must not be cleared by the next request of the refresh).
+function remedies() {
+  return busyWhile(() => remediesNow(true));
+}
+
+async function remediesNow(own = false) {
+  const ticket = (latest.remedies += 1);
+  let found = null;
+  let failure = null;
+  if (state.zipf !== null) {
+    try {
+      found = await getJSON("/api/remedies", remedyParams());
+    } catch (error) {
+      failure = error;
+    }
+  }
+  if (ticket !== latest.remedies) return;
+  state.remedies = found;
+  if (failure || own) showError(failure);
+  renderRemedies();
+  renderBars();
+}
+
+function failZone() {
+  return busyWhile(() => failZoneNow(true));
+}
+
+async function failZoneNow(own = false) {
+  const ticket = (latest.failZone += 1);
+  const wanted = state.failZone;
+  let found = null;
+  let failure = null;
+  if (wanted && zones().includes(wanted.zone)) {
+    try {
+      found = await getJSON("/api/fail_zone", { ...placementParams(), keys: String(state.keys),
+        prefix: state.prefix, ...(state.zipf !== null ? { zipf: String(state.zipf) } : {}),
+        zone: wanted.zone, replicas: wanted.replicas });
+    } catch (error) {
+      failure = error;
+    }
+  }
+  if (ticket !== latest.failZone) return;
+  state.failed = found;
+  if (failure || own) showError(failure);
+  renderFailZone();
+  drawRing();
+}
+
+// The zones of the page's nodes, in the order they first appear.
+function zones() {
+  return [...new Set(state.nodes.map((node) => node.zone).filter(Boolean))];
+}
+
+function renderRemedies() {
+  const found = state.remedies;
+  $("remedies-table").hidden = !found;
+  $("remedies-hint").hidden = Boolean(found);
+  remedyRows($("remedy-rows"), found, state.remedy);
+}
+
+function renderFailZone() {
+  const select = $("failzone-zone");
+  const chosen = select.value || state.failZone?.zone;
+  select.replaceChildren(...zones().map((zone) => new Option(zone, zone)));
+  if (zones().includes(chosen)) select.value = chosen;
+  $("failzone-button").disabled = zones().length === 0;
+  const found = state.failed;
+  $("failzone-table").hidden = !found;
+  failureRows($("failzone-rows"), found);
+  $("failzone-survivors").textContent = found ? survivorsLine(found) : "";
+  if (!found) {
+    $("failzone-line").textContent = zones().length ? "Choose a zone and fail it."
+      : "Give the nodes zones, then fail one.";
+    return;
+  }
+  $("failzone-line").textContent = `Zone ${found.zone} failed: ${found.failed.join(", ")}. ` +
+    `${found.replicas} replicas per key, quorum ${found.quorum}, ${found.keys} keys.`;
+}
+
 // -- drawing the ring (ring.js) ---------------------------------------------------------------
 
 function drawRing() {
@@ -168,7 +268,9 @@ function drawRing() {
     moved = mode === "modulo" ? change.moved_modulo_keys : change.moved_keys;
   }
   const colours = report.nodes.map((node) => colourOf(node.name));
-  ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup });
+  const names = report.nodes.map((node) => node.name);
+  const failed = new Set((state.failed?.failed || []).map((name) => names.indexOf(name)));
+  ringView($("ring"), report, { colours, moved: new Set(moved), lookup: state.lookup, failed });
   const settings = [`strategy ${report.strategy}`];
   if (report.vnodes !== null) settings.push(`${report.vnodes} vnodes per node`);
   if (report.hasher !== null) settings.push(`hasher ${report.hasher}`);
@@ -176,11 +278,22 @@ function drawRing() {
     `${report.keys.positions.length} keys on ${report.nodes.length} nodes, ${settings.join(", ")}`;
 }
 
+// The remedy the bars show: its row of /api/remedies, or null for none (the ring's requests).
+function shownRemedy() {
+  if (!state.report.popularity || !state.remedies || state.remedy === "none") return null;
+  const row = state.remedies.rows.find((found) => found.remedy === state.remedy);
+  // An answer for other nodes (a refresh in flight) is not drawn on these.
+  return state.report.nodes.every((node) => node.name in row.calls) ? row : null;
+}
+
 function renderBars() {
   const report = state.report;
   const requests = Boolean(report.popularity);
-  const value = (node) => (requests ? node.requests : node.keys);
-  const fair = (node) => (requests ? node.fair_requests : node.fair_keys);
+  const remedy = shownRemedy();
+  const value = (node) => (remedy ? remedy.calls[node.name]
+    : requests ? node.requests : node.keys);
+  const fair = (node) => (remedy ? remedy.fair_calls[node.name]
+    : requests ? node.fair_requests : node.fair_keys);
   const scale = Math.max(...report.nodes.map((node) => Math.max(value(node), fair(node)))) * 1.1;
   const bars = $("bars");
   bars.replaceChildren();
@@ -201,17 +314,19 @@ function renderBars() {
     row.setAttribute("aria-label", `${node.name}: ${shown}, fair share ${fair(node).toFixed(1)}`);
     bars.append(row);
   }
-  $("bars-title").textContent = requests ? "Requests per node" : "Keys per node";
+  $("bars-title").textContent = remedy ? `Server calls per node with ${REMEDY_LABELS[remedy.remedy]}`
+    : requests ? "Requests per node" : "Keys per node";
   const first = report.nodes[0];
   const equal = report.nodes.every((node) => node.weight === first.weight);
   $("fair-note").textContent = equal
     ? `Thin line: a fair share (${fair(first).toFixed(fair(first) % 1 ? 1 : 0)} ` +
-      `${requests ? "requests" : "keys"}).`
+      `${remedy ? "server calls" : requests ? "requests" : "keys"}).`
     : "Thin line: each node's fair share (its weight over the total weight).";
-  const busiest = requests ? report.popularity.busiest : report.busiest;
+  const busiest = remedy ? { node: remedy.busiest, ratio: remedy.busiest_ratio,
+    load: remedy.calls[remedy.busiest] } : requests ? report.popularity.busiest : report.busiest;
   $("busiest-ratio").textContent = busiest.ratio.toFixed(2);
   $("busiest-node").textContent = `node ${busiest.node}: ${Math.round(busiest.load)} ` +
-    `${requests ? "requests" : "keys"}`;
+    `${remedy ? "server calls" : requests ? "requests" : "keys"}`;
 }
 
 function percent(fraction) {
@@ -359,6 +474,7 @@ function render() {
   renderLegend();
   renderBars();
   renderChange();
+  renderFailZone();
   drawRing();
 }
 
@@ -399,6 +515,28 @@ function buildControls(meta) {
   $("zipf-on").addEventListener("change", zipfChanged);
   $("zipf").addEventListener("change", () => { if ($("zipf-on").checked) zipfChanged(); });
   $("highlight").addEventListener("change", drawRing);
+  for (const input of document.querySelectorAll("input[name=remedy]")) {
+    input.addEventListener("change", () => {
+      state.remedy = input.value;
+      renderRemedies();
+      renderBars();
+    });
+  }
+  for (const id of ["remedy-writes", "remedy-top", "remedy-spread", "remedy-parts",
+    "remedy-items", "remedy-ttl"]) $(id).addEventListener("change", remedies);
+  $("zones-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    // Round-robin in page order, as the simulator's top-level `zones = Z` does.
+    const count = Number($("zone-count").value);
+    if (!(count >= 1)) return;
+    state.nodes.forEach((node, i) => { node.zone = `z${i % count}`; });
+    refresh(null);
+  });
+  $("failzone-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.failZone = { zone: $("failzone-zone").value, replicas: $("failzone-replicas").value };
+    failZone();
+  });
   $("add-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const node = { name: $("add-name").value.trim(), weight: Number($("add-weight").value),

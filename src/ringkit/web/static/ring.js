@@ -33,7 +33,7 @@ function arcPath(from, to, radius, whole = false) {
   return `M ${x1} ${y1} A ${radius} ${radius} 0 ${large} 1 ${x2} ${y2}`;
 }
 
-function drawOwnership(svg, report, colours) {
+function drawOwnership(svg, report, colours, failed = new Set()) {
   // A token owns the arc (previous token, token]: drawn as a band just inside the ring.
   const tokens = report.tokens;
   const group = el("g", { class: "arcs" });
@@ -54,8 +54,9 @@ function drawOwnership(svg, report, colours) {
   tokens.positions.forEach((position, i) => {
     const [x1, y1] = at(position, R + 5);
     const [x2, y2] = at(position, outer);
-    ticks.append(el("line", { x1, y1, x2, y2, stroke: colours[tokens.owners[i]],
-      "stroke-width": labelled ? 2.5 : 1.2 }));
+    const down = failed.has(tokens.owners[i]); // a failed zone's node: a grey dashed tick
+    ticks.append(el("line", { x1, y1, x2, y2, stroke: down ? "#8a8f98" : colours[tokens.owners[i]],
+      "stroke-width": labelled ? 2.5 : 1.2, class: down ? "failed-tick" : "tick" }));
     if (labelled) {
       const [x, y] = at(position, R + 30);
       const name = report.nodes[tokens.owners[i]].name;
@@ -119,12 +120,13 @@ function intersects(a, b) {
 /**
  * Draw `report` (an /api/ring answer) into `svg`: the ownership band and token ticks (rings
  * only), key dots coloured by owner, rings around `moved` key indices, hot keys, and the
- * looked-up key with its clockwise walk to the owner.
+ * looked-up key with its clockwise walk to the owner; the tokens of the `failed` node indices
+ * (a failed zone) are grey.
  */
-export function drawRing(svg, report, { colours, moved, lookup }) {
+export function drawRing(svg, report, { colours, moved, lookup, failed = new Set() }) {
   for (const child of [...svg.children]) if (child.tagName !== "title") child.remove();
   svg.append(el("circle", { cx: 0, cy: 0, r: R, class: "track" }));
-  if (report.tokens) drawOwnership(svg, report, colours);
+  if (report.tokens) drawOwnership(svg, report, colours, failed);
   drawKeys(svg, report, colours, moved);
   drawLookup(svg, lookup);
   const centre = el("text", { x: 0, y: -6, class: "centre" },
