@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-__all__ = ["Timing", "print_table", "time_interleaved"]
+__all__ = ["Timing", "print_paired_ratios", "print_table", "time_interleaved"]
 
 
 @dataclass(frozen=True)
@@ -63,3 +63,17 @@ def print_table(title: str, timings: list[Timing], baseline: str, unit: str = "n
             f"| {t.label} | {min(t.per_op_s) * scale:,.1f} | {t.median * scale:,.1f} | "
             f"{max(t.per_op_s) * scale:,.1f} | {t.rate:,.0f} | {t.median / base:.2f}x |"
         )
+
+
+def print_paired_ratios(timings: list[Timing], baseline: str) -> None:
+    """Print each contender's median over repeats of (its time / `baseline`'s in that repeat).
+
+    On a loaded machine a burst slows one repeat of everything timed next to each other; the
+    ratio within a repeat cancels it where a ratio of medians taken apart may not.
+    """
+    base = next(t for t in timings if t.label == baseline).per_op_s
+    for t in timings:
+        if t.label != baseline:
+            ratios = [ours / theirs for ours, theirs in zip(t.per_op_s, base, strict=True)]
+            print(f"  {t.label} / {baseline}, median of per-repeat ratios: "
+                  f"{statistics.median(ratios):.2f}x")  # fmt: skip

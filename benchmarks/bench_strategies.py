@@ -5,6 +5,8 @@ Run by hand (never collected by pytest)::
     PYTHONPATH=src python3 benchmarks/bench_strategies.py            # nodes 8, 32, 128
     PYTHONPATH=src python3 benchmarks/bench_strategies.py --nodes 32 --repeats 9
     PYTHONPATH=src python3 benchmarks/bench_strategies.py --lookups-only --repeats 15
+    PYTHONPATH=src python3 benchmarks/bench_strategies.py --lookups-only --repeats 41 \
+        --only "JumpHash,MultiProbe k=21,BoundedLoad c=1.25,Rendezvous,peer jump.hash (C)"
 
 Each measurement: one warm-up, then ``--repeats`` timed runs interleaved across contenders
 (``_harness.time_interleaved``); the tables show min / median / max per operation and the
@@ -14,6 +16,8 @@ xxh3_64 key hashes as ringkit's JumpHash) and pymemcache's ``RendezvousHash``. M
 bytes a built placement still holds (tracemalloc, numpy arrays included). ``--lookups-only``
 times the scalar and batch lookups alone (no builds, no memory), the figures issue 15 targets:
 JumpHash / MultiProbe / BoundedLoad ``node_for`` at most 2x / 3x / 2x ``HashRing.node_for``.
+``--only`` keeps the contenders with the given labels (the ring always stays), so that a slow
+peer does not run between two of them and leave the next one cold caches.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from _harness import Timing, print_table, time_interleaved
+from _harness import Timing, print_paired_ratios, print_table, time_interleaved
 from ringkit import BoundedLoad, HashRing, JumpHash, Maglev, Modulo, MultiProbe, Rendezvous
 from ringkit.hashing import xxh3_64
 
@@ -133,10 +137,18 @@ def _peer_ratios(timings: list[Timing]) -> None:
 
 
 def run(
-    node_counts: list[int], keys: int, batch: int, repeats: int, *, lookups_only: bool = False
+    node_counts: list[int],
+    keys: int,
+    batch: int,
+    repeats: int,
+    *,
+    lookups_only: bool = False,
+    only: list[str] | None = None,
 ) -> None:
     """Print scalar lookup, batch lookup, build time and memory, per node count."""
-    contenders = _contenders()
+    contenders = [
+        c for c in _contenders() if only is None or c.label == BASELINE or c.label in only
+    ]
     scalar_keys = [f"key:{i}" for i in range(keys)]
     batch_keys = [f"key:{i}" for i in range(batch)]
     for count in node_counts:
@@ -144,13 +156,14 @@ def run(
         built = {c.label: c.build(names) for c in contenders}
         lookups = {c.label: partial(_scalar, c, built[c.label], scalar_keys) for c in contenders}
         timings = time_interleaved(lookups, keys, repeats=repeats)
-        print_table(f"node_for, nodes={count}, {keys} keys", timings, BASELINE, "us")
+        print_table(f"node_for, nodes={count}, {keys} keys", timings, BASELINE, "ns")
+        print_paired_ratios(timings, BASELINE)
         _peer_ratios(timings)
         batches = {
             c.label: partial(c.batch, built[c.label], batch_keys) for c in contenders if c.batch
         }
         timings = time_interleaved(batches, batch, repeats=repeats)
-        print_table(f"node_for_many, nodes={count}, {batch} keys", timings, BASELINE, "us")
+        print_table(f"node_for_many, nodes={count}, {batch} keys", timings, BASELINE, "ns")
         if lookups_only:
             continue
         builds = {c.label: partial(c.build, names) for c in contenders}
@@ -170,6 +183,7 @@ def main() -> None:
     parser.add_argument(
         "--lookups-only", action="store_true", help="time lookups only (no builds, no memory)"
     )
+    parser.add_argument("--only", help="comma-separated contender labels to time beside the ring")
     args = parser.parse_args()
     if args.repeats < 5:
         parser.error(f"--repeats must be >= 5, got {args.repeats}")
@@ -179,6 +193,7 @@ def main() -> None:
         args.batch,
         args.repeats,
         lookups_only=args.lookups_only,
+        only=args.only.split(",") if args.only else None,
     )
 
 

@@ -9,6 +9,7 @@ for rendezvous, the full clockwise walk with exact caps for bounded load.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import pickle
@@ -16,15 +17,15 @@ import zlib
 from fractions import Fraction
 
 import numpy as np
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ringkit import BoundedLoad, HashRing, JumpHash, MultiProbe, Node, Rendezvous
 from ringkit.compat import Continuum, envoy_ring, ketama
 from ringkit.compat.envoy import xx_hash
 from ringkit.hashing import Hasher, Key, encode_key, get_hasher
-from ringkit.strategies.jump import jump_hash, jump_hash_many
-from tests.hypothesis_strategies import key_lists
+from ringkit.strategies.jump import _exit_bounds, _make_plain_lookup, jump_hash, jump_hash_many
+from tests.hypothesis_strategies import key_lists, node_name_sets, node_names
 
 MASK64 = (1 << 64) - 1
 HASHERS = st.sampled_from(["xxh3_64", "fnv1a_32", "murmur3_32", "md5"])
@@ -266,3 +267,148 @@ def test_bounded_scalar_equals_batch_and_walk(
     assert scalar == bounded.node_for_many(keys)
     assert scalar == [bounded_reference(ring, factor, held, key) for key in keys]
     assert bounded.loads() == {**dict.fromkeys(ring, 0), **held}  # lookups counted nothing
+
+
+# -- the second pass (issue 15): 16-bit digest buckets, jump exit bounds, packed probes ---------
+
+
+def bisect_reference(points: list[int], owners: list[str], point: int) -> str:
+    """The owner of the first point >= `point`, wrapping: a plain bisect, no bucket table."""
+    index = bisect.bisect_left(points, point)
+    return owners[index if index < len(points) else 0]
+
+
+@settings(max_examples=5, deadline=None)
+@given(
+    count=st.integers(150, 250),
+    variant=st.sampled_from(["libketama", "libmemcached", "spy"]),
+    removed=st.integers(0, 149),
+    keys=key_lists,
+)
+def test_ketama_md5_buckets_crowded_and_after_add_remove(
+    count: int, variant: str, removed: int, keys: list[Key]
+) -> None:
+    """Hundreds of servers put points in many 16-bit buckets, so the bounded bisect runs.
+
+    At 150-250 servers (24,000-40,000 points) a key's bucket holds points 30-45% of the time;
+    the layout after adding a server and after removing one answers as a plain bisect does.
+    """
+    layout = ketama(names_of(count), variant=variant)
+    added = layout.add("10.9.9.9:11212")
+    for step in (layout, added, added.remove(names_of(count)[removed])):
+        points, owners = step.points.tolist(), [step.nodes[i].name for i in step.owners.tolist()]
+        expected = [bisect_reference(points, owners, md5_word(encode_key(key))) for key in keys]
+        assert [step.node_for(key) for key in keys] == expected
+        assert step.node_for_many(keys) == expected
+
+
+@settings(max_examples=30)
+@given(names=node_name_sets, added=node_names, keys=key_lists)
+def test_ketama_md5_lookup_after_add_and_remove(
+    names: list[str], added: str, keys: list[Key]
+) -> None:
+    layout = ketama(names, variant="libketama")
+    grown = layout.add(added) if added not in names else layout
+    for step in (layout, grown, grown.remove(names[0])):
+        if not len(step):
+            continue
+        points, owners = step.points.tolist(), [step.nodes[i].name for i in step.owners.tolist()]
+        expected = [bisect_reference(points, owners, md5_word(encode_key(key))) for key in keys]
+        assert [step.node_for(key) for key in keys] == expected
+
+
+@given(buckets=st.integers(1, 65_536), data=st.data())
+def test_jump_exit_bounds_are_exact(buckets: int, data: st.DataObject) -> None:
+    """The state bound of each bucket is where the paper's next jump starts to leave."""
+    bounds = _exit_bounds(buckets)
+    assert len(bounds) == buckets
+    sample = data.draw(st.lists(st.integers(0, buckets - 1), max_size=50))
+    for b in [0, buckets - 1, *sample]:
+        bound = bounds[b]
+        d = bound >> 33
+        assert bound == d << 33
+        assert int((b + 1) * (float(1 << 31) / d)) >= buckets
+        assert d == 1 << 31 or int((b + 1) * (float(1 << 31) / (d + 1))) < buckets
+
+
+@given(count=st.integers(1, 200), grow=st.integers(1, 3), hasher=HASHERS, keys=key_lists)
+def test_jump_lookup_after_add_and_remove(
+    count: int, grow: int, hasher: str, keys: list[Key]
+) -> None:
+    function = get_hasher(hasher).function
+    placement = JumpHash([f"n{i}" for i in range(count)], hasher=hasher)
+    grown = placement
+    for i in range(grow):
+        grown = grown.add(f"n{count + i}")
+    for step in (placement, grown, grown.remove(f"n{count + grow - 1}")):
+        size = len(step)
+        expected = [f"n{jump_reference(function(encode_key(key)), size)}" for key in keys]
+        assert [step.node_for(key) for key in keys] == expected
+
+
+@given(count=st.integers(1, 40), hasher=HASHERS, keys=key_lists)
+def test_jump_plain_lookup_past_the_bound_tables(count: int, hasher: str, keys: list[Key]) -> None:
+    """Past _BOUND_TABLE_MAX buckets the plain inlined loop answers: the paper's results too."""
+    function = get_hasher(hasher).function
+    names = tuple(f"n{i}" for i in range(count))
+    lookup = _make_plain_lookup(function, names)
+    expected = [f"n{jump_reference(function(encode_key(key)), count)}" for key in keys]
+    assert [lookup(key) for key in keys] == expected
+
+
+def multiprobe_bisect_reference(names: list[str], probes: int, hasher: Hasher, key: Key) -> str:
+    """``multiprobe_reference`` with each probe's successor found by bisect (many tokens)."""
+    tokens = sorted((hasher.point(name.encode()), name) for name in names)
+    points = [t for t, _ in tokens]
+    h1 = hasher.point(encode_key(key))
+    best: tuple[int, str] | None = None
+    for i in range(probes):
+        probe = splitmix64((h1 + i * 0x9E3779B97F4A7C15) & MASK64)
+        index = bisect.bisect_left(points, probe)
+        token, name = tokens[index if index < len(points) else 0]
+        distance = (token - probe) & MASK64
+        if best is None or distance < best[0]:
+            best = (distance, name)
+    assert best is not None
+    return best[1]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    count=st.integers(3000, 6000),
+    probes=st.sampled_from([1, 2, 21, 40]),
+    hasher=HASHERS,
+    keys=key_lists,
+)
+def test_multiprobe_probes_past_a_crowded_bucket(
+    count: int, probes: int, hasher: str, keys: list[Key]
+) -> None:
+    """Thousands of tokens fill 5-9% of the 16-bit buckets, so many keys have a probe past its
+    bucket's first token (the negative distance that makes the lookup bisect).
+    """
+    names = [f"n{i}" for i in range(count)]
+    placement = MultiProbe(names, probes=probes, hasher=hasher)
+    resolved = get_hasher(hasher)
+    expected = [multiprobe_bisect_reference(names, probes, resolved, key) for key in keys]
+    assert [placement.node_for(key) for key in keys] == expected
+
+
+@given(
+    names=node_name_sets,
+    added=node_names,
+    probes=st.integers(1, 25),
+    hasher=HASHERS,
+    keys=key_lists,
+)
+def test_multiprobe_lookup_after_add_and_remove(
+    names: list[str], added: str, probes: int, hasher: str, keys: list[Key]
+) -> None:
+    placement = MultiProbe(names, probes=probes, hasher=hasher)
+    grown = placement.add(added) if added not in names else placement
+    resolved = get_hasher(hasher)
+    for step in (placement, grown, grown.remove(names[0])):
+        if not len(step):
+            continue
+        current = [node.name for node in step.nodes]
+        expected = [multiprobe_reference(current, probes, resolved, key) for key in keys]
+        assert [step.node_for(key) for key in keys] == expected

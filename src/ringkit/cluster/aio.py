@@ -29,12 +29,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from ringkit.cluster.aio_backends import open_async_backend
-from ringkit.cluster.core import ClientCore, ServerOptions, check_delta
+from ringkit.cluster.core import TAKE_STEPS, ClientCore, ServerOptions, check_delta
 from ringkit.cluster.fencing import AsyncFencedBackend, fence_async, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Steps, run_async
+from ringkit.cluster.steps import Steps, call_async, run_async
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
+from ringkit.errors import EpochLostError, StaleViewError
 
 __all__ = ["AsyncShardedClient"]
 
@@ -45,9 +46,10 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     """The asyncio sharded client: ``await client.get(key)``; see ``ShardedClient`` for each verb.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``, ``refresh_view``,
-    ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``check_health``, ``flush``,
-    ``close`` and the shared ``placement``, ``replicas_for``, ``stats``, ``down_servers``.
+    ``delete_many``, ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``,
+    ``refresh_view``, ``adopt_view``, ``add_server``, ``remove_server``. Operating:
+    ``check_health``, ``flush``, ``close`` and the shared ``placement``, ``replicas_for``,
+    ``stats``, ``down_servers``.
     """
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedBackend:
@@ -59,6 +61,16 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
 
     async def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it."""
+        direct = self._direct_read(key)
+        if direct is not None:
+            call, server = direct
+            try:
+                value = self._direct_value(call, await call_async(call, server))
+            except (StaleViewError, EpochLostError):
+                pass  # a newer view, or a server that lost it: the steps refresh and retry
+            else:
+                if value is not TAKE_STEPS:
+                    return value
         return await self._run(self._get(key))
 
     async def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
@@ -82,6 +94,10 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     async def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
         return await self._run(self._delete(key))
+
+    async def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """Delete every key from its replicas; return how many some replica had."""
+        return await self._run(self._delete_many(keys))
 
     async def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; None if it is missing."""

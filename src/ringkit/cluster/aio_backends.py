@@ -94,6 +94,9 @@ class AsyncMemoryBackend:
     async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
         return self._sync.bury(key, tombstone, ttl_s)
 
+    async def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        return self._sync.bury_many(tombstones, ttl_s)
+
     async def incr(self, key: bytes, delta: int) -> int | None:
         return self._sync.incr(key, delta)
 
@@ -352,6 +355,10 @@ class AsyncMemcachedBackend:
         if there is None or not buries(tombstone, there):
             return False
         return await self._cas(key, there, token, -1)
+
+    async def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key, one after the other (memcached has no batched ``cas``)."""
+        return [key for key, tomb in tombstones.items() if await self.bury(key, tomb, ttl_s)]
 
     async def incr(self, key: bytes, delta: int) -> int | None:
         verb = b"incr" if delta >= 0 else b"decr"

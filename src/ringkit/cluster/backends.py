@@ -25,6 +25,7 @@ share it, which makes the embedded backend useful for demos and tests.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
@@ -262,13 +263,22 @@ def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
 
 
 class MemcachedBackend:
-    """A backend over pymemcache's ``PooledClient`` (a thread-safe pool of connections)."""
+    """A backend over pymemcache: one plain ``Client`` (one connection) per calling thread.
+
+    pymemcache's ``Client`` is not thread-safe, and its ``PooledClient`` costs 30-120% of a
+    loopback round trip more per call (a pool checkout, a context manager, a lock; 1.3x a bare
+    ``Client`` in benchmarks/bench_fanout.py, 2.2x in bench_cluster.py's run of docs/cluster.md).
+    A connection per thread needs no checkout: a thread's call
+    always finds its own. The connections are closed by :meth:`close` (and a thread's when it
+    ends); the fenced client serialises a process's calls to one server anyway
+    (:class:`~ringkit.cluster.fencing.FencedBackend`), so at most one of them is busy at once.
+    """
 
     def __init__(
         self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
     ) -> None:
         try:
-            from pymemcache.client.base import PooledClient
+            from pymemcache.client.base import Client
             from pymemcache.exceptions import (
                 MemcacheClientError,
                 MemcacheError,
@@ -284,29 +294,40 @@ class MemcachedBackend:
         self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
 
         def connect() -> Any:
-            return PooledClient(
+            return Client(
                 (url.host, url.port),
                 connect_timeout=connect_timeout_s,
                 timeout=timeout_s,
                 no_delay=True,
-                max_pool_size=max_connections,
                 default_noreply=False,
             )
 
         self._connect = connect
         self._pid = os.getpid()
-        self._client = connect()
+        self._local = threading.local()
+        self._opened: list[Any] = []  # every thread's client, for close()
+        self._opened_lock = threading.Lock()
+
+    def _client(self) -> Any:
+        """Return this thread's client (connected lazily, by pymemcache, on first use)."""
+        client = getattr(self._local, "client", None)
+        if client is None or self._pid != os.getpid():
+            if self._pid != os.getpid():
+                # Forked: the inherited sockets belong to the parent; open our own.
+                self._pid, self._local, self._opened = os.getpid(), threading.local(), []
+                self._opened_lock = threading.Lock()
+            client = self._local.client = self._connect()
+            with self._opened_lock:
+                self._opened.append(client)
+        return client
 
     def _call(self, action: Callable[[Any], T], items: Mapping[bytes, bytes] | None = None) -> T:
         """Run `action`; a refused request is the caller's ConfigError, a failure BackendError.
 
         pymemcache closes the connection on any error, so none is reused out of step.
         """
-        if self._pid != os.getpid():
-            # Forked: the inherited sockets belong to the parent; open our own.
-            self._pid, self._client = os.getpid(), self._connect()
         try:
-            return action(self._client)
+            return action(self._client())
         except self._client_error as error:
             # CLIENT_ERROR (or a request pymemcache would not send): the request, not the server.
             raise ConfigError(f"server {self.url} refused the request: {error}") from None
@@ -387,6 +408,10 @@ class MemcachedBackend:
 
         return self._call(action)
 
+    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key; memcached has no batched ``cas``, so key after key."""
+        return [key for key, tomb in tombstones.items() if self.bury(key, tomb, ttl_s)]
+
     def incr(self, key: bytes, delta: int) -> int | None:
         not_integer = object()
 
@@ -415,7 +440,11 @@ class MemcachedBackend:
         self._call(lambda client: client.flush_all(noreply=False))
 
     def close(self) -> None:
-        self._client.close()
+        with self._opened_lock:
+            opened, self._opened = self._opened, []
+        for client in opened:
+            client.close()
+        self._local = threading.local()
 
 
 def open_backend(

@@ -6,7 +6,9 @@ acknowledge. Reads go to the first healthy replica and fall back to the next on 
 or a timeout (``read="first"``), or ask every replica and keep the highest version
 (``read="all"``); either way stale or missing copies are repaired when `read_repair` is on.
 Failing servers are skipped and re-admitted after a health check (:mod:`ringkit.cluster.health`).
-Multi-key calls make one round trip per server and per fallback round.
+Multi-key calls make one round trip per server and per fallback round, to every server at
+once: the calls of a round run in a small pool of threads (:class:`~ringkit.cluster.fanout.FanOut`),
+so a ``get_many`` over S servers costs about one round trip, not S.
 
 Guarantees: no read fails while a replica of its key is up; no acknowledged write is lost while
 at most ``replicas - 1`` of its replicas are down (with ``write_quorum=replicas``, also across
@@ -29,16 +31,24 @@ True
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import cached_property
 from typing import Any, TypeVar
 
 from ringkit.cluster.backends import open_backend
-from ringkit.cluster.core import DEFAULT_MAX_VALUE_BYTES, ClientCore, ServerOptions, check_delta
+from ringkit.cluster.core import (
+    DEFAULT_MAX_VALUE_BYTES,
+    TAKE_STEPS,
+    ClientCore,
+    ServerOptions,
+    check_delta,
+)
+from ringkit.cluster.fanout import FanOut
 from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Steps, run_sync
+from ringkit.cluster.steps import Steps, call_sync, run_sync
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
-from ringkit.errors import QuorumError
+from ringkit.errors import EpochLostError, QuorumError, StaleViewError
 
 __all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
 
@@ -49,8 +59,8 @@ class ShardedClient(ClientCore[FencedBackend]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
-    ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``, ``refresh_view``,
-    ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
+    ``delete_many``, ``incr``, ``decr``, ``touch``. Membership: ``view``, ``epoch``,
+    ``refresh_view``, ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
     ``replicas_for``, ``stats``, ``down_servers``, ``check_health``, ``flush``, ``close``.
     Safe to share between threads; survives a fork. Options (keyword-only): see
     :class:`~ringkit.cluster.core.ClientCore`.
@@ -60,8 +70,17 @@ class ShardedClient(ClientCore[FencedBackend]):
         backend = open_backend(url, **options.connection)
         return fence(backend, routed_epoch(self._epoch), self._point_of)
 
+    @cached_property
+    def fan_out(self) -> FanOut:
+        """The threads that send the calls of one round to their servers at once.
+
+        At most `max_connections` threads, started when a round first needs them; after
+        ``fan_out.close()`` (or the client's ``close``) rounds go to one server after another.
+        """
+        return FanOut(max_threads=self._server_options.max_connections)
+
     def _run(self, steps: Steps[T]) -> T:
-        return run_sync(steps, self._servers.server)
+        return run_sync(steps, self._servers.server, self.fan_out)
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -75,12 +94,23 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
+        direct = self._direct_read(key)
+        if direct is not None:
+            call, server = direct
+            try:
+                value = self._direct_value(call, call_sync(call, server))
+            except (StaleViewError, EpochLostError):
+                pass  # a newer view, or a server that lost it: the steps refresh and retry
+            else:
+                if value is not TAKE_STEPS:
+                    return value
         return self._run(self._get(key))
 
     def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
 
-        Keys are grouped per server: one round trip per server in each fallback round.
+        Keys are grouped per server: one round trip per server in each fallback round, to
+        every server at once (:attr:`fan_out`).
 
         :raises BackendError: when no replica of some key could be reached
         """
@@ -114,6 +144,18 @@ class ShardedClient(ClientCore[FencedBackend]):
     def delete(self, key: str | bytes) -> bool:
         """Delete `key` from its replicas; return True if any replica had it."""
         return self._run(self._delete(key))
+
+    def delete_many(self, keys: Iterable[str | bytes]) -> int:
+        """Delete every key from its replicas; return how many some replica had.
+
+        One round trip per server (pipelined on Redis; memcached deletes key by key, its
+        ``gets`` + ``cas`` per key), to every server at once (:attr:`fan_out`). Each key keeps
+        a tombstone as with :meth:`delete`.
+
+        :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
+        :raises TypeError, ConfigError: when a key is not valid (nothing is deleted then)
+        """
+        return self._run(self._delete_many(keys))
 
     def incr(self, key: str | bytes, delta: int = 1) -> int | None:
         """Add `delta` to the integer at `key`; return the new value, or None if it is missing.
@@ -197,7 +239,8 @@ class ShardedClient(ClientCore[FencedBackend]):
         self._run(self._flush())
 
     def close(self) -> None:
-        """Close every connection pool, and stop following the view store."""
+        """Close every connection pool, stop the fan-out threads and following the view store."""
+        self.fan_out.close()
         self._tracker.close()
         for _, server in self._servers.items():
             server.backend.close()

@@ -116,6 +116,11 @@ class ViewTracker:
             self.servers.join(view.servers)
             self.router = Router(view, hot_keys=self._hot_keys)
 
+    @property
+    def settled(self) -> bool:
+        """Whether :meth:`settle` has run to its end (the view store was read once)."""
+        return self._settled
+
     def settle(self) -> Steps[None]:
         """Once: adopt the view the store holds, or publish the first one on empty servers.
 

@@ -289,6 +289,11 @@ class FencedBackend(_Fenced):
         """Delete `key`, keeping `tombstone` beside it for `ttl_s` (a delete while data moves)."""
         return bool(self.serve("bury", key, tombstone, ttl_s))
 
+    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key with its tombstone (pipelined on Redis); return those gone."""
+        gone: list[bytes] = self.serve("bury_many", tombstones, ttl_s)
+        return gone
+
     def incr(self, key: bytes, delta: int) -> int | None:
         result: int | None = self.serve("incr", key, delta)
         return result
@@ -476,12 +481,34 @@ class FencedRedis(FencedBackend):
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-        answer = redis_answer(op, args, [self._run(s.name, s.keys, s.args) for s in scripts])
+        answer = redis_answer(op, args, self._run_all(scripts))
         for step in self.sweep_due(op, args):
             # Best effort: the write was acknowledged; a failed sweep step changes nothing.
             with contextlib.suppress(BackendError):
                 self.sweep.advance(self._run(step.name, step.keys, step.args))
         return answer
+
+    def _run_all(self, scripts: Sequence[Script]) -> list[Any]:
+        """Run `scripts` in order; more than one in one round trip (pipelined EVALSHAs)."""
+        if len(scripts) == 1:
+            [script] = scripts
+            return [self._run(script.name, script.keys, script.args)]
+        try:
+            pipe = self._redis.pipeline(transaction=False)
+            for script in scripts:
+                sha = self._scripts[script.name].sha
+                pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
+            replies: list[Any] = pipe.execute(raise_on_error=False)
+        except self._errors as error:
+            raise server_failed(self.url, error) from None
+        if any(type(reply).__name__ == "NoScriptError" for reply in replies):
+            # A script not loaded yet (a restarted server): one by one, each loads its own.
+            # The scripts that did run are version-checked writes or reads: safe to repeat.
+            return [self._run(script.name, script.keys, script.args) for script in scripts]
+        for script, reply in zip(scripts, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise redis_error(reply, self.url, script)
+        return replies
 
     def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
         result: tuple[int, bytes] = self.serve("sweep_index", cursor, batch)
@@ -642,7 +669,7 @@ class AsyncFencedBackend(_Fenced):
         sent = self.epoch_of()
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-            answer = redis_answer(op, args, [await self._run(script) for script in scripts])
+            answer = redis_answer(op, args, await self._run_all(scripts))
             for step in self.sweep_due(op, args):
                 with contextlib.suppress(BackendError):  # best effort, as in the sync form
                     self.sweep.advance(await self._run(step))
@@ -660,6 +687,27 @@ class AsyncFencedBackend(_Fenced):
             return await self._scripts[script.name](keys=list(script.keys), args=list(script.args))
         except (TimeoutError, redis.RedisError, OSError) as error:
             raise redis_error(error, self.url, script) from None
+
+    async def _run_all(self, scripts: Sequence[Script]) -> list[Any]:
+        """Run `scripts` in order; more than one in one round trip (as the sync form)."""
+        import redis
+
+        if len(scripts) == 1:
+            return [await self._run(scripts[0])]
+        try:
+            pipe = self.inner._client.pipeline(transaction=False)  # type: ignore[attr-defined]
+            for script in scripts:
+                sha = self._scripts[script.name].sha
+                pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
+            replies: list[Any] = await pipe.execute(raise_on_error=False)
+        except (TimeoutError, redis.RedisError, OSError) as error:
+            raise server_failed(self.url, error) from None
+        if any(type(reply).__name__ == "NoScriptError" for reply in replies):
+            return [await self._run(script) for script in scripts]  # each loads its own
+        for script, reply in zip(scripts, replies, strict=True):
+            if isinstance(reply, Exception):
+                raise redis_error(reply, self.url, script)
+        return replies
 
     async def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""

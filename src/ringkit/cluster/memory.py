@@ -157,6 +157,10 @@ class MemoryBackend:
 
         return self._locked(action)
 
+    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key with its tombstone; return the keys that went."""
+        return [key for key, tomb in tombstones.items() if self.bury(key, tomb, ttl_s)]
+
     def incr(self, key: bytes, delta: int) -> int | None:
         def action(store: MemoryStore, now: float) -> int | None:
             value = store.live(key, now)

@@ -120,7 +120,7 @@ class Reader:
 
     def _read_first(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
         epoch = router.view.epoch
-        orders = {key: router.read_order(key) for key in keys}
+        orders = dict(zip(keys, router.read_orders(keys), strict=True))
         position = dict.fromkeys(keys, 0)
         missed: dict[bytes, list[str]] = {}
         answered: set[bytes] = set()
@@ -128,12 +128,15 @@ class Reader:
         pending = list(keys)
         while pending:
             groups: dict[str, list[bytes]] = {}
+            usable: dict[str, bool] = {}  # asked once per server and round, not once per key
             for key in pending:
                 order = orders[key]
                 while position[key] < len(order):
                     name = order[position[key]]
                     position[key] += 1
-                    if (yield from self._usable(name, epoch)):
+                    if name not in usable:
+                        usable[name] = yield from self._usable(name, epoch)
+                    if usable[name]:
                         groups.setdefault(name, []).append(key)
                         break
             pending = []

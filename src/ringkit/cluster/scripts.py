@@ -250,6 +250,13 @@ def redis_scripts(
         return [
             Script("bury", guarded, (epoch, member(point_of(key), key), tomb, px_argument(ttl_s)))
         ]
+    if op == "bury_many":
+        tombstones, ttl_s = args
+        return [
+            script
+            for key, tomb in tombstones.items()
+            for script in redis_scripts("bury", (key, tomb, ttl_s), epoch, point_of)
+        ]
     if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
         cursor, batch = args
         return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
@@ -271,6 +278,8 @@ def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
             chunk = keys[at : at + KEYS_PER_CALL]
             found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
         return found
+    if op == "bury_many":
+        return [key for key, went in zip(args[0], answers, strict=True) if went]
     [answer] = answers
     if op == "set_many":
         return None

@@ -3,8 +3,9 @@
 Every decision of the cache client (routing, fallback order, quorum, read repair, hints and
 re-admission, epochs, refusal and retry) is written once, as a generator that *yields* a round
 of :class:`Call` requests and is *sent* back their outcomes, a value or a :class:`Failed`. Two
-small drivers run the same generator: :func:`run_sync` with blocking backends, one call after
-the other, and :func:`run_async` with awaited backends, the calls of a round at once
+small drivers run the same generator: :func:`run_sync` with blocking backends, the calls of a
+round at once in threads (:class:`~ringkit.cluster.fanout.FanOut`; one after the other without
+one), and :func:`run_async` with awaited backends, the calls of a round at once
 (``asyncio.gather``). This is the sans-I/O design of h11 and hyper-h2 (Benfield, "Building
 Protocol Libraries The Right Way", PyCon 2016) rather than httpcore's unasync, which generates
 the sync code from the async code: a generated twin still holds every decision twice in the
@@ -36,6 +37,7 @@ from ringkit.cluster.fencing import routed_by
 from ringkit.errors import BackendError
 
 if TYPE_CHECKING:
+    from ringkit.cluster.fanout import FanOut
     from ringkit.cluster.servers import Server
 
 __all__ = [
@@ -44,6 +46,8 @@ __all__ = [
     "Failed",
     "Request",
     "Steps",
+    "call_async",
+    "call_sync",
     "failed_any",
     "run_async",
     "run_plain",
@@ -105,7 +109,8 @@ def _finish(call: Call, server: Server[Any], start: float, result: Any) -> Any:
     return result
 
 
-def _call_sync(call: Call, server: Server[Any]) -> Any:
+def call_sync(call: Call, server: Server[Any]) -> Any:
+    """Make `call` on `server`, counted; a failure is marked and returned as :class:`Failed`."""
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
@@ -115,7 +120,12 @@ def _call_sync(call: Call, server: Server[Any]) -> Any:
     return _finish(call, server, start, result)
 
 
-async def _call_async(call: Call, server: Server[Any]) -> Any:
+# The name the core's own tests knew it by, before the client's direct read made it public.
+_call_sync = call_sync
+
+
+async def call_async(call: Call, server: Server[Any]) -> Any:
+    """Await `call` on `server`, counted; a failure is marked and returned as :class:`Failed`."""
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
@@ -164,15 +174,34 @@ def _drive(steps: Steps[T], perform: Callable[[Request], Any]) -> T:
     return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
-def run_sync(steps: Steps[T], lookup: Lookup) -> T:
-    """Drive `steps` with blocking backends: each call of a round in turn."""
+def _lane(request: Request, lookup: Lookup) -> str | None:
+    """Return the server `request` goes to over the network, None if it needs no network."""
+    if isinstance(request, Call) and lookup(request.server).url.scheme != "memory":
+        return request.server
+    return None
+
+
+def run_sync(steps: Steps[T], lookup: Lookup, fan_out: FanOut | None = None) -> T:
+    """Drive `steps` with blocking backends: a round's calls at once on `fan_out`, else in turn.
+
+    A round of one request (a single-key read, a probe) runs in this thread either way.
+    """
 
     def perform(request: Request) -> Any:
         if isinstance(request, Blocking):
             return request.run()
-        return _call_sync(request, lookup(request.server))
+        return call_sync(request, lookup(request.server))
 
-    return _drive(steps, perform)
+    if fan_out is None:
+        return _drive(steps, perform)
+    stepper = _Stepper(steps)
+    while (step := stepper.resume()) is not None:
+        if len(step) == 1:
+            stepper.result = _perform_all(step, perform)
+        else:
+            lanes = [_lane(request, lookup) for request in step]
+            stepper.result = fan_out.run(step, perform, lanes=lanes)
+    return stepper.value  # type: ignore[return-value]  # set when the generator returned
 
 
 async def _gather(step: tuple[Request, ...], lookup: Lookup) -> Any:
@@ -181,7 +210,7 @@ async def _gather(step: tuple[Request, ...], lookup: Lookup) -> Any:
     async def one(request: Request) -> Any:
         if isinstance(request, Blocking):
             return await asyncio.to_thread(request.run)
-        return await _call_async(request, lookup(request.server))
+        return await call_async(request, lookup(request.server))
 
     try:
         if len(step) == 1:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from typing import Any, cast
 
 from ringkit.cluster.expiry import refuse_ttl
@@ -180,10 +180,50 @@ class Writer:
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
+
+        def copy_of(data: bytes) -> bytes:  # asked only for the keys found spread
+            return self._copy_of(encoded[data])
+
+        yield from self._batch(router, "set_many", encoded, ttl_s, copy_of, ttl_s)
+
+    def delete_many(self, router: Router, keys: list[bytes], gone: set[bytes]) -> Steps[None]:
+        """Delete every key on its targets and leave tombstones; one round trip per server.
+
+        The keys some server had are added to `gone` (kept across the retries of a refused
+        call, as :meth:`each`'s `done`). Tombstones as in :meth:`delete`.
+
+        :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
+        """
+        ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
+        tombs = {data: tombstone(self._clock.next()) for data in keys}
+
+        def copy_of(data: bytes) -> bytes:
+            return copy_tombstone(self._clock.next())
+
+        answers = yield from self._batch(router, "bury_many", tombs, ttl_s, copy_of, None)
+        for name, went in answers.items():  # as delete answers: what the replicas had
+            gone.update(data for data in went if name in router.replica_names(data))
+
+    def _batch(
+        self,
+        router: Router,
+        method: str,
+        items: Mapping[bytes, bytes],
+        ttl_s: float | None,
+        copy_of: Callable[[bytes], bytes],
+        copy_ttl_s: float | None,
+    ) -> Steps[dict[str, Any]]:
+        """Write `items` to their targets with `method(group, ttl_s)`, one call per server.
+
+        Hot keys found spread get ``copy_of(key)`` on their copies (the new value, or an
+        invalidation) before the ack; returns each server's answer.
+
+        :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
+        """
         epoch = router.view.epoch
         groups: dict[str, dict[bytes, bytes]] = {}
         replicas: dict[bytes, list[str]] = {}
-        for data, stored in encoded.items():
+        for data, stored in items.items():
             replicas[data] = router.replica_names(data)
             for name in router.write_names(data):
                 groups.setdefault(name, {})[data] = stored
@@ -201,13 +241,14 @@ class Writer:
         asks = {name: [data for data in groups[name] if reader[data] == name] for name in usable}
         calls = []
         for name in usable:
-            call = Call(name, "set_many", (groups[name], ttl_s), epoch)
+            call = Call(name, method, (groups[name], ttl_s), epoch)
             calls.append(_marked(call, asks[name]) if asks[name] else call)
         outcomes = yield tuple(calls)
         acked: set[tuple[str, bytes]] = set()
         holders: dict[bytes, list[str]] = {}
         markers: dict[bytes, int] = {}
         unread: set[bytes] = set()
+        answers: dict[str, Any] = {}
         for name, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, Failed):
                 missed[name] = list(groups[name])
@@ -216,16 +257,19 @@ class Writer:
             acked |= {(name, data) for data in groups[name]}
             for data in groups[name]:
                 holders.setdefault(data, []).append(name)
+            answers[name] = outcome
             if asks[name]:
-                _mark(markers, outcome[1])
+                answers[name], found = outcome
+                _mark(markers, found)
         if unread:
             yield from self._read_markers(router, unread, holders, markers)
         if missed:
             yield from self.servers.hand_over(missed, holders, epoch)
         if markers:  # spread hot keys: their copies take the new values before the ack
-            copies = {data: self._copy_of(encoded[data]) for data in markers}
-            yield from self.copies.follow(router, markers, copies, ttl_s, holders)
+            follow = {data: copy_of(data) for data in markers}
+            yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
         self.check_quorum(replicas, acked)
+        return answers
 
     def delete(
         self, router: Router, data: bytes, done: dict[str, Any] | None = None

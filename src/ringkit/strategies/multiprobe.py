@@ -24,6 +24,8 @@ True
 
 from __future__ import annotations
 
+import operator
+import struct
 from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
@@ -60,10 +62,10 @@ _GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: splitmix64's counter incre
 _SPACE = float(1 << 64)
 # Keys per vectorised block in node_for_many: bounds the (keys x probes) arrays to ~16 MB.
 _BLOCK_CELLS = 1 << 21
-# Buckets per token in the scalar lookup's successor table (a power of two): with 16, about 94%
-# of probes land in a bucket holding no token and need no bisect.
-_BUCKETS_PER_TOKEN_LOG2 = 4
-_MAX_BUCKET_BITS = 16  # 512 KiB of table at most (a list of 65,536 references)
+# The scalar lookup's successor table is indexed by a probe's top 16 bits (a list of 65,536
+# references, 512 KiB), read from the packed probes by a struct: see _make_lookup.
+_PROBE_BUCKET_BITS = 16
+_LANE_BITS = 128  # one probe per lane of the packed integer: a 64 x 64-bit product fits
 
 
 def _check_probes(probes: object) -> int:
@@ -263,81 +265,97 @@ class MultiProbe(PlacementBase):
         return f", probes={self._probes}, hasher={self._hasher.name!r}"
 
 
-def _successor_table(tokens: npt.NDArray[np.uint64]) -> tuple[int, list[int | None]]:
-    """Return (shift, each bucket's successor token, or None for a bucket that holds tokens).
+def _successor_table(tokens: npt.NDArray[np.uint64]) -> list[int]:
+    """Return, for each 16-bit bucket, the first token >= its start (+ 2**64 past the last).
 
-    Bucket ``b`` covers the points whose top bits are ``b``. A bucket holding no token lies
-    inside one arc, so every probe in it has the same successor: stored, plus 2**64 when it
-    wraps past the last token, so that ``successor - probe`` is the distance with no modulo. A
-    probe in a bucket holding tokens bisects them all (~1/16 of probes).
+    A probe in a bucket holding no token has that token as its successor; so does a probe in a
+    bucket holding tokens when it lies at or before the bucket's first token. Any other probe
+    finds ``successor - probe < 0`` and bisects (~N/2**17 of probes: 2% of keys at N = 128).
     """
-    count = len(tokens)
-    bucket_bits = min((count - 1).bit_length() + _BUCKETS_PER_TOKEN_LOG2, _MAX_BUCKET_BITS)
-    shift = 64 - bucket_bits
-    starts = np.arange(1 << bucket_bits, dtype=np.uint64) << np.uint64(shift)
+    starts = np.arange(1 << _PROBE_BUCKET_BITS, dtype=np.uint64) << np.uint64(
+        64 - _PROBE_BUCKET_BITS
+    )
     first = np.searchsorted(tokens, starts, side="left")
-    ends = np.append(first[1:], count)
     token_list = tokens.tolist()
-    wrapped = token_list[0] + (1 << 64)
-    successors: list[int | None] = [
-        None if lo != hi else (token_list[lo] if lo < count else wrapped)
-        for lo, hi in zip(first.tolist(), ends.tolist(), strict=True)
-    ]
-    return shift, successors
+    # Past the last token: the first, + 2**64 (the extra last entry); numpy indexes the 65,536
+    # buckets in about a millisecond where a Python loop took tens.
+    successors: list[int] = np.array([*token_list, token_list[0] + (1 << 64)], dtype=object)[
+        first
+    ].tolist()
+    return successors
+
+
+def _lanes(values: list[int]) -> int:
+    """Return `values` packed into one integer, value ``i`` in bits ``[128·i, 128·i + 64)``."""
+    return sum(value << (_LANE_BITS * i) for i, value in enumerate(values))
 
 
 def _make_lookup(
     hasher: Hasher, tokens: npt.NDArray[np.uint64], token_names: list[str], probes: int
 ) -> Callable[[Any], str]:
-    """Return ``key -> owner name``: ``MultiProbe.node_for`` with every table a local.
+    """Return ``key -> owner name``: ``MultiProbe.node_for`` with the k probes computed at once.
 
-    Each probe's successor comes from ``_successor_table`` (a bisect only for the ~1/16 of
-    probes whose bucket holds a token); the probe offsets ``i·φ`` are precomputed. The winner
-    is the first probe at the least distance, as in the plain loop, and its token's node is
-    the first of that token's owners in token order (``bisect_left``'s choice).
+    NOTE: the k splitmix64 probes are the lookup's whole cost, so they are computed in one
+    integer holding a 128-bit lane per probe: add, xor, shift and multiply act lane by lane as
+    long as each lane is masked back to 64 bits before a shift or a multiply (the shift brings
+    the next lane's low bits in at the top; a product needs the lane's 128 bits). One struct
+    reads the k probes, another their top 16 bits, which index ``_successor_table``; the
+    distances are ``map``-ped in C. ~1.8x the per-probe loop (benchmarks/bench_strategies.py).
+    The winner is the first probe at the least distance (``list.index``), and its token's node
+    the first of that token's owners in token order (``bisect_left``'s choice), as in the
+    plain loop.
     """
-    shift, successors = _successor_table(tokens)
+    successor_of = _successor_table(tokens).__getitem__
     token_list = tokens.tolist()
     count = len(token_list)
     owner_of: dict[int, str] = {}
     for token, name in zip(token_list, token_names, strict=True):
         owner_of.setdefault(token, name)
     owner_of[token_list[0] + (1 << 64)] = token_names[0]
-    offsets = tuple((i * _GOLDEN) & _MASK64 for i in range(probes))
     function, widen = hasher.function, 64 - hasher.bits
+    copies, low = _lanes([1] * probes), _lanes([_MASK64] * probes)
+    offsets = _lanes([(i * _GOLDEN) & _MASK64 for i in range(probes)])
+    words = struct.Struct("<" + "Q8x" * probes).unpack  # lane i's low 64 bits: probe i
+    tops = struct.Struct("<" + "6xH8x" * probes).unpack  # its top 16 bits: probe i >> 48
 
     def lookup(
         key: Any,
         function: Callable[[bytes], int] = function,
         widen: int = widen,
-        offsets: tuple[int, ...] = offsets,
-        successors: list[int | None] = successors,
-        token_list: list[int] = token_list,
+        copies: int = copies,
+        offsets: int = offsets,
+        low: int = low,
+        size: int = probes * _LANE_BITS // 8,
+        words: Callable[[bytes], tuple[int, ...]] = words,
+        tops: Callable[[bytes], tuple[int, ...]] = tops,
+        successor_of: Callable[[int], int] = successor_of,
         owner_of: dict[int, str] = owner_of,
-        shift: int = shift,
+        token_list: list[int] = token_list,
         count: int = count,
         bisect: Callable[..., int] = bisect_left,
+        sub: Callable[[int, int], int] = operator.sub,
         encode_key: Callable[[Any], bytes] = encode_key,
     ) -> str:
         try:
             data = key.encode()
         except AttributeError:
             data = encode_key(key)  # bytes and int keys; anything else is a TypeError
-        h1 = function(data) << widen
-        best_distance, best = 1 << 65, 0
-        for offset in offsets:
-            # splitmix64 inlined: this loop is the whole cost of a lookup
-            z = (h1 + offset) & 0xFFFFFFFFFFFFFFFF
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
-            z ^= z >> 31
-            successor = successors[z >> shift]
-            if successor is None:
-                index = bisect(token_list, z)
-                successor = token_list[index] if index < count else token_list[0] + (1 << 64)
-            if successor - z < best_distance:
-                best_distance, best = successor - z, successor
-        return owner_of[best]
+        # probe i = splitmix64(h1 + i·φ), lane i of z
+        z = ((function(data) << widen) * copies + offsets) & low
+        z = ((z ^ (z >> 30)) & low) * 0xBF58476D1CE4E5B9 & low
+        z = ((z ^ (z >> 27)) & low) * 0x94D049BB133111EB & low
+        packed = (z ^ (z >> 31)).to_bytes(size, "little")
+        probe = words(packed)
+        distance = list(map(sub, map(successor_of, tops(packed)), probe))
+        least = min(distance)
+        if least < 0:  # some probe lies past its bucket's first token: bisect those
+            for i, point in enumerate(probe):
+                if distance[i] < 0:
+                    index = bisect(token_list, point)
+                    successor = token_list[index] if index < count else token_list[0] + (1 << 64)
+                    distance[i] = successor - point
+            least = min(distance)
+        return owner_of[probe[distance.index(least)] + least]  # the winner's successor token
 
     return lookup
 
