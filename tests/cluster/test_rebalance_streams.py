@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import signal
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 from hypothesis import given
@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 
 from ringkit import HashRing, Transfer
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.index import RedisIndex
-from ringkit.cluster.keys import RESERVED_PREFIX
-from ringkit.cluster.packed import PackedRecords, Record, pack_records, split_keys
+from ringkit.cluster.index import ArcSet, RedisIndex, _in_arc
+from ringkit.cluster.keys import RESERVED_PREFIX, route_key
+from ringkit.cluster.packed import PackedRecords, Record, pack_records
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer
 from ringkit.errors import BackendError
 from tests.cluster.helpers import flushed_redis_urls, redis_servers
@@ -251,7 +251,45 @@ def test_a_packed_page_decodes_to_its_records(records: list[Record]) -> None:
     assert page.long_keys == [record.key for record in records if len(record.key) > 237]
 
 
-@given(st.lists(st.binary(max_size=40), max_size=30))
-def test_split_keys_reads_what_the_scan_script_packs(keys: list[bytes]) -> None:
-    blob = b"".join(struct.pack(">I", len(key)) + key for key in keys)
-    assert split_keys(blob) == keys
+_SPACE = 1 << 64
+_points = st.integers(min_value=0, max_value=_SPACE - 1)
+
+
+@given(st.lists(st.tuples(_points, _points), max_size=8), st.lists(_points, max_size=40))
+def test_an_arc_set_holds_exactly_the_points_of_its_arcs(
+    arcs: list[tuple[int, int]], points: list[int]
+) -> None:
+    # The backfill indexes a key only where ArcSet says its point is on a moved arc.
+    points += [point for arc in arcs for point in arc] + [
+        (point + 1) % _SPACE for arc in arcs for point in arc
+    ]
+    held = ArcSet(arcs, HashRing(["a"])).holds(np.array(points, dtype=np.uint64)).tolist()
+    assert held == [any(_in_arc(p, start, end) for start, end in arcs) for p in points]
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_the_backfill_indexes_the_moved_arcs_foreign_keys_and_every_old_copy_goes(
+    urls: dict[str, str], replicas: int
+) -> None:
+    # Keys written without ringkit on every old replica: those that move are indexed, copied
+    # and deleted from every old owner; those that stay are left alone, and a server that only
+    # keeps them leaves them unindexed (this change never reads their arcs there).
+    admin = _client(urls, BASE, replicas=replicas)
+    admin.set_many({key: key for key in KEYS[:50]})  # publishes the view at epoch 1
+    foreign = [f"legacy:{i}".encode() for i in range(250)]
+    foreign += [f"legacy:{{t{i % 7}}}:{i}".encode() for i in range(50)]  # routed by the tag
+    old, new = HashRing(list(BASE)), HashRing(list(NAMES))
+    for key in foreign:
+        for name in old.nodes_for(route_key(key), replicas):
+            _raw(urls[name]).set(key, b"v:" + key)
+    admin.add_server("s4", urls["s4"])
+    for key in foreign:
+        holders = {name for name in NAMES if _raw(urls[name]).get(key) == b"v:" + key}
+        assert holders == set(new.nodes_for(route_key(key), replicas)), key
+    for name in BASE:
+        kept = {k for k in foreign if name in old.nodes_for(route_key(k), replicas)}
+        kept &= {k for k in foreign if name in new.nodes_for(route_key(k), replicas)}
+        unindexed = _keys_without_entry(urls[name])
+        assert kept and unindexed <= kept, name
+        if replicas == 1:  # a source loses what it sends: it indexed nothing it keeps
+            assert unindexed == kept, name

@@ -10,8 +10,8 @@ mantissa), which cannot hold a 64-bit point exactly: that is why the point lives
 the score.
 
 Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
-and indexes them. On the memory backend the "index" is a scan of the store, which is in-process
-and small.
+and indexes those of them that lie on the arcs about to move (an :class:`ArcSet`). On the
+memory backend the "index" is a scan of the store, which is in-process and small.
 
 The index stays bounded by the live keys (regression: issue 16, item 9). Redis expires and
 evicts keys without telling anyone, so the entries of such keys are removed three ways, each
@@ -44,29 +44,31 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX, tombstone_key
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.cluster.keys import EPOCH_KEY, INDEX_KEY, RESERVED_PREFIX, route_key, tombstone_key
 from ringkit.cluster.packed import (
     DELETE_PAGE,
     DUMP_PAGE,
-    INDEX_PAGE,
     RESTORE_PAGE,
-    SCAN_PAGE,
     PackedRecords,
     Record,
     long_key_tombstones,
     pack_records,
-    split_keys,
     version_of,
 )
 from ringkit.errors import StaleViewError
 
 if TYPE_CHECKING:
     from ringkit.cluster.backends import MemoryStore
+    from ringkit.ring import HashRing
 
 __all__ = [
     "SWEEP_BATCH",
     "SWEEP_ENTRIES_PER_KEY",
     "SWEEP_SCRIPT",
+    "ArcSet",
     "Index",
     "IndexSweep",
     "Record",
@@ -110,10 +112,67 @@ def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
     return ranges
 
 
+class ArcSet:
+    """Some arcs (start, end] of `ring`, and which of many keys they hold, a page at once.
+
+    The arcs' ends cut the circle into elementary intervals, each inside every arc or outside
+    it; a point's interval is a binary search (numpy ``searchsorted``), so testing a page of
+    points costs O(p log a) in C, not a Python test per point and arc. Keys are hashed with the
+    ring's batch :meth:`~ringkit.ring.HashRing.points_for` (routed by their ``{tag}`` only
+    when the page holds one).
+
+    >>> from ringkit import HashRing
+    >>> arcs = ArcSet([(10, 20), (40, 5)], HashRing(["a"]))
+    >>> arcs.holds(np.array([3, 5, 6, 10, 11, 20, 21, 41], dtype=np.uint64)).tolist()
+    [True, True, False, False, True, True, False, True]
+    """
+
+    def __init__(self, arcs: Sequence[tuple[int, int]], ring: HashRing) -> None:
+        ends = sorted({point for arc in arcs for point in arc})
+        at = {point: i for i, point in enumerate(ends)}
+        # Interval i is (ends[i - 1], ends[i]] (i = 0 wraps past the last end); an arc covers
+        # the intervals after its start up to its end: a difference array over the intervals.
+        steps = [0] * (len(ends) + 1)
+        for start, end in arcs:
+            first, last = at[start] + 1, at[end]
+            if start < end:
+                steps[first] += 1
+                steps[last + 1] -= 1
+            else:  # wraps (start == end: the whole circle)
+                steps[first] += 1
+                steps[0] += 1
+                steps[last + 1] -= 1
+        covered, depth = [], 0
+        for step in steps[:-1]:
+            depth += step
+            covered.append(depth > 0)
+        self.arcs, self.ring = list(arcs), ring
+        self._ends = np.array(ends, dtype=np.uint64)
+        self._covered = np.array(covered, dtype=bool)
+
+    def holds(self, points: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        """Return, for each point, whether some arc holds it. Runtime: O(p log a)."""
+        if not len(self._ends):
+            return np.zeros(len(points), dtype=bool)
+        slot = np.searchsorted(self._ends, points, side="left")
+        slot[slot == len(self._ends)] = 0  # past the last end: the wrapping interval
+        held: npt.NDArray[np.bool_] = self._covered[slot]
+        return held
+
+    def select(self, keys: list[bytes]) -> tuple[list[bytes], npt.NDArray[np.uint64]]:
+        """Return the keys on these arcs and their points. Runtime: O(k log a) for k keys."""
+        routed = [route_key(key) for key in keys] if b"{" in b"".join(keys) else keys
+        points = self.ring.points_for(routed)
+        chosen = np.flatnonzero(self.holds(points))
+        return [keys[i] for i in chosen.tolist()], points[chosen]
+
+
 class Index(Protocol):
     """What the coordinator needs from a server to move arcs."""
 
-    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int: ...
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int: ...
     def count(self, start: int, end: int, space: int) -> int: ...
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
     def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
@@ -255,29 +314,41 @@ class RedisIndex:
             "restore": client.register_script(RESTORE_PAGE),
             "delete": client.register_script(_DELETE),
             "delete_page": client.register_script(DELETE_PAGE),
-            "scan_page": client.register_script(SCAN_PAGE),
-            "index_page": client.register_script(INDEX_PAGE),
         }
         self._dump_page = client.register_script(DUMP_PAGE)
 
-    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int:
-        """Index every key of the server that has no entry (SCAN); return the keys seen.
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int:
+        """Index the keys of the server (those on `arcs`, or all); return how many were.
 
-        Runtime: O(n) for n keys on the server, in SCAN pages of about `batch` (each `pace`d):
-        a script packs each page, the coordinator hashes its keys, and another script adds
-        their members.
+        A key ringkit wrote has its entry already, and adding it again changes nothing; this
+        is for keys written without ringkit, which only a SCAN finds.
+        Runtime: O(n) for n keys on the server, in plain ``SCAN`` pages of about `batch` (each
+        `pace`d): the coordinator hashes each page's keys at once, keeps those on `arcs` and
+        adds their members with one ``ZADD``. Only the arcs about to move are read from the
+        index, so a rebalance indexes a quarter of the keys when a fourth server joins, and no
+        script holds the server for a page.
         """
-        seen, cursor = 0, b"0"
+        indexed, cursor = 0, 0
         while True:
-            cursor, blob = self._run(self._scripts["scan_page"], [], [cursor, batch])
-            keys = split_keys(bytes(blob))
+            cursor, found = self._run("SCAN", [], [cursor, "COUNT", batch])
+            keys = [key for key in found if not key.startswith(RESERVED_PREFIX)]
             if keys:
-                points = b"".join(point.to_bytes(8, "big") for point in map(self._point_of, keys))
-                seen += int(self._run(self._scripts["index_page"], [INDEX_KEY], [blob, points]))
+                if arcs is None:
+                    points = np.fromiter(map(self._point_of, keys), np.uint64, len(keys))
+                else:
+                    keys, points = arcs.select(keys)
+                if keys:
+                    args: list[object] = []
+                    for point, key in zip(points.tolist(), keys, strict=True):
+                        args += [0, member(point, key)]
+                    self._run("ZADD", [INDEX_KEY], args)
+                    indexed += len(keys)
                 if pace is not None:
-                    pace(len(keys))
-            if bytes(cursor) == b"0":
-                return seen
+                    pace(len(found))
+            if int(cursor) == 0:
+                return indexed
 
     def count(self, start: int, end: int, space: int) -> int:
         """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""
@@ -393,7 +464,9 @@ class ScanIndex:
     ) -> None:
         self._store, self._point_of, self._epoch_of = store, point_of, epoch_of
 
-    def backfill(self, batch: int = 1000, pace: Pace | None = None) -> int:
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int:
         """Nothing to do: every scan sees every key. Returns 0."""
         return 0
 

@@ -38,19 +38,16 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from ringkit.cluster.keys import MAX_KEY_BYTES, RESERVED_PREFIX, TOMBSTONE_PREFIX, tombstone_key
+from ringkit.cluster.keys import MAX_KEY_BYTES, TOMBSTONE_PREFIX, tombstone_key
 
 __all__ = [
     "DELETE_PAGE",
     "DUMP_PAGE",
-    "INDEX_PAGE",
     "RESTORE_PAGE",
-    "SCAN_PAGE",
     "PackedRecords",
     "Record",
     "long_key_tombstones",
     "pack_records",
-    "split_keys",
     "version_of",
 ]
 
@@ -145,16 +142,6 @@ def pack_records(records: Sequence[Record], point_of: Callable[[bytes], int]) ->
     long_keys = [r.key for r in records if len(r.key) > _LONGEST_PREFIXED]
     size = sum(record.size_bytes for record in records)
     return PackedRecords(b"".join(parts), len(records), size, long_keys)
-
-
-def split_keys(blob: bytes) -> list[bytes]:
-    """Return the keys :data:`SCAN_PAGE` packed into `blob` (each a u32 length, then the key)."""
-    keys, at, size = [], 0, len(blob)
-    while at < size:
-        n = int.from_bytes(blob[at : at + 4], "big")
-        keys.append(blob[at + 4 : at + 4 + n])
-        at += 4 + n
-    return keys
 
 
 def long_key_tombstones(page: PackedRecords) -> list[bytes]:
@@ -283,36 +270,4 @@ redis.call('ZREMRANGEBYLEX', KEYS[2], ARGV[2], '[' .. found[#found])
 local after = ''
 if #found == count then after = '(' .. found[#found] end
 return {gone, after}
-"""
-
-# ARGV: SCAN cursor, count. Returns the next cursor and the page's keys outside ringkit's own
-# (reserved) ones, each packed as a u32 length and the key, for the coordinator to hash.
-SCAN_PAGE = f"""
-local found = redis.call('SCAN', ARGV[1], 'COUNT', tonumber(ARGV[2]))
-local parts = {{}}
-for _, key in ipairs(found[2]) do
-  if string.sub(key, 1, {len(RESERVED_PREFIX)}) ~= '{RESERVED_PREFIX.decode()}' then
-    parts[#parts + 1] = struct.pack('>I4c0', #key, key)
-  end
-end
-return {{found[1], table.concat(parts)}}
-"""
-
-# KEYS: index; ARGV: keys packed as SCAN_PAGE packs them, their points (8 bytes each, in the
-# same order). Adds each key's member (re-adding one that is there changes nothing).
-INDEX_PAGE = """
-local blob, points, at, i, members = ARGV[1], ARGV[2], 1, 0, {}
-while at <= #blob do
-  local key
-  key, at = struct.unpack('>I4c0', blob, at)
-  i = i + 1
-  members[#members + 1] = 0
-  members[#members + 1] = string.sub(points, 8 * i - 7, 8 * i) .. key
-  if #members >= 1000 then
-    redis.call('ZADD', KEYS[1], unpack(members))
-    members = {}
-  end
-end
-if #members > 0 then redis.call('ZADD', KEYS[1], unpack(members)) end
-return i
 """

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 from ringkit.cluster.backends import open_backend
 from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.fencing import FencedBackend, fence
+from ringkit.cluster.index import ArcSet
 from ringkit.cluster.keys import route_key
 from ringkit.cluster.packed import PackedRecords, Record
 from ringkit.cluster.progress import (
@@ -343,7 +344,7 @@ class Rebalancer:
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
-        tally, skipped = self._stream(view, plan.transfers, new.space)
+        tally, skipped = self._stream(view, plan.transfers, movement)
         servers = {node.name: view.servers[node.name] for node in new.nodes}
         final = ClusterView(
             view.epoch + 1,
@@ -410,39 +411,61 @@ class Rebalancer:
         return survivors  # each surviving copy of the arc: the newest version wins
 
     def _prepare(
-        self, view: ClusterView, todo: list[Transfer], space: int
+        self, view: ClusterView, todo: list[Transfer], movement: Movement
     ) -> tuple[dict[str, list[str]], list[str], Tally]:
         """Pick each transfer's sources, index foreign keys, count the keys to move."""
+        space = movement.space
         sources = {_transfer_id(t): self._sources(view, t) for t in todo}
         names = sorted({name for chosen in sources.values() for name in chosen})
         if self.options.scan:
-            self._backfill(names)
+            # What the index is read for: the arcs each source streams, and the arcs each old
+            # owner loses (the cleanup deletes them by their entries; the same arcs, unless a
+            # source was down and its arcs are read from the surviving replicas).
+            arcs: dict[str, set[tuple[int, int]]] = {name: set() for name in names}
+            for t in todo:
+                for name in sources[_transfer_id(t)]:
+                    arcs[name].add((t.start or 0, t.end or 0))
+            for name in movement.nodes_before:
+                if name not in self._down:
+                    lost = {(arc.start, arc.end) for arc in movement.lost(name)}
+                    arcs.setdefault(name, set()).update(lost)
+            ring = view.placement
+            assert isinstance(ring, HashRing)  # checked before anything was published
+            self._backfill({name: ArcSet(sorted(held), ring) for name, held in arcs.items()})
         tally = Tally()
         for t in todo:
             for name in sources[_transfer_id(t)]:
                 tally.planned += self.backend(name).index.count(t.start or 0, t.end or 0, space)
         return sources, names, tally
 
-    def _backfill(self, names: list[str]) -> None:
-        """Index the sources' foreign keys, every source at once.
+    def _backfill(self, arcs: Mapping[str, ArcSet]) -> None:
+        """Index the foreign keys on the arcs to move, every server at once.
 
-        Throttled, the SCAN pages shrink to `batch` keys and go at :data:`SCAN_PACE` times
-        `keys_per_s`, so that no burst of scripts slows the reads the throttle protects.
+        Each server is scanned once and only the keys on its `arcs` are indexed: the rest are
+        never read from its index in this change. Throttled, the SCAN pages shrink to `batch`
+        keys and go at :data:`SCAN_PACE` times `keys_per_s`, so that no burst slows the reads
+        the throttle protects.
         """
         keys_per_s = self.options.keys_per_s
         if keys_per_s is None:
             batch, pace = 1000, None
         else:
             batch, pace = self.options.batch, Throttle(keys_per_s * SCAN_PACE).take
+        names = sorted(name for name, held in arcs.items() if held.arcs)
         with ThreadPoolExecutor(max_workers=max(1, min(16, len(names)))) as pool:
-            list(pool.map(lambda name: self.backend(name).index.backfill(batch, pace), names))
+            list(
+                pool.map(
+                    lambda name: self.backend(name).index.backfill(batch, pace, arcs[name]), names
+                )
+            )
 
     def _stream(
-        self, view: ClusterView, transfers: tuple[Transfer, ...], space: int
+        self, view: ClusterView, transfers: tuple[Transfer, ...], movement: Movement
     ) -> tuple[Tally, int]:
+        space = movement.space
         done = self._checkpoint(view)
         todo = [t for t in transfers if _transfer_id(t) not in done]
-        sources, names, tally = self._prepare(view, todo, space)
+        sources, names, tally = self._prepare(view, todo, movement)
         limits = {name: threading.Semaphore(self.options.max_streams_per_source) for name in names}
         throttle = Throttle(self.options.keys_per_s)
         workers = max(1, min(16, self.options.max_streams_per_source * max(len(names), 1)))
