@@ -75,8 +75,10 @@ __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 
 
 #: A throttled rebalance scans and indexes foreign keys at this many times its `keys_per_s`:
-#: a key scanned and indexed costs the servers about a fifth of a key copied (DUMP_PAGE and
-#: RESTORE_PAGE), measured with Redis's commandstats (docs/rebalance.md).
+#: a key scanned costs the servers about 1.1 µs, a key copied about 15 µs (DUMP_PAGE,
+#: RESTORE_PAGE, DELETE_PAGE), measured with Redis's commandstats, so the paced backfill takes a
+#: third of the servers' time the copy does; at 2 the reads fared no better and a move took
+#: longer (docs/rebalance.md, Performance).
 SCAN_PACE = 5
 
 
