@@ -8,6 +8,7 @@ the per-key form, errors included: the same exception naming the same first bad 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,10 +17,14 @@ from hypothesis import strategies as st
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.backends import RedisBackend, open_backend
+from ringkit.cluster.fencing import FencedRedis, StaleViewError
 from ringkit.cluster.keys import user_key, user_keys
 from ringkit.cluster.serializers import JSON, PICKLE, Codec, RawCodec
+from ringkit.cluster.urls import parse_url
 from ringkit.errors import ConfigError
 from tests.cluster.helpers import memory_urls
+from tests.servers import redis_server
 
 _KEY_TEXT = st.lists(
     st.sampled_from(["a", "b", "{", "}", ":", " ", "\n", "\x00", "é", "ringkit:"]), max_size=6
@@ -104,3 +109,26 @@ def test_node_for_many_agrees_with_node_for_below_and_above_the_searchsorted_siz
     assert ring.node_for_many([*keys[:3], "str", 7]) == [
         ring.node_for(key) for key in [*keys[:3], "str", 7]
     ]
+
+
+def test_a_redis_read_is_refused_by_a_newer_epoch_then_refreshes(new: Callable[..., Any]) -> None:
+    """A read is one MGET of the epoch and the keys; a newer epoch there refuses it."""
+    with redis_server() as one, redis_server() as two:
+        urls = {"a": f"redis://{one.address}/0", "b": f"redis://{two.address}/0"}
+        first = {"a": urls["a"]}
+        client = new(HashRing(["a"]), first)
+        stale = new(HashRing(["a"]), first)
+        values = {f"k{i}": i for i in range(60)}
+        client.set_many(values)
+        assert stale.get_many(list(values)) == values  # settled at the first view
+        client.add_server("b", urls["b"])
+        assert stale.get_many(list(values)) == values  # refused, refreshed, read again
+        assert stale.epoch == client.epoch
+        inner = open_backend(parse_url(urls["a"]), timeout_s=5.0)
+        assert isinstance(inner, RedisBackend)
+        behind = FencedRedis(inner, lambda: 1, lambda key: 0)
+        with pytest.raises(
+            StaleViewError, match=r"is at epoch \d+, the call was routed by epoch 1"
+        ):
+            behind.get_many([b"k1", b"k2"])
+        inner.close()
