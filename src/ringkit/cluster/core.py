@@ -28,7 +28,7 @@ from ringkit.cluster.handoff import is_copy_tombstone
 from ringkit.cluster.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.hotkeys import HotKeys
 from ringkit.cluster.index import SWEEP_BATCH
-from ringkit.cluster.keys import key_bytes, route_key, user_key
+from ringkit.cluster.keys import key_bytes, route_key, user_key, user_keys
 from ringkit.cluster.nearcache import NearCache
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
 from ringkit.cluster.reader import Reader
@@ -436,22 +436,27 @@ class ClientCore(Generic[B]):
         return self.reader.codec.decode(stored).value
 
     def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
-        given: dict[bytes, list[str | bytes]] = {}
-        for key in check_keys(keys):  # "x1" and b"x1" are one key, answered as each was asked
-            given.setdefault(user_key(key), []).append(key)
+        asked_keys = check_keys(keys)
+        datas = user_keys(asked_keys)
+        once = dict(zip(datas, asked_keys, strict=True))
+        given: dict[bytes, list[str | bytes]] | None = None
+        if len(once) < len(asked_keys):  # "x1" and b"x1" are one key, answered as each was asked
+            given = {}
+            for data, key in zip(datas, asked_keys, strict=True):
+                given.setdefault(data, []).append(key)
         near = self._near
         values: dict[bytes, Any] = {}
-        cached = self._near_for(given)
+        cached = self._near_for(once)
         if near is not None:
             for data in cached:
                 hit, value = near.lookup(data)
                 if hit:
                     values[data] = value
         token = near.fill_token() if near is not None else (0, 0.0)
-        asked = [data for data in given if data not in values]
+        asked = [data for data in once if data not in values] if values else list(once)
 
         def op(router: Router) -> Steps[Any]:
-            yield from self._record(router, given)
+            yield from self._record(router, once)
             if self._splits is not None:
                 return (yield from self._read_splits(router, asked))
             found = yield from self.reader.get_many(router, asked)
@@ -465,6 +470,8 @@ class ClientCore(Generic[B]):
                 for data in asked:  # in the order asked: the last ones are the most recent
                     if data in wanted:
                         near.fill(data, read.get(data), token)
+        if given is None:  # each key asked once, the common case: one entry per key found
+            return {once[data]: value for data, value in values.items() if value is not None}
         return {
             key: value for data, value in values.items() if value is not None for key in given[data]
         }

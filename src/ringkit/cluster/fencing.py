@@ -481,7 +481,7 @@ class FencedRedis(FencedBackend):
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-        answer = redis_answer(op, args, self._run_all(scripts))
+        answer = redis_answer(op, args, self._run_all(scripts), sent=sent, url=self.url)
         for step in self.sweep_due(op, args):
             # Best effort: the write was acknowledged; a failed sweep step changes nothing.
             with contextlib.suppress(BackendError):
@@ -669,7 +669,7 @@ class AsyncFencedBackend(_Fenced):
         sent = self.epoch_of()
         if self._scripts:
             scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
-            answer = redis_answer(op, args, await self._run_all(scripts))
+            answer = redis_answer(op, args, await self._run_all(scripts), sent=sent, url=self.url)
             for step in self.sweep_due(op, args):
                 with contextlib.suppress(BackendError):  # best effort, as in the sync form
                     self.sweep.advance(await self._run(step))
@@ -684,6 +684,9 @@ class AsyncFencedBackend(_Fenced):
         import redis
 
         try:
+            if script.name not in self._scripts:  # a plain command (a read's MGET)
+                client = self.inner._client  # type: ignore[attr-defined]
+                return await client.execute_command(script.name, *script.keys, *script.args)
             return await self._scripts[script.name](keys=list(script.keys), args=list(script.args))
         except (TimeoutError, redis.RedisError, OSError) as error:
             raise redis_error(error, self.url, script) from None

@@ -88,7 +88,9 @@ class Router:
         """
         if self.replicas != 1 or self.view.transitional or self.hot_keys is not None:
             return [self.read_order(key) for key in keys]
-        return [[name] for name in self.placement.node_for_many([route_key(k) for k in keys])]
+        # No key with a "{": each key routes by itself (route_key), so skip the per-key call.
+        routes = keys if b"{" not in b"".join(keys) else [route_key(key) for key in keys]
+        return [[name] for name in self.placement.node_for_many(routes)]
 
     def write_names(self, key: bytes) -> list[str]:
         """Return the servers a write of `key` goes to: its replicas (both sides while moving).

@@ -1,5 +1,7 @@
 """Redis's side of the fence: every fenced call as one Lua script, its arguments and its answer.
 
+A fenced read on Redis is one ``MGET`` of the server's epoch and the keys (atomic, as a script
+is), checked here, client side, before the values are used (:func:`redis_answer`).
 A fenced write on Redis checks the server's epoch (``ringkit:epoch``) and writes in one script,
 so no write routed by an old view can land after the coordinator moved the server on, and the
 same script records the key in the index (:mod:`ringkit.cluster.index`). :func:`redis_scripts`
@@ -68,8 +70,6 @@ _CHECK_WRITE = (
 if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOCH') end
 """
 )
-# KEYS: epoch, k1..kn; ARGV: epoch.
-_READ = _CHECK + "return redis.call('MGET', unpack(KEYS, 2))"
 # KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
 # (an empty member: do not index).
 _SET = (
@@ -177,7 +177,6 @@ return tonumber(ARGV[1])
 
 
 SCRIPTS = {
-    "read": _READ,
     "set": _SET,
     "add": _ADD,
     "delete": _DELETE,
@@ -221,12 +220,11 @@ def redis_scripts(
         return member(point_of(key), key) if index_keys else b""
 
     if op == "get_many":
-        keys = list(args[0])
-        # Lua's unpack() has a stack limit of about 8000 values: read in chunks below it.
-        return [
-            Script("read", (EPOCH_KEY, *keys[at : at + KEYS_PER_CALL]), (epoch,))
-            for at in range(0, len(keys), KEYS_PER_CALL)
-        ]
+        # No script: one MGET of the epoch and the keys is as atomic as the read script was
+        # (_CHECK, then MGET) and :func:`redis_answer` makes its check. The server spares the
+        # script's Lua (a Lua string per value, both ways), the client redis-py's EVALSHA
+        # wrapper; MGET has no unpack() limit, so no chunks.
+        return [Script("MGET", (EPOCH_KEY, *args[0]), ())]
     if op == "set_many":
         items, ttl_s = args
         values: list[object] = [epoch, px_argument(ttl_s)]
@@ -269,15 +267,24 @@ def redis_scripts(
     raise UnsupportedError(f"no fenced Redis form of {op!r}")
 
 
-def redis_answer(op: str, args: Sequence[Any], answers: list[Any]) -> Any:
-    """Return what backend call `op(*args)` answers, from its scripts' replies."""
+def redis_answer(
+    op: str, args: Sequence[Any], answers: list[Any], *, sent: int = 0, url: object = ""
+) -> Any:
+    """Return what backend call `op(*args)` answers, from its scripts' replies.
+
+    A read (``get_many``) checks the epoch its MGET found, as the read script did: a server
+    that holds a newer epoch than the `sent` one refuses (it names `url`).
+
+    :raises StaleViewError: when a read's server holds a newer epoch than `sent`
+    """
     if op == "get_many":
-        keys = list(args[0])
-        found: dict[bytes, bytes] = {}
-        for at, values in zip(range(0, len(keys), KEYS_PER_CALL), answers, strict=True):
-            chunk = keys[at : at + KEYS_PER_CALL]
-            found.update((k, v) for k, v in zip(chunk, values, strict=True) if v is not None)
-        return found
+        [(held, *values)] = answers
+        current = epoch_value(held)
+        if current > sent:
+            raise StaleViewError(str(url), current, sent)
+        if None in values:
+            return {k: v for k, v in zip(args[0], values, strict=True) if v is not None}
+        return dict(zip(args[0], values, strict=True))
     if op == "bury_many":
         return [key for key, went in zip(args[0], answers, strict=True) if went]
     [answer] = answers

@@ -188,6 +188,10 @@ class ValueCodec(Protocol):
         """Return the value stored as `data`, with its version and expiry."""
         ...  # pragma: no cover
 
+    def decode_many(self, datas: list[bytes]) -> list[Decoded]:
+        """Return :meth:`decode` of each of `datas`, in order (a multi-key read's values)."""
+        ...  # pragma: no cover
+
 
 class Codec:
     """Encode values into stored bytes and decode them back with one serializer."""
@@ -242,6 +246,32 @@ class Codec:
         if _is_decimal(digits):
             return Decoded(int(digits), 0, 0)
         return Decoded(data, 0, 0)
+
+    def decode_many(self, datas: list[bytes]) -> list[Decoded]:
+        """Return :meth:`decode` of each of `datas`, in order.
+
+        The envelopes of str and bytes values are opened inline, with the struct and the
+        constants bound once for the batch; anything else goes through :meth:`decode`.
+
+        :raises ConfigError: when a value was stored by another serializer
+        """
+        size, unpack, decode = _HEADER.size, _HEADER.unpack_from, self.decode
+        # tuple.__new__ itself: a NamedTuple's own __new__ is a Python function, a frame a value.
+        new = tuple.__new__
+        decoded: list[Decoded] = []
+        append = decoded.append
+        for data in datas:
+            if len(data) >= size and data[0] == _MARK:
+                _, version, expires_at_ms, kind = unpack(data)
+                if kind == b"s":
+                    value = data[size:].decode(errors="surrogatepass")
+                    append(new(Decoded, (value, version, expires_at_ms)))
+                    continue
+                if kind == b"b":
+                    append(new(Decoded, (data[size:], version, expires_at_ms)))
+                    continue
+            append(decode(data))
+        return decoded
 
     def _load(self, kind: bytes, payload: bytes) -> Any:
         if kind == b"b":
@@ -362,3 +392,7 @@ class RawCodec:
     def decode(self, data: bytes) -> Decoded:
         """Return the stored bytes themselves, with no version and no expiry."""
         return Decoded(data, 0, 0)
+
+    def decode_many(self, datas: list[bytes]) -> list[Decoded]:
+        """Return :meth:`decode` of each of `datas`, in order."""
+        return [Decoded(data, 0, 0) for data in datas]
