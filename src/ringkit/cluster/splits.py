@@ -2,8 +2,8 @@
 
 Spreading copies (:mod:`ringkit.cluster.hotcopies`) relieves a key's *reads*; every write still
 lands on its replicas. A counter that everyone increments (a like count, a rate limit) is hot
-by its writes, and seed 000's remedy is to "split the key deliberately … and change the data
-model": keep it as `parts` sub-counters on different nodes, send each ``incr`` / ``decr`` to one
+by its writes, and the remedy is to split the key deliberately, which changes the data
+model: keep it as `parts` sub-counters on different nodes, send each ``incr`` / ``decr`` to one
 part at random and sum the parts on ``get``. This is the sharded counter of Google App Engine's
 datastore guidance ("Sharding counters") and of Twitter's and Facebook's like counts.
 
