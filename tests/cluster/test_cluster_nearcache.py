@@ -122,6 +122,7 @@ WRITES: list[tuple[str, Callable[[Any], object], object]] = [
     ("set", lambda c: c.set("k", 7), 7),
     ("set_many", lambda c: c.set_many({"k": 8, "other": 1}), 8),
     ("delete", lambda c: c.delete("k"), None),
+    ("delete_many", lambda c: c.delete_many(["other", "k"]), None),
     ("incr", lambda c: c.incr("k", 5), 7),
     ("decr", lambda c: c.decr("k"), 1),
     ("touch", lambda c: c.touch("k", 60), 2),

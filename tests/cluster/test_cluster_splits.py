@@ -136,6 +136,25 @@ def test_delete_removes_every_part_and_the_marker() -> None:
     assert other.delete("likes") is True
 
 
+def test_delete_many_removes_every_part_and_the_marker() -> None:
+    ring, urls = _ring(8)
+    hot = HotKeys(remedy="split", parts=8)
+    client = ShardedClient(ring, urls, hot_keys=hot)
+    client.set_many({"likes": 1, "plain": "x"})
+    hot.split("likes")
+    for _ in range(30):
+        client.incr("likes")
+    assert client.delete_many(["likes", "plain", "absent"]) == 2
+    stored = [
+        key
+        for name in urls
+        for key in client.server(name).backend._store.data  # type: ignore[attr-defined]
+        if not key.startswith(b"ringkit:")
+    ]
+    assert stored == []  # no part and no marker left to sum the deleted counter back
+    assert client.get_many(["likes", "plain"]) == {}
+
+
 def test_the_sketch_finds_a_write_hot_counter_and_splits_it() -> None:
     ring, urls = _ring(4)
     hot = HotKeys(remedy="split", parts=4, top=1, refresh_every=20)

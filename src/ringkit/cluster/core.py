@@ -552,6 +552,17 @@ class ClientCore(Generic[B]):
 
     def _delete_many(self, keys: Iterable[str | bytes]) -> Steps[int]:
         given = list(dict.fromkeys(user_key(key) for key in check_keys(keys)))
+        return (yield from self._invalidating(given, self._delete_given(given)))
+
+    def _delete_given(self, given: list[bytes]) -> Steps[int]:
+        if self._splits is not None:
+            # A split counter is its marker and parts too, which only ``_delete_all`` finds:
+            # deleting the key alone would leave the marker, and the next read would sum the
+            # parts back. Key by key, as ``delete`` does.
+            deleted = 0
+            for data in given:
+                deleted += bool((yield from self._delete_all(data)))
+            return deleted
         gone: set[bytes] = set()  # kept across the retries of a refused call
         yield from self._fenced(lambda router: self.writer.delete_many(router, given, gone))
         return len(gone)
