@@ -11,9 +11,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,11 @@ class Worker:
     def __init__(self, url: str, name: str) -> None:
         env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
         self.name = name
+        # stderr goes to a file so that a worker that dies says why in the failure message.
+        self.stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tests.live.worker", url, name, str(TTL_S)],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=self.stderr, env=env, cwd=ROOT,
         )  # fmt: skip
         self.lines: list[dict[str, Any]] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -52,13 +55,24 @@ class Worker:
         return [line for line in list(self.lines) if line["kind"] == "epoch"]
 
     def latest(self) -> dict[str, Any] | None:
-        found = self.epochs()
-        return found[-1] if found else None
+        # The highest epoch, not the last line: the worker prints the snapshot it read after
+        # joining from its main thread, and the dispatcher thread may print a later epoch first.
+        return max(self.epochs(), key=lambda line: line["epoch"], default=None)
+
+    def describe(self) -> str:
+        """Its state for a failure message: exit status, latest epoch, the end of its stderr."""
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-1500:].decode(errors="replace")
+        return (
+            f"{self.name}: exit {self.process.poll()}, {len(self.lines)} lines, "
+            f"latest {self.latest()}, stderr: {tail or '(empty)'}"
+        )
 
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.kill()
         self.process.wait()
+        self.stderr.close()
 
 
 @pytest.fixture
@@ -70,10 +84,14 @@ def workers(etcd: EtcdCluster, request: pytest.FixtureRequest) -> Iterator[list[
         worker.stop()
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float, what: str, group: Sequence[Worker] = ()
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout_s} s waiting for {what}"
+        if time.monotonic() >= deadline:
+            states = "\n".join(w.describe() for w in group)
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}\n{states}")
         time.sleep(0.02)
 
 
@@ -86,7 +104,7 @@ def agreed(group: list[Worker], ring: list[str]) -> bool:
 
 def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Worker]) -> None:
     names = [w.name for w in workers]
-    wait_until(lambda: agreed(workers, names), 40, "five processes to agree on one epoch")
+    wait_until(lambda: agreed(workers, names), 40, "five processes to agree on one epoch", workers)
     # The ring every process computed is HashRing of the members: same owners for 10,000 keys.
     expected = HashRing(names).node_for_many(KEYS)
     import hashlib
@@ -100,7 +118,9 @@ def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Work
     victim, survivors = workers[0], workers[1:]
     killed_at = time.time()
     victim.process.send_signal(signal.SIGKILL)
-    wait_until(lambda: agreed(survivors, names[1:]), TTL_S + 4, "survivors to drop the killed")
+    wait_until(
+        lambda: agreed(survivors, names[1:]), TTL_S + 4, "survivors to drop the killed", workers
+    )
     reached = [
         next(
             line["t"]
@@ -119,7 +139,9 @@ def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Work
     old_lease = next(line["lease"] for line in reversed(paused.lines) if line["kind"] == "owns")
     paused.process.send_signal(signal.SIGSTOP)
     others = survivors[1:]
-    wait_until(lambda: agreed(others, names[2:]), TTL_S + 4, "others to drop the paused member")
+    wait_until(
+        lambda: agreed(others, names[2:]), TTL_S + 4, "others to drop the paused member", workers
+    )
     resumed_at = time.time()
     paused.process.send_signal(signal.SIGCONT)
     wait_until(
@@ -129,8 +151,9 @@ def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Work
         ),
         TTL_S + 6,
         "the paused member to rejoin",
+        workers,
     )
     after = [line for line in paused.lines if line["kind"] == "owns" and line["t"] >= resumed_at]
     assert after and not any(line["owns"] and line["lease"] == old_lease for line in after)
     assert all(line["lease"] != old_lease for line in after if line["owns"])
-    wait_until(lambda: agreed(survivors, names[1:]), TTL_S + 4, "everyone to see it back")
+    wait_until(lambda: agreed(survivors, names[1:]), TTL_S + 4, "everyone to see it back", workers)
