@@ -118,18 +118,22 @@ def wait_for_port(
 
     `log` (the process's own log file, if it writes one) is quoted in the error.
     """
-    detail = f": {log.read_text()}" if log is not None and log.exists() else ""
+
+    def detail() -> str:
+        # Read when failing, not before: the log is written while the server starts.
+        return f": {log.read_text()}" if log is not None and log.exists() else ""
+
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with status {process.returncode} before "
-                               f"listening on port {port}{detail}")  # fmt: skip
+                               f"listening on port {port}{detail()}")  # fmt: skip
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 return
         except OSError:
             time.sleep(0.05)
-    raise RuntimeError(f"server did not listen on port {port} within {timeout_s} s{detail}")
+    raise RuntimeError(f"server did not listen on port {port} within {timeout_s} s{detail()}")
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -8,7 +8,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.servers import free_port, require_binary, stop, wait_for_port
+from tests.servers import free_port_below_ephemeral, require_binary, stop, wait_for_port
+
+#: How many times nutcracker is started on fresh ports before its failure to listen is an error.
+_STARTS = 3
+
+
+def _distinct_ports(count: int) -> list[int]:
+    """`count` different free ports (two draws may return the same one)."""
+    ports: set[int] = set()
+    while len(ports) < count:
+        ports.add(free_port_below_ephemeral())
+    return sorted(ports)
 
 
 @contextmanager
@@ -21,7 +32,37 @@ def nutcracker(
     `auto_eject` ejects a server after one failure and keeps it out for a minute.
     """
     binary = require_binary("nutcracker", "nutcracker")
-    ports = {name: free_port() for name in pools}
+    # A free port can be taken by another process's outgoing connection before nutcracker binds
+    # it (it then exits with status 1): start again on new ports, a bounded number of times.
+    for attempt in range(_STARTS):
+        *listen, stats = _distinct_ports(len(pools) + 1)
+        ports = dict(zip(pools, listen, strict=True))
+        with tempfile.TemporaryDirectory() as directory:
+            config, log = Path(directory, "nutcracker.yml"), Path(directory, "nutcracker.log")
+            config.write_text(_config(pools, ports, auto_eject))
+            command = [binary, "-c", str(config), "-o", str(log),
+                       "-s", str(stats), "-a", "127.0.0.1"]  # fmt: skip
+            process = subprocess.Popen(
+                command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            try:
+                try:
+                    for port in ports.values():
+                        wait_for_port(port, process, log=log)
+                except RuntimeError:
+                    if attempt + 1 == _STARTS:
+                        raise
+                    continue
+                yield ports
+                return
+            finally:
+                stop(process)
+
+
+def _config(
+    pools: dict[str, tuple[str, Sequence[str]]], ports: dict[str, int], auto_eject: bool
+) -> str:
+    """nutcracker's YAML: one ketama pool per entry, listening on its port."""
     lines = []
     for name, (key_hash, servers) in pools.items():
         lines += [
@@ -36,24 +77,4 @@ def nutcracker(
             "  servers:",
         ]
         lines += [f"   - {server}" for server in servers]
-    with tempfile.TemporaryDirectory() as directory:
-        config, log = Path(directory, "nutcracker.yml"), Path(directory, "nutcracker.log")
-        config.write_text("\n".join(lines) + "\n")
-        command = [
-            binary,
-            "-c",
-            str(config),
-            "-o",
-            str(log),
-            "-s",
-            str(free_port()),
-            "-a",
-            "127.0.0.1",
-        ]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            for port in ports.values():
-                wait_for_port(port, process, log=log)
-            yield ports
-        finally:
-            stop(process)
+    return "\n".join(lines) + "\n"
