@@ -595,8 +595,12 @@ class ClientCore(Generic[B]):
                 yield from self._fenced(lambda router: splits.switch(router, data))
             return answer
         target = splits.target(data, suffixes)
-        answer = (yield from self._each(target, "incr", (target, delta)))[0]
-        if answer is None and target != data:  # the part is gone: the key was deleted
+        answers = yield from self._each(target, "incr", (target, delta))
+        # A part is gone only when no replica had it (the key was deleted): a replica that
+        # restarted empty answers None while the other one counted, and counting into the key
+        # as well would count the increment twice.
+        answer = next((count for count in answers if count is not None), None)
+        if answer is None and target != data:
             splits.forget(data)
             splits.hot.count_split("parts_missing")
             answer = (yield from self._each(data, "incr", (data, delta)))[0]
