@@ -23,12 +23,13 @@ def _summary(fault: str, results: list[RunResult]) -> str:
     """One line per fault kind: the totals the issue's proof asks for."""
     verdicts = [result.verdict for result in results]
     failed = sum(bool(v.violations) for v in verdicts)
+    hidden = sum(len(v.near_hidden) for v in verdicts)
     return (
         f"== {fault}: {len(results)} runs, {sum(v.operations for v in verdicts)} operations, "
         f"{sum(len(r.faults) for r in results)} faults, "
         f"{sum(len(v.violations) for v in verdicts)} violations in {failed} runs, "
         f"{sum(len(v.stale) for v in verdicts)} stale reads of {sum(v.reads for v in verdicts)}"
-    )
+    ) + (f", {hidden} hidden within the near-cache bound" if hidden else "")
 
 
 def _run_kind(fault: str, args: argparse.Namespace, settings: Settings) -> list[RunResult]:

@@ -33,7 +33,15 @@ Counters (keys that see ``incr``) are checked against bounds: a counter read or 
 `o` holds at least the number of increments acknowledged before `o` began (and set to 0 before),
 and at most the number begun before `o` ended. Above the upper bound is a violation (an increment
 counted twice); below the lower bound is counted, never a violation, because counters carry no
-version and are never repaired (docs/cluster.md, "Replication").
+version and are never repaired (docs/cluster.md, "Replication"). With split counters a read
+returns the sum of the parts, held to the same bounds, but an ``incr`` answers the new count of
+the one part it counted into: only the upper bound applies to it.
+
+A client with a near-cache may answer a read from its memory with a value up to the cache's
+``ttl_s`` older than a write another process acknowledged (docs/cluster.md, "The near-cache"):
+for such a client, a write by another process counts as surely before a read only once it was
+acknowledged more than ``ttl_s`` before the read began; the reader's own writes keep the rule
+above (`_surely_before` states it).
 """
 
 from __future__ import annotations
@@ -102,6 +110,9 @@ class Verdict:
     violations: list[Anomaly] = field(default_factory=list)
     stale: list[Anomaly] = field(default_factory=list)
     counter_low: list[Anomaly] = field(default_factory=list)
+    # Reads that missed another process's write acknowledged less than the near-cache's
+    # ttl_s before they began: allowed, counted to show that the near-cache served old values.
+    near_hidden: list[Anomaly] = field(default_factory=list)
     reads: int = 0
     operations: int = 0
 
@@ -109,6 +120,11 @@ class Verdict:
     def stale_max_ms(self) -> float:
         """The longest time a stale read came after the value it missed was acknowledged."""
         return max((a.stale_for_ns for a in self.stale), default=0) / 1e6
+
+    @property
+    def near_hidden_max_ms(self) -> float:
+        """The longest a write stayed hidden behind a near-cache (at most its ttl_s)."""
+        return max((a.stale_for_ns for a in self.near_hidden), default=0) / 1e6
 
     @property
     def stale_span_ms(self) -> float:
@@ -119,13 +135,22 @@ class Verdict:
         return (max(starts) - min(starts)) / 1e6
 
 
-def check(ops: Iterable[Op], *, strict: bool, windows: Sequence[Window] = ()) -> Verdict:
+def check(
+    ops: Iterable[Op],
+    *,
+    strict: bool,
+    windows: Sequence[Window] = (),
+    near_ttl_ns: int = 0,
+    split_counters: bool = False,
+) -> Verdict:
     """Check every key of `ops`; `strict`: ``read="all"`` or ``write_quorum=R`` was used.
 
     `windows` are the server failures the nemesis caused: with the defaults, a stale read served
     by a server that missed the write during a failure which the reading process had noticed
     (it marked the server down at or after the failure began) is a violation, since that process
-    must repair the server from the hints before it serves from it again.
+    must repair the server from the hints before it serves from it again. `near_ttl_ns`: the
+    clients had a near-cache of this ``ttl_s`` (0: none). `split_counters`: the counters were
+    split, so an ``incr`` answers one part's count, not the total.
 
     Runtime: O(reads x acknowledged writes) per key.
     """
@@ -137,10 +162,26 @@ def check(ops: Iterable[Op], *, strict: bool, windows: Sequence[Window] = ()) ->
         verdict.reads += op.kind == "get" and op.outcome == "ok"
     for key_ops in by_key.values():
         if any(op.kind == "incr" for op in key_ops):
-            _check_counter(key_ops, verdict)
+            _check_counter(key_ops, verdict, near_ttl_ns=near_ttl_ns, split=split_counters)
         else:
-            _check_register(key_ops, verdict, strict=strict, windows=windows)
+            _check_register(
+                key_ops, verdict, strict=strict, windows=windows, near_ttl_ns=near_ttl_ns
+            )
     return verdict
+
+
+def _surely_before(write: Op, read: Op, near_ttl_ns: int) -> bool:
+    """Whether acknowledged `write` surely took effect before `read` began, for what it may see.
+
+    The near-cache bound, applied here and only here: a client with a near-cache may answer
+    from its memory a value read up to `near_ttl_ns` before, so another process's write
+    acknowledged less than that before the read began is concurrent with it (may or may not be
+    seen). The reader's own writes drop their keys from its cache, acknowledged or not, so they
+    keep the strict rule; so do the final reads, made by a fresh client that reads each key
+    once (its near-cache is empty and answers none of them).
+    """
+    hidden_ns = 0 if read.final or write.process == read.process else near_ttl_ns
+    return write.complete_ns + hidden_ns < read.invoke_ns
 
 
 def _end_ns(op: Op) -> float:
@@ -156,7 +197,12 @@ def _replaces(op: Op, value: object) -> bool:
 
 
 def _check_register(
-    ops: Sequence[Op], verdict: Verdict, *, strict: bool, windows: Sequence[Window]
+    ops: Sequence[Op],
+    verdict: Verdict,
+    *,
+    strict: bool,
+    windows: Sequence[Window],
+    near_ttl_ns: int,
 ) -> None:
     writes = [op for op in ops if op.kind in _WRITES and op.outcome != "fail"]
     acked = [op for op in writes if op.outcome == "ok"]
@@ -167,8 +213,10 @@ def _check_register(
     for read in ops:
         if read.kind != "get" or read.outcome != "ok":
             continue
-        anomaly = _judge(read, producers.get(read.value, []), acked)
+        anomaly = _judge(read, producers.get(read.value, []), acked, near_ttl_ns)
         if anomaly is None:
+            if near_ttl_ns and (hidden := _judge(read, producers.get(read.value, []), acked, 0)):
+                verdict.near_hidden.append(hidden)  # legal, but shows the bound was used
             continue
         if _unrepaired(anomaly, windows):
             anomaly = replace(anomaly, unrepaired=True)
@@ -178,7 +226,9 @@ def _check_register(
             verdict.stale.append(anomaly)
 
 
-def _judge(read: Op, producers: Sequence[Op], acked: Sequence[Op]) -> Anomaly | None:
+def _judge(
+    read: Op, producers: Sequence[Op], acked: Sequence[Op], near_ttl_ns: int
+) -> Anomaly | None:
     """Return why `read` is inadmissible, or None when some producer may still be the newest."""
     began = [p for p in producers if p.invoke_ns <= read.complete_ns]
     if not began:
@@ -188,7 +238,7 @@ def _judge(read: Op, producers: Sequence[Op], acked: Sequence[Op]) -> Anomaly | 
     missed = [
         o
         for o in acked
-        if _replaces(o, read.value) and o.invoke_ns > end and o.complete_ns < read.invoke_ns
+        if _replaces(o, read.value) and o.invoke_ns > end and _surely_before(o, read, near_ttl_ns)
     ]
     if not missed:
         return None
@@ -216,7 +266,7 @@ def _unrepaired(anomaly: Anomaly, windows: Sequence[Window]) -> bool:
     )
 
 
-def _check_counter(ops: Sequence[Op], verdict: Verdict) -> None:
+def _check_counter(ops: Sequence[Op], verdict: Verdict, *, near_ttl_ns: int, split: bool) -> None:
     seeded = [op for op in ops if op.kind == "set" and op.outcome == "ok"]
     incrs = [op for op in ops if op.kind == "incr" and op.outcome != "fail"]
     acked = [op for op in incrs if op.outcome == "ok"]
@@ -225,10 +275,13 @@ def _check_counter(ops: Sequence[Op], verdict: Verdict) -> None:
             continue
         if not any(s.complete_ns < op.invoke_ns for s in seeded):
             continue  # read before the counter was set to 0: nothing to compare with
-        low = sum(o.complete_ns < op.invoke_ns for o in acked) + (op.kind == "incr")
+        hidden_ns = near_ttl_ns if op.kind == "get" else 0  # an incr is answered by servers
+        low = sum(_surely_before(o, op, hidden_ns) for o in acked) + (op.kind == "incr")
         high = sum(o.invoke_ns < op.complete_ns for o in incrs)
         if isinstance(op.value, int) and op.value > high:
             verdict.violations.append(Anomaly("counter_high", op))
+        elif split and op.kind == "incr":
+            continue  # one part's new count: the total is a get, and only it has a lower bound
         elif not isinstance(op.value, int) or op.value < low:  # None: a replica lost it
             verdict.counter_low.append(Anomaly("counter_low", op))
 

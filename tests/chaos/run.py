@@ -27,26 +27,52 @@ from ringkit.errors import RingkitError
 from tests.chaos.checker import Anomaly, Verdict, check
 from tests.chaos.history import Op, now_ns, read_history
 from tests.chaos.nemesis import BACKENDS, FAULTS, Cluster, Timing, cluster
-from tests.chaos.worker import WorkerConfig, child_environment, counter_keys, register_keys
+from tests.chaos.worker import (
+    WorkerConfig,
+    child_environment,
+    counter_keys,
+    register_keys,
+    remedies,
+)
 
 __all__ = ["CONFIGS", "Case", "RunResult", "Settings", "run_once"]
 
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """A client configuration and whether docs/cluster.md promises it never reads stale."""
+    """A client configuration and whether docs/cluster.md promises it never reads stale.
+
+    `near_ttl_s` gives every client a near-cache with that ``ttl_s`` (the one documented
+    exception to the guarantee, within its bound); `split_parts` gives it
+    ``HotKeys(remedy="split", parts=split_parts)`` and splits every counter.
+    """
 
     options: dict[str, Any]
     strict: bool
     counters: bool  # incr is refused with read="all" (counters carry no version)
+    near_ttl_s: float | None = None
+    split_parts: int | None = None
 
 
-#: The configurations of docs/cluster.md, "What is guaranteed, under which faults".
+_DEFAULTS = {"replicas": 2, "write_quorum": 1, "read": "first"}
+_QUORUM = {"replicas": 2, "write_quorum": 2, "read": "first"}
+# Short, so that a run of a few seconds sees many entries expire and be filled again.
+NEAR_TTL_S = 0.3
+
+#: The configurations of docs/cluster.md, "What is guaranteed, under which faults", and the
+#: hot-key remedies of "Hot keys" on top of them.
 CONFIGS: dict[str, Config] = {
-    "defaults": Config({"replicas": 2, "write_quorum": 1, "read": "first"}, False, True),
-    "quorum": Config({"replicas": 2, "write_quorum": 2, "read": "first"}, True, True),
+    "defaults": Config(_DEFAULTS, False, True),
+    "quorum": Config(_QUORUM, True, True),
     "read_all": Config({"replicas": 2, "write_quorum": 1, "read": "all"}, True, False),
+    "near_defaults": Config(_DEFAULTS, False, True, near_ttl_s=NEAR_TTL_S),
+    "near_quorum": Config(_QUORUM, True, True, near_ttl_s=NEAR_TTL_S),
+    "split": Config(_DEFAULTS, False, True, split_parts=3),
 }
+
+
+#: The configurations whose clients have a near-cache (their runs report the reads it hid).
+NEAR_CONFIGS = frozenset(name for name, config in CONFIGS.items() if config.near_ttl_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +140,10 @@ class RunResult:
                 f" ({stale}; up to {v.stale_max_ms:.1f} ms after the ack,"
                 f" within {v.stale_span_ms:.0f} ms)"
             )
+        if self.case.config in NEAR_CONFIGS:
+            text += f" near_hidden={len(v.near_hidden)}"
+            if v.near_hidden:
+                text += f" (up to {v.near_hidden_max_ms:.1f} ms after the ack)"
         return f"{text} counter_low={len(v.counter_low)} errors={sum(self.errors.values())}"
 
     def excerpts(self, anomalies: list[Anomaly] | None = None, limit: int = 3) -> list[str]:
@@ -170,6 +200,8 @@ def _start_workers(
             settings.keys,
             settings.counters if config.counters else 0,
             str(workdir / f"history-{process}.jsonl"),
+            near_ttl_s=config.near_ttl_s,
+            split_parts=config.split_parts,
         )
         path = workdir / f"worker-{process}.json"
         path.write_text(json.dumps(asdict(worker)))
@@ -210,9 +242,18 @@ def _nemesis(the_cluster: Cluster, case: Case, rng: random.Random, until_ns: int
 
 
 def _final_reads(the_cluster: Cluster, case: Case, settings: Settings) -> list[Op]:
-    """Read every key once from a fresh client (another process in all but name)."""
+    """Read every key once from a fresh client (another process in all but name).
+
+    The client has the configuration's remedies: split counters are summed only by a client
+    with ``remedy="split"`` (others read part 0); its near-cache, empty, answers no read.
+    """
     urls = the_cluster.urls()
-    options = {**CONFIGS[case.config].options, "timeout_s": 2.0}
+    config = CONFIGS[case.config]
+    options = {
+        **config.options,
+        **remedies(config.near_ttl_s, config.split_parts),
+        "timeout_s": 2.0,
+    }
     ops: list[Op] = []
     with ShardedClient(HashRing(list(urls)), urls, **options) as client:
         if the_cluster.kind == "redis":
@@ -288,5 +329,11 @@ def run_once(case: Case, seed: int, settings: Settings, workdir: Path) -> RunRes
         for w in the_cluster.windows
     ]
     history = [_rebase(op, start_ns) for op in history]
-    verdict = check(history, strict=config.strict, windows=windows)
+    verdict = check(
+        history,
+        strict=config.strict,
+        windows=windows,
+        near_ttl_ns=round((config.near_ttl_s or 0) * 1e9),
+        split_counters=config.split_parts is not None,
+    )
     return RunResult(seed, case, faults, verdict, errors, history)

@@ -148,6 +148,66 @@ def test_counters_stay_within_the_increments_begun_and_acknowledged() -> None:
     assert [a.kind for a in verdict.counter_low] == ["counter_low"]  # counted, never a violation
 
 
+NEAR_TTL = 20  # a near-cache's ttl_s, in the units of these histories
+
+
+def near(history: list[Op], *, strict: bool = True) -> list[str]:
+    return [a.kind for a in check(history, strict=strict, near_ttl_ns=NEAR_TTL).violations]
+
+
+def test_a_near_cache_may_hide_another_process_write_up_to_its_ttl() -> None:
+    writes = [op("set", "a", 0, 1, process=1), op("set", "b", 2, 3, process=2)]
+    assert near([*writes, op("get", "a", 20, 21)]) == []  # b acknowledged 17 before: hidden
+    verdict = check([*writes, op("get", "a", 20, 21)], strict=True, near_ttl_ns=NEAR_TTL)
+    assert [(a.kind, a.stale_for_ns) for a in verdict.near_hidden] == [("stale", 17)]
+    assert near([*writes, op("get", "a", 24, 25)]) == ["stale"]  # 21 after the ack: beyond
+    assert near([*writes, op("get", "a", 24, 25)], strict=False) == []  # the defaults' stale
+    deleted = [op("set", "a", 0, 1, process=1), op("delete", None, 2, 3, process=1)]
+    assert near([*deleted, op("get", "a", 22, 23)]) == []
+    assert near([*deleted, op("get", "a", 24, 25)]) == ["resurrected"]
+    written = [op("set", "a", 2, 3, process=1)]
+    assert near([*written, op("get", None, 22, 23)]) == []
+    assert near([*written, op("get", None, 24, 25)]) == ["lost"]
+
+
+def test_a_near_cache_never_hides_the_reader_own_writes() -> None:
+    writes = [op("set", "a", 0, 1, process=1), op("set", "b", 2, 3)]
+    own = [op("get", "a", 4, 5)]  # within the bound, but p0 wrote b itself
+    assert near([*writes, *own]) == ["stale"]
+    [anomaly] = check([*writes, *own], strict=False, near_ttl_ns=NEAR_TTL).violations
+    assert anomaly.own_write_missed  # a violation even with the defaults
+    unknown = [op("set", "a", 0, 1, process=1), op("delete", None, 2, 3, "unknown")]
+    assert near([*unknown, op("get", "a", 4, 5)]) == []  # a write that raised may never apply
+    assert near([op("set", "a", 0, 1), op("get", None, 4, 5)]) == ["lost"]
+
+
+def test_final_reads_come_from_a_fresh_client_without_the_near_cache_bound() -> None:
+    writes = [op("set", "a", 0, 1, process=1), op("set", "b", 2, 3, process=2)]
+    assert near([*writes, op("get", "a", 10, 11, process=-1, final=True)]) == ["stale"]
+
+
+def test_a_near_cache_lowers_the_counter_floor_only_for_reads_of_other_increments() -> None:
+    seed = op("set", 0, 0, 1, process=-1)
+    incrs = [op("incr", 1, 2, 3, process=1), op("incr", 2, 4, 5, process=1)]
+    cached = check([seed, *incrs, op("get", 1, 10, 11)], strict=True, near_ttl_ns=NEAR_TTL)
+    assert cached.violations == cached.counter_low == []  # the count read 9 ago, cached
+    own = check([seed, *incrs, op("get", 1, 10, 11, process=1)], strict=True, near_ttl_ns=NEAR_TTL)
+    assert [a.kind for a in own.counter_low] == ["counter_low"]
+
+
+def test_a_split_counter_incr_answers_one_part_bounded_above_only() -> None:
+    seed = op("set", 0, 0, 1, process=-1)
+    incrs = [op("incr", 1, 2, 3), op("incr", 1, 4, 5, process=1), op("incr", 2, 6, 7)]
+    summed = [op("get", 3, 8, 9, process=2)]
+    verdict = check([seed, *incrs, *summed], strict=True, split_counters=True)
+    assert verdict.violations == verdict.counter_low == []  # incr answered 1: its part's count
+    assert [a.kind for a in check([seed, *incrs], strict=True).counter_low] == ["counter_low"] * 2
+    twice = check([seed, *incrs, op("incr", 5, 10, 11)], strict=True, split_counters=True)
+    assert [a.kind for a in twice.violations] == ["counter_high"]  # a part above the total
+    low_sum = check([seed, *incrs, op("get", 2, 8, 9)], strict=True, split_counters=True)
+    assert [a.kind for a in low_sum.counter_low] == ["counter_low"]
+
+
 def test_an_anomaly_describes_the_read_and_what_it_missed() -> None:
     history = [op("set", "a", 0, 1_000_000), op("get", None, 3_000_000, 4_000_000, process=2)]
     [anomaly] = check(history, strict=True).violations

@@ -19,12 +19,20 @@ from pathlib import Path
 from typing import Any
 
 from ringkit import HashRing
-from ringkit.cluster import ShardedClient
+from ringkit.cluster import HotKeys, NearCache, ShardedClient
 from ringkit.cluster.health import OpEvent
 from ringkit.errors import RingkitError
 from tests.chaos.history import Op, now_ns, write_history
 
-__all__ = ["Observer", "WorkerConfig", "child_environment", "counter_keys", "main", "register_keys"]
+__all__ = [
+    "Observer",
+    "WorkerConfig",
+    "child_environment",
+    "counter_keys",
+    "main",
+    "register_keys",
+    "remedies",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,8 @@ class WorkerConfig:
     keys: int
     counters: int
     history_path: str
+    near_ttl_s: float | None = None  # a near-cache of this ttl_s, caching every key read
+    split_parts: int | None = None  # HotKeys(remedy="split", parts=...), every counter split
     view_check_s: float = 0.1
     pause_s: float = 0.002
 
@@ -47,6 +57,21 @@ def child_environment() -> dict[str, str]:
     root = Path(__file__).resolve().parents[2]
     path = [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
+
+
+def remedies(near_ttl_s: float | None, split_parts: int | None) -> dict[str, Any]:
+    """The hot-key remedies of a configuration as ``ShardedClient`` options, fresh per client.
+
+    The near-cache caches every key read (``hot_only=False``), so that every read can be
+    answered from it; split counters use ``remedy="split"``, which every process that reads a
+    split counter must use (docs/cluster.md, "Split counters").
+    """
+    options: dict[str, Any] = {}
+    if near_ttl_s is not None:
+        options["near_cache"] = NearCache(max_items=1024, ttl_s=near_ttl_s, hot_only=False)
+    if split_parts is not None:
+        options["hot_keys"] = HotKeys(remedy="split", parts=split_parts)
+    return options
 
 
 def register_keys(count: int) -> list[str]:
@@ -107,9 +132,14 @@ def run(config: WorkerConfig, stop_ns: int, errors: dict[str, int]) -> list[Op]:
     """Run operations until `stop_ns`; return them. `errors` counts the exceptions by type."""
     rng = random.Random(f"{config.seed}/{config.process}")
     observer = Observer()
-    client = ShardedClient(
-        HashRing(list(config.urls)), config.urls, hooks=[observer], **config.client
-    )
+    options = {**config.client, **remedies(config.near_ttl_s, config.split_parts)}
+    client = ShardedClient(HashRing(list(config.urls)), config.urls, hooks=[observer], **options)
+    if config.split_parts is not None:
+        # Split by hand, at each counter's first incr by this process (App Engine's sharded
+        # counters are split by design, not when found hot): from the start of the run, every
+        # process switches every counter, racing the others to publish its marker.
+        for key in counter_keys(config.counters):
+            options["hot_keys"].split(key)
     client.view_check_s = config.view_check_s  # follow membership changes without a refusal
     ops: list[Op] = []
     n = 0
