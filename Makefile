@@ -1,6 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Both set up what they need.
 # `make chaos` is the long fault-injection run (tests/chaos/), by hand: RUNS seeded runs per
-# fault kind (FAULTS: comma-separated, default all), real servers, a few minutes per kind.
+# fault kind (FAULTS: comma-separated, default all; CONFIG: one client configuration of
+# tests/chaos/run.py, default all in turn), real servers, a few minutes per kind.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -34,8 +35,10 @@ test: lint typecheck unit
 
 RUNS ?= 20
 FAULTS ?= calm,kill,restart,pause,membership,coordinator_resume,coordinator_rollback
+CONFIG ?=
 chaos: setup-dev
-	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS)
+	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS) \
+		$(if $(CONFIG),--config $(CONFIG))
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

@@ -25,6 +25,8 @@ CI_CASES: list[Case] = [
     Case("membership", "redis", "read_all"),
     Case("coordinator_resume", "redis", "quorum"),
     Case("coordinator_rollback", "redis", "defaults"),
+    Case("kill", "redis", "near_quorum"),
+    Case("pause", "memcached", "split"),
 ]
 
 TOLERATED: dict[str, str] = {}  # every category the chaos runs found is fixed; keep it empty
