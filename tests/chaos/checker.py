@@ -171,7 +171,7 @@ def check(
 
 
 def _surely_before(write: Op, read: Op, near_ttl_ns: int) -> bool:
-    """Whether acknowledged `write` surely took effect before `read` began, for what it may see.
+    """Whether `read` must see acknowledged `write` or newer: it was surely in place and visible.
 
     The near-cache bound, applied here and only here: a client with a near-cache may answer
     from its memory a value read up to `near_ttl_ns` before, so another process's write
