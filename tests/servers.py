@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,26 +162,48 @@ def sigstop(pid: int, timeout_s: float = 10.0) -> None:
     raise RuntimeError(f"process {pid} did not stop within {timeout_s} s")
 
 
+#: How many times a server is started on a fresh free port before its failure to listen counts.
+STARTS_ON_FREE_PORTS = 3
+
+
 @contextmanager
-def serve(command: list[str], port: int) -> Iterator[Server]:
-    """Run `command` (a server listening on loopback `port`) for the duration of the block."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, process)
-        yield Server("127.0.0.1", port, process)
-    finally:
-        stop(process)
+def serve(command_for: Callable[[int], list[str]], port: int | None) -> Iterator[Server]:
+    """Run `command_for(port)`, a server listening on loopback, for the duration of the block.
+
+    With `port` None a free port is chosen, and chosen again (up to `STARTS_ON_FREE_PORTS`
+    times) when the server exits before listening: between our check and its bind, another
+    process's outgoing connection may take the port as its source port.
+    """
+    starts = STARTS_ON_FREE_PORTS if port is None else 1
+    for attempt in range(starts):
+        chosen = free_port() if port is None else port
+        process = subprocess.Popen(
+            command_for(chosen), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            try:
+                wait_for_port(chosen, process)
+            except RuntimeError:
+                if attempt + 1 == starts or process.poll() is None:
+                    raise  # a server that runs but never listens is not a port race
+                continue
+            yield Server("127.0.0.1", chosen, process)
+            return
+        finally:
+            stop(process)
 
 
 @contextmanager
 def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[Server]:
     """Run a memcached on `port` (default: a free loopback port) for the duration of the block."""
     binary = require_binary("memcached", "memcached")
-    port = free_port() if port is None else port
-    # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
-    command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mb)]
-    if os.geteuid() == 0:
-        command += ["-u", "root"]
+
+    def command(chosen: int) -> list[str]:
+        # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
+        root = ["-u", "root"] if os.geteuid() == 0 else []
+        return [binary, "-l", "127.0.0.1", "-p", str(chosen), "-U", "0", "-m", str(memory_mb),
+                *root]  # fmt: skip
+
     with serve(command, port) as server:
         yield server
 
@@ -193,22 +215,12 @@ def redis_server(port: int | None = None, *, password: str | None = None) -> Ite
     With `password`, the server requires it (``--requirepass``) from every connection.
     """
     binary = require_binary("redis-server", "redis-server")
-    port = free_port() if port is None else port
-    command = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
-    ]
-    if password is not None:
-        command += ["--requirepass", password]
+
+    def command(chosen: int) -> list[str]:
+        secured = ["--requirepass", password] if password is not None else []
+        return [binary, "--port", str(chosen), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", *secured]  # fmt: skip
+
     with serve(command, port) as server:
         yield server
 
