@@ -306,35 +306,55 @@ def etcd_cluster(
     """
     binary = require_binary("etcd", "etcd-server")
     names = [f"m{i}" for i in range(size)]
-    clients = [free_port() for _ in names]
-    peers = [free_port() for _ in names]
-    healths = [free_port() for _ in names] if tls else clients
     scheme = "https" if tls else "http"
-    initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
-    with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
-        commands = [
-            [binary, "--name", name, "--data-dir", str(Path(data) / name),
-             "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
-             "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", initial, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500", *extra,
-             *([*tls.flags(), "--listen-metrics-urls", f"http://127.0.0.1:{health}"]
-               if tls else [])]
-            for name, client, peer, health in zip(names, clients, peers, healths, strict=True)
-        ]  # fmt: skip
-        processes = [
-            subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for c in commands
-        ]
-        try:
-            for port, process in zip(healths, processes, strict=True):
-                _wait_healthy(port, process)
-            yield EtcdCluster(names, clients, processes, commands, tls=tls is not None)
-        finally:
-            for process in processes:
-                stop(process)
+    # Fresh ports for every start: a member that exits before it is healthy most likely lost a
+    # port to another connection (see `serve`); the whole cluster starts again, up to 3 times.
+    for attempt in range(STARTS_ON_FREE_PORTS):
+        ports = distinct_free_ports(3 * size if tls else 2 * size)
+        clients, peers = ports[:size], ports[size : 2 * size]
+        healths = ports[2 * size :] if tls else clients
+        initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
+        with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
+            commands = [
+                [binary, "--name", name, "--data-dir", str(Path(data) / name),
+                 "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", initial, "--initial-cluster-state", "new",
+                 "--heartbeat-interval", "50", "--election-timeout", "500", *extra,
+                 *([*tls.flags(), "--listen-metrics-urls", f"http://127.0.0.1:{health}"]
+                   if tls else [])]
+                for name, client, peer, health in zip(names, clients, peers, healths, strict=True)
+            ]  # fmt: skip
+            processes = [
+                subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for c in commands
+            ]
+            try:
+                try:
+                    for port, process in zip(healths, processes, strict=True):
+                        _wait_healthy(port, process)
+                except RuntimeError:
+                    exited = any(process.poll() is not None for process in processes)
+                    if attempt + 1 == STARTS_ON_FREE_PORTS or not exited:
+                        raise
+                    continue
+                yield EtcdCluster(names, clients, processes, commands, tls=tls is not None)
+                return
+            finally:
+                for process in processes:
+                    stop(process)
+
+
+def distinct_free_ports(count: int, draw: Callable[[], int] = free_port) -> list[int]:
+    """`count` different free ports from `draw` (two draws may return the same one)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = draw()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 @contextmanager
