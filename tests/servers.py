@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,26 +162,48 @@ def sigstop(pid: int, timeout_s: float = 10.0) -> None:
     raise RuntimeError(f"process {pid} did not stop within {timeout_s} s")
 
 
+#: How many times a server is started on a fresh free port before its failure to listen counts.
+STARTS_ON_FREE_PORTS = 3
+
+
 @contextmanager
-def serve(command: list[str], port: int) -> Iterator[Server]:
-    """Run `command` (a server listening on loopback `port`) for the duration of the block."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, process)
-        yield Server("127.0.0.1", port, process)
-    finally:
-        stop(process)
+def serve(command_for: Callable[[int], list[str]], port: int | None) -> Iterator[Server]:
+    """Run `command_for(port)`, a server listening on loopback, for the duration of the block.
+
+    With `port` None a free port is chosen, and chosen again (up to `STARTS_ON_FREE_PORTS`
+    times) when the server exits before listening: between our check and its bind, another
+    process's outgoing connection may take the port as its source port.
+    """
+    starts = STARTS_ON_FREE_PORTS if port is None else 1
+    for attempt in range(starts):
+        chosen = free_port() if port is None else port
+        process = subprocess.Popen(
+            command_for(chosen), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            try:
+                wait_for_port(chosen, process)
+            except RuntimeError:
+                if attempt + 1 == starts or process.poll() is None:
+                    raise  # a server that runs but never listens is not a port race
+                continue
+            yield Server("127.0.0.1", chosen, process)
+            return
+        finally:
+            stop(process)
 
 
 @contextmanager
 def memcached_server(memory_mb: int = 64, port: int | None = None) -> Iterator[Server]:
     """Run a memcached on `port` (default: a free loopback port) for the duration of the block."""
     binary = require_binary("memcached", "memcached")
-    port = free_port() if port is None else port
-    # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
-    command = [binary, "-l", "127.0.0.1", "-p", str(port), "-U", "0", "-m", str(memory_mb)]
-    if os.geteuid() == 0:
-        command += ["-u", "root"]
+
+    def command(chosen: int) -> list[str]:
+        # -u root: memcached refuses to run as root otherwise (tests run as root in CI).
+        root = ["-u", "root"] if os.geteuid() == 0 else []
+        return [binary, "-l", "127.0.0.1", "-p", str(chosen), "-U", "0", "-m", str(memory_mb),
+                *root]  # fmt: skip
+
     with serve(command, port) as server:
         yield server
 
@@ -193,22 +215,12 @@ def redis_server(port: int | None = None, *, password: str | None = None) -> Ite
     With `password`, the server requires it (``--requirepass``) from every connection.
     """
     binary = require_binary("redis-server", "redis-server")
-    port = free_port() if port is None else port
-    command = [
-        binary,
-        "--port",
-        str(port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--protected-mode",
-        "no",
-    ]
-    if password is not None:
-        command += ["--requirepass", password]
+
+    def command(chosen: int) -> list[str]:
+        secured = ["--requirepass", password] if password is not None else []
+        return [binary, "--port", str(chosen), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--protected-mode", "no", *secured]  # fmt: skip
+
     with serve(command, port) as server:
         yield server
 
@@ -294,35 +306,55 @@ def etcd_cluster(
     """
     binary = require_binary("etcd", "etcd-server")
     names = [f"m{i}" for i in range(size)]
-    clients = [free_port() for _ in names]
-    peers = [free_port() for _ in names]
-    healths = [free_port() for _ in names] if tls else clients
     scheme = "https" if tls else "http"
-    initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
-    with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
-        commands = [
-            [binary, "--name", name, "--data-dir", str(Path(data) / name),
-             "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
-             "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
-             "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-             "--initial-cluster", initial, "--initial-cluster-state", "new",
-             "--heartbeat-interval", "50", "--election-timeout", "500", *extra,
-             *([*tls.flags(), "--listen-metrics-urls", f"http://127.0.0.1:{health}"]
-               if tls else [])]
-            for name, client, peer, health in zip(names, clients, peers, healths, strict=True)
-        ]  # fmt: skip
-        processes = [
-            subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            for c in commands
-        ]
-        try:
-            for port, process in zip(healths, processes, strict=True):
-                _wait_healthy(port, process)
-            yield EtcdCluster(names, clients, processes, commands, tls=tls is not None)
-        finally:
-            for process in processes:
-                stop(process)
+    # Fresh ports for every start: a member that exits before it is healthy most likely lost a
+    # port to another connection (see `serve`); the whole cluster starts again, up to 3 times.
+    for attempt in range(STARTS_ON_FREE_PORTS):
+        ports = distinct_free_ports(3 * size if tls else 2 * size)
+        clients, peers = ports[:size], ports[size : 2 * size]
+        healths = ports[2 * size :] if tls else clients
+        initial = ",".join(f"{n}=http://127.0.0.1:{p}" for n, p in zip(names, peers, strict=True))
+        with tempfile.TemporaryDirectory(prefix="ringkit-etcd-") as data:
+            commands = [
+                [binary, "--name", name, "--data-dir", str(Path(data) / name),
+                 "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                 "--initial-cluster", initial, "--initial-cluster-state", "new",
+                 "--heartbeat-interval", "50", "--election-timeout", "500", *extra,
+                 *([*tls.flags(), "--listen-metrics-urls", f"http://127.0.0.1:{health}"]
+                   if tls else [])]
+                for name, client, peer, health in zip(names, clients, peers, healths, strict=True)
+            ]  # fmt: skip
+            processes = [
+                subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for c in commands
+            ]
+            try:
+                try:
+                    for port, process in zip(healths, processes, strict=True):
+                        _wait_healthy(port, process)
+                except RuntimeError:
+                    exited = any(process.poll() is not None for process in processes)
+                    if attempt + 1 == STARTS_ON_FREE_PORTS or not exited:
+                        raise
+                    continue
+                yield EtcdCluster(names, clients, processes, commands, tls=tls is not None)
+                return
+            finally:
+                for process in processes:
+                    stop(process)
+
+
+def distinct_free_ports(count: int, draw: Callable[[], int] = free_port) -> list[int]:
+    """`count` different free ports from `draw` (two draws may return the same one)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = draw()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 @contextmanager

@@ -8,18 +8,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.servers import free_port_below_ephemeral, require_binary, stop, wait_for_port
-
-#: How many times nutcracker is started on fresh ports before its failure to listen is an error.
-_STARTS = 3
-
-
-def _distinct_ports(count: int) -> list[int]:
-    """`count` different free ports (two draws may return the same one)."""
-    ports: set[int] = set()
-    while len(ports) < count:
-        ports.add(free_port_below_ephemeral())
-    return sorted(ports)
+from tests.servers import (
+    STARTS_ON_FREE_PORTS,
+    distinct_free_ports,
+    free_port_below_ephemeral,
+    require_binary,
+    stop,
+    wait_for_port,
+)
 
 
 @contextmanager
@@ -34,8 +30,8 @@ def nutcracker(
     binary = require_binary("nutcracker", "nutcracker")
     # A free port can be taken by another process's outgoing connection before nutcracker binds
     # it (it then exits with status 1): start again on new ports, a bounded number of times.
-    for attempt in range(_STARTS):
-        *listen, stats = _distinct_ports(len(pools) + 1)
+    for attempt in range(STARTS_ON_FREE_PORTS):
+        *listen, stats = distinct_free_ports(len(pools) + 1, free_port_below_ephemeral)
         ports = dict(zip(pools, listen, strict=True))
         with tempfile.TemporaryDirectory() as directory:
             config, log = Path(directory, "nutcracker.yml"), Path(directory, "nutcracker.log")
@@ -50,7 +46,7 @@ def nutcracker(
                     for port in ports.values():
                         wait_for_port(port, process, log=log)
                 except RuntimeError:
-                    if attempt + 1 == _STARTS:
+                    if attempt + 1 == STARTS_ON_FREE_PORTS:
                         raise
                     continue
                 yield ports

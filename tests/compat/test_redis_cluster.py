@@ -56,30 +56,17 @@ def test_agrees_with_redis_py_on_10000_keys() -> None:
 @contextmanager
 def _cluster_mode_redis() -> Iterator[int]:
     binary = require_binary("redis-server", "redis-server")
-    port = free_port()
     with tempfile.TemporaryDirectory() as directory:
-        command = [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--cluster-enabled",
-            "yes",
-            "--dir",
-            directory,
-            "--cluster-config-file",
-            "nodes.conf",
+
+        def command(port: int) -> list[str]:
             # The cluster bus defaults to port + 10000, which may be taken or above 65535.
-            "--cluster-port",
-            str(free_port()),
-        ]
-        with serve(command, port):
-            yield port
+            return [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--cluster-enabled", "yes", "--dir", directory,
+                    "--cluster-config-file", "nodes.conf",
+                    "--cluster-port", str(free_port())]  # fmt: skip
+
+        with serve(command, None) as server:
+            yield server.port
 
 
 def test_agrees_with_real_redis_cluster_keyslot_on_10000_keys() -> None:
