@@ -125,7 +125,7 @@ def test_item_03_a_hint_written_while_another_process_readmits_is_not_lost() -> 
     p1.set(warm, "warm")  # P1 fails on s1 too, and hints `warm`
     store.unavailable = False
     probe = p2._servers.usable("s1", p2.epoch)
-    paused = _drive(probe, p2, stop="delete")  # P2 has read the hints (warm), not applied them
+    paused = _drive(probe, p2, stop="bury")  # P2 has read the hints (warm), not applied them
     p1.set(key, "new")  # P1 skips s1 and hints `key` on s2: too late for P2's read
     outcomes = [_call_sync(call, p2.server(call.server)) for call in paused]
     assert _drive(_resume(probe, outcomes), p2) is True

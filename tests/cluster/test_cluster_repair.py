@@ -246,3 +246,55 @@ def test_a_delete_never_removes_a_newer_write(urls: dict[str, str]) -> None:
     client.delete(KEY)  # a delete made now is newer: it goes
     assert client.get(KEY) is None
     client.close()
+
+
+@pytest.mark.parametrize("write", ["delete", "set"])
+def test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint(
+    urls: dict[str, str], new: Callable[..., Any], write: str
+) -> None:
+    """A server re-admitted from its hints keeps a tombstone, so a late repair stands down.
+
+    Found by the chaos history check (restart on memcached, the defaults): a fresh client's
+    read after the run brought back a deleted key. The race: a reader found the value on the
+    second replica (the first had lost it) and, before its repair of the first was sent,
+    another client wrote the key (here a delete, or a newer set) while it saw the first replica
+    down, so the write left a hint instead of a tombstone there, and then re-admitted that
+    replica, which deleted the key there. The repair then found the replica holding neither
+    value nor tombstone and put the old value back, with no hint left to remove it. Dynamo's
+    hinted handoff delivers the write itself; these hints carry only the key, so re-admission
+    leaves a tombstone of its own time beside each key it invalidates.
+    """
+    writer = ShardedClient(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60.0)
+    writer.set(KEY, {"price": 100})
+    behind, ahead = writer.replicas_for(KEY)
+    key = KEY.encode()
+    writer.server(behind).backend.delete(key)  # the first replica lost it (restarted empty)
+    raced: list[OpEvent] = []
+
+    def hinted_write_and_readmission(event: OpEvent) -> None:
+        # Runs after the read found the value on `ahead`, before it repairs `behind`.
+        if raced or event.server != ahead or event.outcome != "hit":
+            return
+        raced.append(event)
+        health = writer.server(behind).health
+        health.mark_down(now=time.monotonic())  # as a timeout of `behind` would
+        if write == "delete":
+            writer.delete(KEY)
+        else:
+            writer.set(KEY, {"price": 120})
+        assert writer.down_servers == [behind]
+        health.probe_soon()
+        assert writer.check_health() == []  # re-admitted: its hint of KEY applied
+
+    reader = new(HashRing(list(urls)), urls, replicas=2, hooks=[hinted_write_and_readmission])
+    assert reader.get(KEY) == {"price": 100}  # read before the write
+    assert raced, "the hook did not run between the read and the repair"
+    expected = None if write == "delete" else {"price": 120}
+    held = writer.server(behind).backend.get_many([key])
+    assert held == {}  # the late repair stood down
+    fresh = ShardedClient(HashRing(list(urls)), urls, replicas=2)
+    assert fresh.get(KEY) == expected  # asks `behind` first
+    if write == "set":  # the hinted write itself still repairs it
+        assert _stored(fresh, behind) == expected
+    fresh.close()
+    writer.close()

@@ -12,8 +12,10 @@ is Dynamo's hinted handoff (DeCandia et al. 2007, section 4.6), which keeps the 
 surviving nodes, not in the writer: a writer that crashes loses nothing, and a process that
 never saw the writes still repairs X before serving from it. Here the hand-off invalidates (the
 key is deleted on X, reads there miss and fall back to a replica that took the write) rather
-than replays the value. On Redis a hint set is a SET, bounded in a Lua script; on memcached
-and the memory backend it is one item of space-separated keys (keys hold no whitespace),
+than replays the value; the delete leaves a tombstone just below the version the holders have,
+so a late read repair of an older value stands down (``ServerSet._invalidation`` in
+:mod:`ringkit.cluster.servers`). On Redis a hint set is a SET, bounded in a Lua script; on
+memcached and the memory backend it is one item of space-separated keys (keys hold no whitespace),
 changed by compare-and-swap (memcached ``gets`` / ``cas``, protocol.txt) and bounded both in
 keys and in bytes (memcached's item limit is 1 MiB).
 

@@ -22,7 +22,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
 
 from ringkit.cluster.health import Hook, OpEvent, ServerHealth, ServerStats
-from ringkit.cluster.keys import MAX_KEY_BYTES, key_bytes, route_key
+from ringkit.cluster.keys import (
+    DELETE_TOMBSTONE_TTL_S,
+    MAX_KEY_BYTES,
+    key_bytes,
+    route_key,
+    tombstone_key,
+)
+from ringkit.cluster.serializers import VersionClock, stored_version, tombstone
 from ringkit.cluster.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import (
@@ -105,6 +112,7 @@ class ServerSet(Generic[B]):
     def __init__(self, opener: Callable[[str, ServerURL], Server[B]]) -> None:
         self._open = opener
         self._servers: dict[str, Server[B]] = {}
+        self._clock = VersionClock()  # the versions of the tombstones invalidations leave
 
     def server(self, name: str) -> Server[B]:
         """Return the server named `name`."""
@@ -178,13 +186,16 @@ class ServerSet(Generic[B]):
         if failed_any(outcomes):
             return None
         applied = dict(zip(holders, outcomes, strict=True))
+        versions = yield from self._hinted_versions(applied, epoch)
+        if versions is None:
+            return None
         health = self._servers[name].health
         remembered = health.take_hints()
         hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
         if hinted:
             try:
                 outcomes = yield tuple(
-                    Call(name, "delete", (key,), epoch, "invalidate") for key in hinted
+                    self._invalidation(name, key, versions.get(key), epoch) for key in hinted
                 )
             except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
                 for key in remembered:
@@ -247,11 +258,57 @@ class ServerSet(Generic[B]):
         here before the write is acknowledged, and this client probes it at its next use.
         """
         health = self._servers[name].health
-        outcomes = yield tuple(Call(name, "delete", (key,), epoch, "invalidate") for key in keys)
+        outcomes = yield tuple(self._invalidation(name, key, None, epoch) for key in keys)
         if failed_any(outcomes):  # still failing: wait for a stamp newer than this failure
             health.down_since_ms = int(time.time() * 1000)
         else:
             health.probe_soon()
+
+    def _hinted_versions(
+        self, applied: Mapping[str, Sequence[bytes]], epoch: int
+    ) -> Steps[dict[bytes, int] | None]:
+        """Return the newest version each hinted key has on the servers that hinted it.
+
+        They took the write the hint stands for, so they hold it, or something newer: a value,
+        or a delete's tombstone. None when one of them failed (the probe fails, as when the
+        hints could not be read).
+        """
+        asked = [(holder, list(keys)) for holder, keys in applied.items() if keys]
+        if not asked:
+            return {}
+        answers = yield tuple(
+            Call(holder, "get_many", ([*keys, *map(tombstone_key, keys)],), epoch, "hints")
+            for holder, keys in asked
+        )
+        if failed_any(answers):
+            return None
+        versions: dict[bytes, int] = {}
+        for (_, keys), found in zip(asked, answers, strict=True):
+            for key in keys:
+                held = [found.get(key), found.get(tombstone_key(key))]
+                newest = max(int.from_bytes(stored_version(data), "big") for data in held)
+                if newest:
+                    versions[key] = max(versions.get(key, 0), newest)
+        return versions
+
+    def _invalidation(self, name: str, key: bytes, hinted: int | None, epoch: int) -> Call:
+        """The call that invalidates `key` on `name`, which missed a write of it: a tombstone.
+
+        Without a tombstone a read repair that read the key before the hinted write, and
+        arrived after this invalidation, found the server holding neither value nor tombstone
+        and wrote the old value back, after the hint was gone (found by the chaos check;
+        regression: ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``).
+        These hints name the key, not the write (Dynamo's replay the write itself), so the
+        tombstone is placed just below `hinted`, the version the servers that took the write
+        hold now: older values go and their repairs stand down (``supersedes``), while the
+        hinted write and anything newer may still repair the server. With no version known
+        (a hint kept in memory, or the value gone meanwhile) it carries the time of the
+        invalidation, which also turns away the hinted write's repair until the tombstone
+        expires (:data:`DELETE_TOMBSTONE_TTL_S`): reads fall back to a replica meanwhile.
+        """
+        version = hinted - 1 if hinted else self._clock.next()
+        stone = tombstone(version)
+        return Call(name, "bury", (key, stone, DELETE_TOMBSTONE_TTL_S), epoch, "invalidate")
 
     def causes(self, names: Iterable[str]) -> str:
         """Return why the servers `names` that are down failed last, as ``"; cause: …"`` text.
