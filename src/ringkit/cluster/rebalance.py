@@ -514,11 +514,14 @@ class Rebalancer:
             index = self.backend(name).index
             with limits[name]:
                 for records in index.dump_arc(start, end, space, batch):
-                    throttle.take(len(records))
                     copied = target.restore(records, replace_unversioned=rollback)
                     size = _size_bytes(records)
                     tally.add(len(records), copied, size)
                     progress.advance(len(records), size)
+                    # The pause goes between pages, never between a page's read and its landing:
+                    # a counter (no version) incremented on the destination in that window is
+                    # replaced by the older count copied, so the window is kept to one round trip.
+                    throttle.take(len(records))
 
     def _cleanup(self, movement: Movement, space: int) -> int:
         """Delete the moved copies from the old owners, every server at once."""
