@@ -298,3 +298,33 @@ def test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint(
         assert _stored(fresh, behind) == expected
     fresh.close()
     writer.close()
+
+
+def test_readmission_leaves_each_hinted_key_a_tombstone_just_below_the_write(
+    urls: dict[str, str],
+) -> None:
+    """Over more hinted keys than one page of the versions read (500), sets and deletes."""
+    client = ShardedClient(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60.0)
+    behind = "s1"
+    keys = [k for k in (f"k{i}" for i in range(5000)) if client.replicas_for(k)[0] == behind]
+    written, deleted = keys[:1100], keys[1100:1200]
+    client.set_many(dict.fromkeys(deleted, "old"))
+    health = client.server(behind).health
+    health.mark_down(now=time.monotonic())
+    client.set_many(dict.fromkeys(written, "new"))  # each hinted for `behind`
+    for key in deleted:
+        client.delete(key)
+    health.probe_soon()
+    assert client.check_health() == []
+
+    def versions(name: str, key: bytes) -> tuple[int, int]:
+        held = client.server(name).backend.get_many([key, tombstone_key(key)])
+        value, tomb = (stored_version(held.get(k)) for k in (key, tombstone_key(key)))
+        return int.from_bytes(value, "big"), int.from_bytes(tomb, "big")
+
+    for key in map(str.encode, written + deleted):
+        _, ahead = client.replicas_for(key.decode())
+        took = max(versions(ahead, key))
+        assert versions(behind, key) == (0, took - 1), key
+    assert client.get_many(written + deleted) == dict.fromkeys(written, "new")
+    client.close()

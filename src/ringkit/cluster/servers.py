@@ -102,6 +102,10 @@ class Server(Generic[B]):
             hook(event)
 
 
+#: Keys per read of the versions the hint holders have, at re-admission.
+_VERSION_PAGE = 500
+
+
 class ServerSet(Generic[B]):
     """A client's servers by name, and the decisions about them: usable, probe, hint.
 
@@ -273,17 +277,22 @@ class ServerSet(Generic[B]):
         or a delete's tombstone. None when one of them failed (the probe fails, as when the
         hints could not be read).
         """
-        asked = [(holder, list(keys)) for holder, keys in applied.items() if keys]
-        if not asked:
+        # In pages: a server may hold up to `max_hints` (100,000 by default) for one name.
+        pages = [
+            (holder, list(keys[start : start + _VERSION_PAGE]))
+            for holder, keys in applied.items()
+            for start in range(0, len(keys), _VERSION_PAGE)
+        ]
+        if not pages:
             return {}
         answers = yield tuple(
             Call(holder, "get_many", ([*keys, *map(tombstone_key, keys)],), epoch, "hints")
-            for holder, keys in asked
+            for holder, keys in pages
         )
         if failed_any(answers):
             return None
         versions: dict[bytes, int] = {}
-        for (_, keys), found in zip(asked, answers, strict=True):
+        for (_, keys), found in zip(pages, answers, strict=True):
             for key in keys:
                 held = [found.get(key), found.get(tombstone_key(key))]
                 newest = max(int.from_bytes(stored_version(data), "big") for data in held)
