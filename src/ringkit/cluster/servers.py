@@ -29,7 +29,7 @@ from ringkit.cluster.keys import (
     route_key,
     tombstone_key,
 )
-from ringkit.cluster.serializers import VersionClock, stored_version, tombstone
+from ringkit.cluster.serializers import stored_version, tombstone
 from ringkit.cluster.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.urls import ServerURL, parse_url
 from ringkit.errors import (
@@ -116,7 +116,6 @@ class ServerSet(Generic[B]):
     def __init__(self, opener: Callable[[str, ServerURL], Server[B]]) -> None:
         self._open = opener
         self._servers: dict[str, Server[B]] = {}
-        self._clock = VersionClock()  # the versions of the tombstones invalidations leave
 
     def server(self, name: str) -> Server[B]:
         """Return the server named `name`."""
@@ -241,28 +240,33 @@ class ServerSet(Generic[B]):
             Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), epoch, "hints")
             for holder, name in pairs
         )
-        readmitted: dict[str, list[bytes]] = {}
+        readmitted: dict[str, dict[str, list[bytes]]] = {}  # name -> {holder: keys}
         for (holder, name), outcome in zip(pairs, outcomes, strict=True):
             health = self._servers[name].health
             if isinstance(outcome, tuple):
                 dropped, stamp = outcome
                 health.hints_dropped += dropped
                 if stamp >= health.down_since_ms > 0:  # another process is re-admitting it
-                    readmitted.setdefault(name, []).extend(calls[holder, name])
+                    readmitted.setdefault(name, {})[holder] = calls[holder, name]
             else:  # the holder failed or was contended: remember the keys here instead
                 for key in calls[holder, name]:
                     health.hint(key)
-        for name, keys in readmitted.items():
-            yield from self._invalidate(name, list(dict.fromkeys(keys)), epoch)
+        for name, by_holder in readmitted.items():
+            yield from self._invalidate(name, by_holder, epoch)
 
-    def _invalidate(self, name: str, keys: list[bytes], epoch: int) -> Steps[None]:
-        """Delete `keys` on `name`, which another process re-admitted after this one saw it fail.
+    def _invalidate(
+        self, name: str, by_holder: Mapping[str, Sequence[bytes]], epoch: int
+    ) -> Steps[None]:
+        """Delete on `name` the keys `by_holder` took, as another process re-admits `name`.
 
         Its hints may have been read before this client's were added: the keys are invalidated
         here before the write is acknowledged, and this client probes it at its next use.
         """
         health = self._servers[name].health
-        outcomes = yield tuple(self._invalidation(name, key, None, epoch) for key in keys)
+        versions = yield from self._hinted_versions(by_holder, epoch)
+        keys = dict.fromkeys(key for keys in by_holder.values() for key in keys)
+        known = versions or {}  # a holder that failed since: invalidate without a tombstone
+        outcomes = yield tuple(self._invalidation(name, key, known.get(key), epoch) for key in keys)
         if failed_any(outcomes):  # still failing: wait for a stamp newer than this failure
             health.down_since_ms = int(time.time() * 1000)
         else:
@@ -301,22 +305,23 @@ class ServerSet(Generic[B]):
         return versions
 
     def _invalidation(self, name: str, key: bytes, hinted: int | None, epoch: int) -> Call:
-        """The call that invalidates `key` on `name`, which missed a write of it: a tombstone.
+        """The call that invalidates `key` on `name`, which missed a write of it.
 
-        Without a tombstone a read repair that read the key before the hinted write, and
-        arrived after this invalidation, found the server holding neither value nor tombstone
-        and wrote the old value back, after the hint was gone (found by the chaos check;
-        regression: ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``).
-        These hints name the key, not the write (Dynamo's replay the write itself), so the
-        tombstone is placed just below `hinted`, the version the servers that took the write
-        hold now: older values go and their repairs stand down (``supersedes``), while the
-        hinted write and anything newer may still repair the server. With no version known
-        (a hint kept in memory, or the value gone meanwhile) it carries the time of the
-        invalidation, which also turns away the hinted write's repair until the tombstone
-        expires (:data:`DELETE_TOMBSTONE_TTL_S`): reads fall back to a replica meanwhile.
+        A ``bury`` with a tombstone just below `hinted`, the version the servers that took the
+        write hold now: older values go, and a read repair that read the key before the hinted
+        write and arrives after this stands down (``supersedes``), while the hinted write and
+        anything newer may still repair the server. Without a tombstone that late repair found
+        the server holding neither value nor tombstone and wrote the old value back, after the
+        hint was gone (found by the chaos check; regression:
+        ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``). These hints
+        name the key, not the write (Dynamo's replay the write itself), hence the read of the
+        holders' versions. With no version known (a hint kept in memory, a value gone since)
+        a plain delete, as before: a tombstone of any guessed version is a delete at that
+        version to ``read="all"``, which would hide the hinted write on the other replicas.
         """
-        version = hinted - 1 if hinted else self._clock.next()
-        stone = tombstone(version)
+        if not hinted:
+            return Call(name, "delete", (key,), epoch, "invalidate")
+        stone = tombstone(hinted - 1)
         return Call(name, "bury", (key, stone, DELETE_TOMBSTONE_TTL_S), epoch, "invalidate")
 
     def causes(self, names: Iterable[str]) -> str:
