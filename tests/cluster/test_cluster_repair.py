@@ -262,7 +262,7 @@ def test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint(
     replica, which deleted the key there. The repair then found the replica holding neither
     value nor tombstone and put the old value back, with no hint left to remove it. Dynamo's
     hinted handoff delivers the write itself; these hints carry only the key, so re-admission
-    leaves a tombstone of its own time beside each key it invalidates.
+    leaves a tombstone just below the version the replica that took the write holds.
     """
     writer = ShardedClient(HashRing(list(urls)), urls, replicas=2, dead_timeout_s=60.0)
     writer.set(KEY, {"price": 100})
