@@ -1,6 +1,7 @@
 """The near-cache: a client's own small, bounded copy of the values it reads most.
 
-Seed 004's second remedy for a hot key, "cache it locally in each app server": a read of a
+The remedy for a hot key that caches it locally in each app server (a *near cache*, as
+Hazelcast and Apache Ignite call theirs): a read of a
 cached key is answered from the client's memory, with no server round trip, so however many
 processes read a viral key, its node sees one read per process per `ttl_s`. Facebook's memcache
 (Nishtala et al., NSDI 2013) puts the same kind of cache in front of its servers' clients;
