@@ -13,7 +13,7 @@ from ringkit import HashRing, Modulo
 from ringkit.cli import main
 from tests.plotting import require_matplotlib
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KEYS = [f"booking-{i:04d}" for i in range(1, 301)]
 
 

@@ -25,7 +25,7 @@ from ringkit.sim.remedies import (
 )
 from ringkit.strategies.registry import StrategyOptions
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HASHER = "fnv1a_32_mix"
 
 

@@ -183,7 +183,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 
 
 def test_ctrl_c_stops_watch_cleanly() -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
         [sys.executable, "-m", "ringkit", "ring", "watch", "--store", "memory://ctrl-c"],
         stdout=subprocess.PIPE,

@@ -9,7 +9,7 @@ import pytest
 from ringkit.errors import ConfigError
 from ringkit.sim import load_scenario, parse_scenario
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_full_scenario_parses() -> None:

@@ -22,7 +22,7 @@ from ringkit.compat import redis_cluster
 from ringkit.hashing import HASHERS, get_hasher, hash_many
 from ringkit.movement.units import modulo_fraction, modulo_order, native_hashes
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
-from tests.movement_helpers import StandInMaglev, StandInPartitions
+from tests.movement.movement_helpers import StandInMaglev, StandInPartitions
 
 # -- partition tables (the FixedPartitions contract) --------------------------------------------
 

@@ -16,7 +16,7 @@ from ringkit.nodes import Node
 from ringkit.sim import Event, Population, Scenario, Sizes, gatepass, load_scenario, run_scenario
 from ringkit.strategies.registry import StrategyOptions
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_population_names_and_chunks() -> None:

@@ -13,7 +13,7 @@ import pytest
 from ringkit.cli import main
 from ringkit.commands.output import Ticker, TransferBar, bar, percent
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
 
 

@@ -11,7 +11,7 @@ import ringkit
 from ringkit import ConfigError, EmptyRingError, HashRing, MovedArc, UnknownNodeError, diff
 from ringkit.hashing import Hasher
 from ringkit.movement.segments import exact_sum
-from tests.movement_helpers import (
+from tests.movement.movement_helpers import (
     IDENTITY,
     brute_streams,
     point_ring,

@@ -22,7 +22,7 @@ from ringkit.errors import ConfigError
 from ringkit.sim import Population
 from ringkit.sim.compare import compare
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

@@ -139,7 +139,7 @@ def test_same_owners_in_processes_with_different_hash_seeds() -> None:
         "r = ringkit.HashRing(['a', 'b', 'c', 'd'], vnodes=32);"
         "print(','.join(r.node_for_many([f'k{i}' for i in range(300)])))"
     )
-    src = str(Path(__file__).resolve().parents[1] / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     outputs = set()
     for seed in ("0", "1", "12345"):
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": src}
