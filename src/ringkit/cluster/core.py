@@ -344,7 +344,17 @@ class ClientCore(Generic[B]):
             return
         now = time.monotonic()
         for data in keys:
-            if hot.due(data, now):  # mark, copy, check, then rotate reads over the copies
+            if not hot.due(data, now):
+                continue
+            if not router.view.hot_copies:
+                # Writers read spread markers only under a view that says keys may be spread:
+                # publish one first; copies follow once every writer must have learnt it.
+                yield from self._tracker.spread_hot_keys()
+                router = self._tracker.router
+                if not router.view.hot_copies:
+                    break
+            if self._tracker.hot_copies_learnt(time.monotonic()):
+                # mark, copy, check, then rotate reads over the copies
                 yield from self.writer.copies.spread(router, data, hot)
         for data in hot.drain_left():
             # A key left the hot set: delete its extra copies so they never serve stale values.

@@ -279,6 +279,7 @@ class Rebalancer:
             state="moving",
             change=dict(change),
             serializer=current.serializer,  # the configuration travels with every view
+            hot_copies=current.hot_copies,
         )
         return self._run(moving)
 
@@ -322,6 +323,7 @@ class Rebalancer:
             state="rolling_back",
             change={"rollback": str(current.epoch)},
             serializer=current.serializer,
+            hot_copies=current.hot_copies,
         )
         return self._run(back, outcome="rolled_back")
 
@@ -355,6 +357,7 @@ class Rebalancer:
             view.replicas,
             change=dict(view.change),
             serializer=view.serializer,
+            hot_copies=view.hot_copies,
         )
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)

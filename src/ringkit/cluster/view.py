@@ -78,6 +78,8 @@ class ClusterView:
     state: str = "stable"
     change: Mapping[str, str] = field(default_factory=dict)
     serializer: str | None = None  # the clients' serializer name; None: not recorded
+    # Whether hot keys may be spread (ringkit.cluster.hotcopies): off, no write reads a marker.
+    hot_copies: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
@@ -86,6 +88,8 @@ class ClusterView:
             raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
         if self.replicas < 1:
             raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        if not isinstance(self.hot_copies, bool):
+            raise ConfigError(f"hot_copies must be a bool, got {self.hot_copies!r}")
         if self.state not in STATES:
             raise ConfigError(f"view state must be one of {', '.join(STATES)}, got {self.state!r}")
         if (self.previous is None) != (self.state == "stable"):
@@ -139,6 +143,7 @@ class ClusterView:
             "servers": dict(sorted(servers.items())),
             "change": dict(self.change),
             "serializer": self.serializer,
+            "hot_copies": self.hot_copies,
         }
 
     def to_json(self) -> bytes:
@@ -168,6 +173,11 @@ class ClusterView:
             raise ConfigError(
                 f"cluster view field 'serializer' must be a string, got {_shape(serializer)}"
             )
+        hot_copies = data.get("hot_copies", False)
+        if not isinstance(hot_copies, bool):
+            raise ConfigError(
+                f"cluster view field 'hot_copies' must be true or false, got {_shape(hot_copies)}"
+            )
         previous = data.get("previous")
         return cls(
             epoch=epoch,
@@ -178,6 +188,7 @@ class ClusterView:
             state=state,
             change=change,
             serializer=serializer,
+            hot_copies=hot_copies,
         )
 
     @classmethod
