@@ -3,6 +3,7 @@
     python benchmarks/bench_wire_cost.py                       # redis and memcached, R = 1 and 2
     python benchmarks/bench_wire_cost.py --kind redis --replicas 1
     python benchmarks/bench_wire_cost.py --no-index            # one guarantee switched off
+    python benchmarks/bench_wire_cost.py --hot-copies          # writes read spread markers
     python benchmarks/bench_wire_cost.py --quick               # 200 keys, 3 repeats (a smoke run)
 
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
@@ -25,7 +26,9 @@ installed) and ``pymemcache.client.base.Client(addr, no_delay=True, default_nore
 one per server, the keys routed to them by hand before timing; at R = 2 a plain write is one call
 on each of the two servers, one after the other, and a plain read one call on the first.
 
-Guarantees can be switched off to price them: ``--no-index`` is the client's own option
+``--hot-copies`` measures under a view that allows hot-key copies (``HotKeys`` spreading, which
+a spreading client publishes): every write then also reads its keys' spread markers. Guarantees
+can be switched off to price them: ``--no-index`` is the client's own option
 (``index_keys=False``); the others patch the installed client in this process only, which a user
 cannot do: ``--no-tombstones`` (a delete is a plain fenced delete), ``--no-markers`` (writes read
 no hot-copy spread marker) and ``--no-fence`` (calls skip the epoch check where the server kind
@@ -305,6 +308,10 @@ def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int)
     }
     client = ShardedClient(HashRing(NAMES), urls, replicas=replicas)
     client.index_keys = not ARGS.no_index
+    if ARGS.hot_copies:  # the view allows hot-key copies: every write reads its keys' markers
+        client.set("bench:settle", 1)
+        client._run(client._tracker.spread_hot_keys())
+        assert client.view.hot_copies
     return client
 
 
@@ -316,6 +323,8 @@ def switch_off_guarantees() -> list[str]:
     from ringkit.cluster import fencing, writer
 
     off = []
+    if ARGS.hot_copies:
+        off.append("(on) a view that allows hot-key copies")
     if ARGS.no_index:
         off.append("index (index_keys=False)")
     if ARGS.no_tombstones:
@@ -469,6 +478,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--key-bytes", type=int, default=16, help="key length (at least 10)")
     parser.add_argument("--quick", action="store_true", help="200 keys, 3 repeats")
+    parser.add_argument(
+        "--hot-copies",
+        action="store_true",
+        help="publish a view that allows hot-key copies (writes read their spread markers)",
+    )
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--no-tombstones", action="store_true")
     parser.add_argument("--no-markers", action="store_true")

@@ -32,7 +32,7 @@ from ringkit.cluster.aio_backends import open_async_backend
 from ringkit.cluster.core import TAKE_STEPS, ClientCore, ServerOptions, check_delta
 from ringkit.cluster.fencing import AsyncFencedBackend, fence_async, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Steps, call_async, run_async
+from ringkit.cluster.steps import Failed, Steps, call_async, run_async
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.errors import EpochLostError, StaleViewError
@@ -79,6 +79,14 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
 
     async def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:
         """Store `value` at `key` on its replicas."""
+        direct = self._direct_write(key, value, ttl_s)
+        if direct is not None:
+            call, server = direct
+            try:
+                if not isinstance(await call_async(call, server), Failed):
+                    return
+            except (StaleViewError, EpochLostError):
+                pass  # a newer view, or a server that lost it: the steps refresh and retry
         await self._run(self._set_many({key: value}, ttl_s))
 
     async def set_many(

@@ -45,7 +45,7 @@ from ringkit.cluster.core import (
 from ringkit.cluster.fanout import FanOut
 from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Steps, call_sync, run_sync
+from ringkit.cluster.steps import Failed, Steps, call_sync, run_sync
 from ringkit.cluster.urls import ServerURL
 from ringkit.cluster.view import ClusterView
 from ringkit.errors import EpochLostError, QuorumError, StaleViewError
@@ -125,6 +125,14 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises ConfigError: when the value is too large or `ttl_s` is not > 0
         :raises TypeError: when the serializer cannot encode the value
         """
+        direct = self._direct_write(key, value, ttl_s)
+        if direct is not None:
+            call, server = direct
+            try:
+                if not isinstance(call_sync(call, server), Failed):
+                    return
+            except (StaleViewError, EpochLostError):
+                pass  # a newer view, or a server that lost it: the steps refresh and retry
         self._run(self._set_many({key: value}, ttl_s))
 
     def set_many(self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None) -> None:

@@ -168,6 +168,9 @@ class ClientCore(Generic[B]):
       could), deleted there on re-admission by whichever client re-admits it;
     - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
+    - `index_keys`: whether Redis writes also record each key in the server's key index
+      (default True: a rebalance reads an arc as range reads); False saves the index's memory
+      and a rebalance finds the keys with a ``SCAN`` of each source;
     - `near_cache`: a :class:`~ringkit.cluster.nearcache.NearCache` (reads answered from this
       client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
@@ -200,6 +203,7 @@ class ClientCore(Generic[B]):
         view_store: str | ViewStore | None = None,
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
+        index_keys: bool = True,
     ) -> None:
         if near_cache is not None and not isinstance(near_cache, NearCache):
             raise ConfigError(f"near_cache must be a NearCache or None, got {near_cache!r}")
@@ -225,7 +229,9 @@ class ClientCore(Generic[B]):
         self._credentials.check_known(urls)
         public = self._credentials.learn_all(urls)
         store = open_view_store(view_store)
-        self._index_keys = True
+        if not isinstance(index_keys, bool):
+            raise ConfigError(f"index_keys must be True or False, got {index_keys!r}")
+        self._index_keys = index_keys
         self._hot = hot_keys
         self._servers: ServerSet[B] = ServerSet(self._open)
         self._raw = serializer == RAW
@@ -317,9 +323,10 @@ class ClientCore(Generic[B]):
     def index_keys(self) -> bool:
         """Whether Redis writes also record the key in the server's index (default True).
 
-        The index makes a rebalance a range read per arc; it costs about 127 bytes per key on
-        Redis 7 (measured with 20-byte keys). Off, writes skip it and a rebalance finds the keys
-        with one SCAN of each source (``RebalanceOptions(scan=True)``, the default).
+        Set by the ``index_keys=`` option. The index makes a rebalance a range read per arc;
+        it costs about 127 bytes per key on Redis 7 (measured with 20-byte keys). Off, writes
+        skip it and a rebalance finds the keys with one SCAN of each source
+        (``RebalanceOptions(scan=True)``, the default).
         """
         return self._index_keys
 
@@ -434,6 +441,38 @@ class ClientCore(Generic[B]):
         if not server.health.up:
             return None
         return Call(name, "get_many", ((data,),), router.view.epoch, "get"), server
+
+    def _direct_write(
+        self, key: str | bytes, value: object, ttl_s: float | None
+    ) -> tuple[Call, Server[B]] | None:
+        """Return the one call a ``set`` of `key` makes, when the steps could make no other.
+
+        As :meth:`_direct_read`, and also under a view that spreads no hot key (no marker to
+        read back): the write is one call to the key's one replica, and its acknowledgement is
+        that call's answer. The value is validated and encoded here, as the steps would. None:
+        take the steps (which refresh on a refusal, hint a failure and name its cause).
+
+        :raises ConfigError, TypeError: as :meth:`~ringkit.cluster.writer.Writer.encode_many`
+        """
+        router = self._tracker.router
+        view = router.view
+        if (
+            router.replicas != 1
+            or self._hot is not None
+            or self._near is not None
+            or self.view_check_s is not None
+            or view.transitional
+            or view.hot_copies
+            or not self._tracker.settled
+        ):
+            return None
+        encoded = self.writer.encode_many({key: value}, ttl_s)
+        [data] = encoded
+        name = router.placement.node_for(route_key(data))
+        server = self._servers.server(name)
+        if not server.health.up:
+            return None
+        return Call(name, "set_many", (encoded, ttl_s), view.epoch), server
 
     def _direct_value(self, call: Call, found: Any) -> Any:
         """Return the value `found` by `call` (a :meth:`_direct_read`), as ``_get`` would."""

@@ -79,6 +79,7 @@ from ringkit.cluster.scripts import (
     redis_answer,
     redis_error,
     redis_scripts,
+    with_markers,
 )
 from ringkit.cluster.urls import ServerURL
 from ringkit.errors import (
@@ -382,7 +383,17 @@ class FencedBackend(_Fenced):
     def write_marked(
         self, op: str, args: Sequence[Any], keys: Sequence[bytes]
     ) -> tuple[Any, dict[bytes, bytes]]:
-        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
+        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here.
+
+        On memcached a ``set_many`` and the read are pipelined: one round trip.
+        """
+        if op == "set_many" and isinstance(self.inner, MemcachedBackend):
+            items, ttl_s = args
+            markers = {spread_key(key): key for key in keys}
+            with self._lock:
+                self._check(self.epoch_of(), write=True)
+                found = self.inner.set_many_then_get(items, ttl_s, list(markers))
+            return None, {markers[marker]: value for marker, value in found.items()}
         answer = getattr(self, op)(*args)
         return answer, self.read_markers(keys)
 
@@ -539,10 +550,19 @@ class FencedRedis(FencedBackend):
     def write_marked(
         self, op: str, args: Sequence[Any], keys: Sequence[bytes]
     ) -> tuple[Any, dict[bytes, bytes]]:
-        # One round trip: the write's script and the markers' MGET, pipelined in this order.
+        # One round trip: the write's script reads the markers after writing; a write of
+        # several scripts is pipelined with the markers' MGET behind it.
         scripts = redis_scripts(
             op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
         )
+        one = with_markers(scripts, [spread_key(key) for key in keys])
+        if one is not None:
+            reply = self._run(one.name, one.keys, one.args)  # loads it if it must
+            answer = _marked_reply(op, args, keys, reply)
+            for step in self.sweep_due(op, args):  # as serve does after a write
+                with contextlib.suppress(BackendError):
+                    self.sweep.advance(self._run(step.name, step.keys, step.args))
+            return answer
         try:
             pipe = self._redis.pipeline(transaction=False)
             replies = _marked_pipeline(pipe, scripts, self._scripts, keys).execute(
@@ -579,6 +599,15 @@ def _marked_pipeline(
         pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
     pipe.mget([spread_key(key) for key in keys])
     return pipe
+
+
+def _marked_reply(
+    op: str, args: Sequence[Any], keys: Sequence[bytes], reply: list[Any]
+) -> tuple[Any, dict[bytes, bytes]]:
+    """Return a write's answer and the markers found, from its marked script's reply."""
+    answer, markers = reply
+    found = {key: value for key, value in zip(keys, markers, strict=True) if value is not None}
+    return redis_answer(op, args, [answer]), found
 
 
 def _marked_answer(
@@ -816,6 +845,13 @@ class AsyncFencedBackend(_Fenced):
             scripts = redis_scripts(
                 op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
             )
+            one = with_markers(scripts, [spread_key(key) for key in keys])
+            if one is not None:  # the write's script reads the markers: one round trip
+                answer = _marked_reply(op, args, keys, await self._run(one))
+                for step in self.sweep_due(op, args):  # as serve does after a write
+                    with contextlib.suppress(BackendError):
+                        self.sweep.advance(await self._run(step))
+                return answer
             try:
                 pipe = _marked_pipeline(
                     self.inner._client.pipeline(transaction=False),  # type: ignore[attr-defined]
