@@ -28,8 +28,9 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, ServerOptions, check_delta
+from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, check_delta
 from ringkit.cluster.drivers.steps import Steps, call_async, run_async
+from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.aio_backends import open_async_backend

@@ -35,23 +35,18 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import (
-    DEFAULT_MAX_VALUE_BYTES,
-    TAKE_STEPS,
-    ClientCore,
-    ServerOptions,
-    check_delta,
-)
+from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, check_delta
 from ringkit.cluster.drivers.fanout import FanOut
 from ringkit.cluster.drivers.steps import Steps, call_sync, run_sync
+from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import EpochLostError, QuorumError, StaleViewError
+from ringkit.errors import EpochLostError, StaleViewError
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
+__all__ = ["ShardedClient"]
 
 T = TypeVar("T")
 

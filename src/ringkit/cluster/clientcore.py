@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ringkit.cluster.checks import int_in_range, positive_seconds
 from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys
 from ringkit.cluster.core.reader import Reader
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.core.tracker import ViewTracker
-from ringkit.cluster.core.writer import Writer, check_ttl
+from ringkit.cluster.core.writer import Writer
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
+from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOptions, ServerOptions
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.remedies.nearcache import NearCache
@@ -49,33 +50,13 @@ from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.index import SWEEP_BATCH
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import ConfigError, EpochLostError, QuorumError, UnsupportedError
+from ringkit.errors import EpochLostError, UnsupportedError
 from ringkit.placement import Placement
 
-__all__ = [
-    "DEFAULT_MAX_VALUE_BYTES",
-    "ClientCore",
-    "QuorumError",
-    "ServerOptions",
-    "check_delta",
-    "check_ttl",
-]
+__all__ = ["TAKE_STEPS", "ClientCore", "check_delta", "check_keys"]
 
-# Below memcached's default 1 MiB item limit, which also counts the key and item header.
-DEFAULT_MAX_VALUE_BYTES = 1_000_000
-_READ_MODES = ("first", "all")
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
-
-
-def check_positive_int(label: str, value: object) -> int:
-    """Return `value` if it is an int >= 1.
-
-    :raises ConfigError: naming `label` and the value otherwise
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
-    return value
 
 
 # The largest step every backend counts by: Redis's INCRBY takes a signed 64-bit delta.
@@ -85,16 +66,9 @@ _MAX_DELTA = 2**63 - 1
 def check_delta(delta: object) -> int:
     """Return `delta` if it is an int (not a bool) in [-(2**63 - 1), 2**63 - 1].
 
-    :raises TypeError: when it is not an int
-    :raises ConfigError: when it is out of that range
+    :raises ConfigError: otherwise, naming the value
     """
-    if isinstance(delta, bool) or not isinstance(delta, int):
-        raise TypeError(f"delta must be int, got {type(delta).__name__}")
-    if not -_MAX_DELTA <= delta <= _MAX_DELTA:
-        raise ConfigError(
-            f"delta must be in [-(2**63 - 1), 2**63 - 1] (Redis's INCRBY range), got {delta}"
-        )
-    return delta
+    return int_in_range("delta", delta, -_MAX_DELTA, _MAX_DELTA, "Redis's INCRBY range")
 
 
 def check_keys(keys: object) -> list[str | bytes]:
@@ -115,47 +89,6 @@ def check_keys(keys: object) -> list[str | bytes]:
 
 # What _direct_value answers when the read must take the steps after all.
 TAKE_STEPS: Any = object()
-
-# Why a raw client refuses what needs versions (issue 14, part 6); named in each refusal.
-_RAW_WHY = "raw values carry no version to reconcile copies by; use serializer='json'"
-
-
-def _raw_codec(replicas: int, read: str, hot_keys: HotKeys | None) -> ValueCodec:
-    """Return the raw codec once the options that need versions are known to be off.
-
-    :raises ConfigError: naming the option and why
-    """
-    if replicas > 1:
-        raise ConfigError(f"replicas must be 1 with serializer='raw', got {replicas}; {_RAW_WHY}")
-    if read != "first":
-        raise ConfigError(f"read must be 'first' with serializer='raw', got {read!r}; {_RAW_WHY}")
-    if hot_keys is not None:
-        raise ConfigError(
-            f"hot_keys must be None with serializer='raw', got {hot_keys!r}; "
-            f"hot-key copies could serve stale values: {_RAW_WHY}"
-        )
-    return RawCodec()
-
-
-@dataclass(frozen=True, slots=True)
-class ServerOptions:
-    """How a client opens its servers; a server that joins through a new view opens alike."""
-
-    timeout_s: float
-    connect_timeout_s: float | None
-    max_connections: int
-    hooks: tuple[Hook, ...]
-    dead_timeout_s: float
-    max_hints: int
-
-    @property
-    def connection(self) -> dict[str, Any]:
-        """The keyword options of ``open_backend`` / ``open_async_backend``."""
-        return {
-            "timeout_s": self.timeout_s,
-            "connect_timeout_s": self.connect_timeout_s,
-            "max_connections": self.max_connections,
-        }
 
 
 class ClientCore(Generic[B]):
@@ -209,25 +142,26 @@ class ClientCore(Generic[B]):
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
     ) -> None:
-        if near_cache is not None and not isinstance(near_cache, NearCache):
-            raise ConfigError(f"near_cache must be a NearCache or None, got {near_cache!r}")
-        if hot_keys is not None and not isinstance(hot_keys, HotKeys):
-            raise ConfigError(f"hot_keys must be a HotKeys or None, got {hot_keys!r}")
-        self._near = near_cache
-        self._replicas = check_positive_int("replicas", replicas)
-        self._quorum = check_positive_int("write_quorum", write_quorum)
-        if write_quorum > replicas:
-            raise ConfigError(f"write_quorum must be <= replicas ({replicas}), got {write_quorum}")
-        if read not in _READ_MODES:
-            raise ConfigError(f"read must be one of {', '.join(_READ_MODES)}, got {read!r}")
-        for label, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
-            if value is not None and not value > 0:
-                raise ConfigError(f"{label} must be > 0, got {value!r}")
-        check_positive_int("max_value_bytes", max_value_bytes)
-        check_positive_int("max_connections", max_connections)
-        self._server_options = ServerOptions(
-            timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
+        self.options = options = ClientOptions(
+            replicas=replicas,
+            write_quorum=write_quorum,
+            read=read,
+            read_repair=read_repair,
+            serializer=serializer,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            dead_timeout_s=dead_timeout_s,
+            max_hints=max_hints,
+            max_value_bytes=max_value_bytes,
+            max_connections=max_connections,
+            hot_keys=hot_keys,
+            hooks=hooks,
+            view_store=view_store,
+            credentials=credentials,
+            near_cache=near_cache,
         )
+        self._near = near_cache
+        self._server_options = options.server_options
         urls = check_server_map(placement, servers)
         self._credentials = Credentials(credentials)
         self._credentials.check_known(urls)
@@ -236,10 +170,8 @@ class ClientCore(Generic[B]):
         self._index_keys = True
         self._hot = hot_keys
         self._servers: ServerSet[B] = ServerSet(self._open)
-        self._raw = serializer == RAW
-        codec: ValueCodec = (
-            _raw_codec(replicas, read, hot_keys) if self._raw else Codec(get_serializer(serializer))
-        )
+        self._raw = options.raw
+        codec: ValueCodec = RawCodec() if self._raw else Codec(get_serializer(serializer))
         # The client's configuration, as a view: the first client of empty servers publishes it
         # (epoch 1); later clients must match the one published (ringkit.cluster.core.tracker).
         named = RAW if self._raw else get_serializer(serializer).name
@@ -615,8 +547,7 @@ class ClientCore(Generic[B]):
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
-        if self.writer.check_ttl(ttl_s) is None:
-            raise ConfigError("ttl_s must be a number > 0, got None")
+        self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
         data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
 
@@ -660,7 +591,7 @@ class ClientCore(Generic[B]):
         if self._raw:
             raise UnsupportedError(
                 f"{change}_server cannot move keys safely with serializer='raw': a moved copy "
-                f"could overwrite a newer write ({_RAW_WHY}); change the servers offline"
+                f"could overwrite a newer write ({RAW_WHY}); change the servers offline"
             )
 
     def _change(
@@ -691,7 +622,8 @@ class ClientCore(Generic[B]):
         urls = {name: server.url.redacted() for name, server in self._servers.items()}
         return (
             f"{type(self).__name__}({type(self.placement).__name__} of {len(urls)} nodes, "
-            f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
+            f"servers={urls}, replicas={self.options.replicas}, "
+            f"write_quorum={self.options.write_quorum})"
         )
 
 
