@@ -32,7 +32,7 @@ from pymemcache.client.base import Client, PooledClient
 from _harness import Timing, print_table, time_interleaved
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.gatepass import local_servers
+from ringkit.demos.gatepass import local_servers
 
 REDIS_NAMES = ["cache-a", "cache-b", "cache-c", "cache-d"]
 TIMEOUT_S = 10.0

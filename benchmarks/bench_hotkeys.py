@@ -46,7 +46,7 @@ import redis
 
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, NearCache, ShardedClient
-from ringkit.cluster.gatepass import local_servers
+from ringkit.demos.gatepass import local_servers
 
 KEYS, SERVERS, S = 100_000, 8, 1.1
 TTL_S = 1.0

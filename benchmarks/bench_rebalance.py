@@ -38,7 +38,7 @@ from tests.servers import Server, free_port, redis_server, serve
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
-from ringkit.cluster.rebalance import RebalanceOptions
+from ringkit.cluster.rebalance.coordinator import RebalanceOptions
 from ringkit.errors import QuorumError
 
 NAMES = ("s1", "s2", "s3", "s4")

@@ -34,7 +34,7 @@ PHASES = ("_backfill", "_stream", "_cleanup", "_publish")
 def coordinator(spans_path: str, argv: list[str]) -> int:
     """Run ``ringkit`` with `argv`, appending each phase's wall-clock span to `spans_path`."""
     from ringkit.cli import main
-    from ringkit.cluster.rebalance import Rebalancer
+    from ringkit.cluster.rebalance.coordinator import Rebalancer
 
     out = open(spans_path, "w")  # noqa: SIM115 - open for the process's whole life
 

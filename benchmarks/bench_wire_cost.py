@@ -320,7 +320,8 @@ def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int)
 
 def switch_off_guarantees() -> list[str]:
     """Patch the client as the flags ask; return what was switched off."""
-    from ringkit.cluster import fencing, writer
+    from ringkit.cluster.core import writer
+    from ringkit.cluster.wire import fencing
 
     off = []
     if ARGS.hot_copies:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, NearCache, ShardedClient
-from ringkit.cluster.health import OpEvent
+from ringkit.cluster.core.health import OpEvent
 from ringkit.errors import RingkitError
 from tests.chaos.history import Op, now_ns, write_history
 

@@ -1,4 +1,4 @@
-"""A cache writer in its own process, for tests/cluster/test_etcd_processes.py (not collected).
+"""A cache writer in its own process, for tests/cluster/views/test_etcd_processes.py.
 
 Usage: ``python -m tests.cluster.etcd_writer ETCD_URL SERVERS_JSON NUMBER LOG STOP_FILE``.
 Writes ``w{NUMBER}:k{i % KEYS}`` = i for i = 0, 1, 2, … through a ShardedClient whose view

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 import redis
 
 from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
-from ringkit.cluster.backends import open_backend
-from ringkit.cluster.fencing import fence
-from ringkit.cluster.urls import ServerURL
+from ringkit.cluster.wire.backends import open_backend
+from ringkit.cluster.wire.fencing import fence
+from ringkit.cluster.wire.urls import ServerURL
 from ringkit.placement import Placement
 from tests.servers import Server, redis_server
 

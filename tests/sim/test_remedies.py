@@ -112,7 +112,7 @@ def _recount(scenario: Scenario, remedies: Remedies) -> dict[str, dict[str, floa
         if rank < remedies.top:
             for node in preference[: remedies.spread]:
                 loads["spread"][node] += share * ((1 - w) / remedies.spread + w)
-            # ringkit.cluster.splits.choose_suffixes: part n routes by the tag "split.<n>".
+            # ringkit.cluster.remedies.splits.choose_suffixes: part n routes by the tag "split.<n>".
             held = [owner]
             for suffix in range(1, 64 * remedies.parts):
                 if len(held) == remedies.parts:
@@ -279,8 +279,8 @@ def test_copies_and_parts_follow_zone_aware_preference_lists() -> None:
 
 
 def test_split_parts_of_every_key_share_the_nodes_of_the_split_tags() -> None:
-    # Part n of any key routes by the tag "split.<n>" (ringkit.cluster.splits), so with fewer
-    # parts than nodes the hot keys' parts pile onto the same few nodes: reads of every part
+    # Part n of any key routes by the tag "split.<n>" (ringkit.cluster.remedies.splits), so with
+    # fewer parts than nodes the hot keys' parts pile onto the same few nodes: reads of every part
     # of every split key reach them.
     nodes = tuple(Node(f"n{i}") for i in range(8))
     ring = HashRing(nodes, vnodes=64)
@@ -346,10 +346,10 @@ def test_split_parts_land_where_the_cache_client_puts_them(
 ) -> None:
     # sim/remedies cannot import the cache client (layers), so it restates the client's naming
     # rule; this holds the two together: the nodes the model gives a split key's parts are the
-    # first owners of the parts ringkit.cluster.splits chooses for it.
-    from ringkit.cluster.routing import Router
-    from ringkit.cluster.splits import choose_suffixes, part_key
-    from ringkit.cluster.view import ClusterView
+    # first owners of the parts ringkit.cluster.remedies.splits chooses for it.
+    from ringkit.cluster.core.routing import Router
+    from ringkit.cluster.remedies.splits import choose_suffixes, part_key
+    from ringkit.cluster.views.view import ClusterView
 
     names = [f"cache-{i}" for i in range(nodes)]
     ring = HashRing(names, vnodes=16)

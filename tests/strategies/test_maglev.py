@@ -12,8 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringkit import ConfigError, EmptyRingError, Maglev, UnknownNodeError
+from ringkit.compat import envoy_maglev
 from ringkit.errors import DuplicateNodeError
-from ringkit.strategies.maglev import envoy_maglev, is_prime, nearest_primes
+from ringkit.strategies.maglev import is_prime, nearest_primes
 
 
 def ip(port: int) -> str:

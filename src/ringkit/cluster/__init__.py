@@ -16,28 +16,29 @@ to its servers, given as ``{node name: URL}`` with URLs ``redis://[:password@]ho
 from __future__ import annotations
 
 from ringkit.cluster.aio import AsyncShardedClient
-from ringkit.cluster.backends import Backend, MemoryStore, memory_store, open_backend
-from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, ShardedClient
-from ringkit.cluster.coordination import register_coordinator
-from ringkit.cluster.etcdviews import EtcdViewStore
-from ringkit.cluster.health import OpEvent, StatsSnapshot
-from ringkit.cluster.hotkeys import HotKeys, SpaceSaving, SplitStats
-from ringkit.cluster.nearcache import NearCache, NearCacheStats
-from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport
-from ringkit.cluster.serializers import JSON, PICKLE, Serializer
-from ringkit.cluster.urls import ServerURL, parse_url
-from ringkit.cluster.view import ClusterView, load_view
-from ringkit.cluster.viewstore import ViewStore, open_view_store, register_view_store
+from ringkit.cluster.client import ShardedClient
+from ringkit.cluster.core.health import OpEvent, StatsSnapshot
+from ringkit.cluster.core.hotkeys import HotKeys, SpaceSaving, SplitStats
+from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, ClientOptions
+from ringkit.cluster.rebalance.coordination import register_coordinator
+from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer, RebalanceReport
+from ringkit.cluster.remedies.nearcache import NearCache, NearCacheStats
+from ringkit.cluster.values.codec import JSON, PICKLE, Serializer
+from ringkit.cluster.views.etcd import EtcdViewStore
+from ringkit.cluster.views.stores import ViewStore, open_view_store, register_view_store
+from ringkit.cluster.views.view import ClusterView, load_view
+from ringkit.cluster.wire.backends import Backend, MemoryStore, memory_store, open_backend
+from ringkit.cluster.wire.urls import ServerURL, parse_url
 from ringkit.errors import EpochLostError, QuorumError, StaleViewError, ViewConflictError
 
 # The client calls the coordinator of membership changes; it is wired here, once, so that the
-# client never imports it (see ringkit.cluster.coordination).
+# client never imports it (see ringkit.cluster.rebalance.coordination).
 register_coordinator(
     lambda view, options, on_view, store, credentials: Rebalancer(
         view, options=options, on_view=on_view, view_store=store, credentials=credentials
     )
 )
-# The cluster view in etcd (through ringkit.live's etcd client): see ringkit.cluster.etcdviews.
+# The cluster view in etcd (through ringkit.live's etcd client): see ringkit.cluster.views.etcd.
 for _scheme in ("etcd", "etcds"):
     register_view_store(_scheme, EtcdViewStore)
 
@@ -47,6 +48,7 @@ __all__ = [
     "PICKLE",
     "AsyncShardedClient",
     "Backend",
+    "ClientOptions",
     "ClusterView",
     "EpochLostError",
     "EtcdViewStore",

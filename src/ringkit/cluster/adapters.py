@@ -32,9 +32,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ringkit.cluster.backends import redis_options
-from ringkit.cluster.servers import route_key
-from ringkit.cluster.urls import parse_url
+from ringkit.cluster.core.servers import route_key
+from ringkit.cluster.wire.backends import redis_options
+from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
 from ringkit.placement import Placement
 from ringkit.ring import HashRing

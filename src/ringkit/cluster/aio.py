@@ -3,13 +3,13 @@
 Same options, same routing, replication, fallback, quorum, read repair, hints and
 re-admission, and the same views, fencing and retry as
 :class:`~ringkit.cluster.client.ShardedClient`: every decision is the core's
-(:mod:`ringkit.cluster.core`), driven here by awaiting the backends
-(:func:`~ringkit.cluster.steps.run_async`). Redis goes through ``redis.asyncio`` with the same
-fencing scripts, memcached through ringkit's minimal asyncio protocol client
-(:mod:`ringkit.cluster.aio_backends`). The per-server batches of one round are sent at once
+(:mod:`ringkit.cluster.clientcore`), driven here by awaiting the backends
+(:func:`~ringkit.cluster.drivers.steps.run_async`). Redis goes through ``redis.asyncio`` with the
+same fencing scripts, memcached through ringkit's minimal asyncio protocol client
+(:mod:`ringkit.cluster.wire.aio_backends`). The per-server batches of one round are sent at once
 (``asyncio.gather``): one round trip per server, all servers at once. ``add_server`` /
-``remove_server`` run the coordinator in a worker thread (it is a long batch job with its own
-thread pool), so the event loop keeps serving while keys move.
+``remove_server`` run the coordinator in a worker thread (it is a long batch job with its own thread
+pool), so the event loop keeps serving while keys move.
 
 >>> import asyncio
 >>> from ringkit import HashRing
@@ -28,13 +28,14 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ringkit.cluster.aio_backends import open_async_backend
-from ringkit.cluster.core import TAKE_STEPS, ClientCore, ServerOptions, check_delta
-from ringkit.cluster.fencing import AsyncFencedBackend, fence_async, routed_epoch
-from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Failed, Steps, call_async, run_async
-from ringkit.cluster.urls import ServerURL
-from ringkit.cluster.view import ClusterView
+from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, check_delta
+from ringkit.cluster.drivers.steps import Failed, Steps, call_async, run_async
+from ringkit.cluster.options import ServerOptions
+from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
+from ringkit.cluster.views.view import ClusterView
+from ringkit.cluster.wire.aio_backends import open_async_backend
+from ringkit.cluster.wire.fencing import AsyncFencedBackend, fence_async, routed_epoch
+from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import EpochLostError, StaleViewError
 
 __all__ = ["AsyncShardedClient"]

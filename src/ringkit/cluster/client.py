@@ -5,16 +5,17 @@ list; the client writes to the first `replicas` nodes of it and needs `write_quo
 acknowledge. Reads go to the first healthy replica and fall back to the next on a miss, an error
 or a timeout (``read="first"``), or ask every replica and keep the highest version
 (``read="all"``); either way stale or missing copies are repaired when `read_repair` is on.
-Failing servers are skipped and re-admitted after a health check (:mod:`ringkit.cluster.health`).
-Multi-key calls make one round trip per server and per fallback round, to every server at
-once: the calls of a round run in a small pool of threads (:class:`~ringkit.cluster.fanout.FanOut`),
-so a ``get_many`` over S servers costs about one round trip, not S.
+Failing servers are skipped and re-admitted after a health check
+(:mod:`ringkit.cluster.core.health`). Multi-key calls make one round trip per server and per
+fallback round, to every server at once: the calls of a round run in a small pool of threads
+(:class:`~ringkit.cluster.drivers.fanout.FanOut`), so a ``get_many`` over S servers costs about one
+round trip, not S.
 
 Guarantees: no read fails while a replica of its key is up; no acknowledged write is lost while
 at most ``replicas - 1`` of its replicas are down (with ``write_quorum=replicas``, also across
 later failures), nor by a membership change (every call is fenced by its view's epoch; see
-:mod:`ringkit.cluster.epochs`). The client is composed, not assembled: it *has* a view store,
-servers, a reader and a writer (:mod:`ringkit.cluster.core`, where every decision lives, once
+:mod:`ringkit.cluster.core.tracker`). The client is composed, not assembled: it *has* a view store,
+servers, a reader and a writer (:mod:`ringkit.cluster.clientcore`, where every decision lives, once
 for this client and :class:`~ringkit.cluster.aio.AsyncShardedClient`); this module only opens
 blocking backends and runs the core's steps.
 
@@ -34,23 +35,18 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
-from ringkit.cluster.backends import open_backend
-from ringkit.cluster.core import (
-    DEFAULT_MAX_VALUE_BYTES,
-    TAKE_STEPS,
-    ClientCore,
-    ServerOptions,
-    check_delta,
-)
-from ringkit.cluster.fanout import FanOut
-from ringkit.cluster.fencing import FencedBackend, fence, routed_epoch
-from ringkit.cluster.progress import RebalanceOptions, RebalanceReport
-from ringkit.cluster.steps import Failed, Steps, call_sync, run_sync
-from ringkit.cluster.urls import ServerURL
-from ringkit.cluster.view import ClusterView
-from ringkit.errors import EpochLostError, QuorumError, StaleViewError
+from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, check_delta
+from ringkit.cluster.drivers.fanout import FanOut
+from ringkit.cluster.drivers.steps import Failed, Steps, call_sync, run_sync
+from ringkit.cluster.options import ServerOptions
+from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
+from ringkit.cluster.views.view import ClusterView
+from ringkit.cluster.wire.backends import open_backend
+from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
+from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import EpochLostError, StaleViewError
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
+__all__ = ["ShardedClient"]
 
 T = TypeVar("T")
 
@@ -63,7 +59,7 @@ class ShardedClient(ClientCore[FencedBackend]):
     ``refresh_view``, ``adopt_view``, ``add_server``, ``remove_server``. Operating: ``placement``,
     ``replicas_for``, ``stats``, ``down_servers``, ``check_health``, ``flush``, ``close``.
     Safe to share between threads; survives a fork. Options (keyword-only): see
-    :class:`~ringkit.cluster.core.ClientCore`.
+    :class:`~ringkit.cluster.clientcore.ClientCore`.
     """
 
     def _open_backend(self, url: ServerURL, options: ServerOptions) -> FencedBackend:
@@ -200,9 +196,9 @@ class ShardedClient(ClientCore[FencedBackend]):
     ) -> RebalanceReport:
         """Add server `name` at `url` and move its keys to it while traffic goes on.
 
-        The registered coordinator (:class:`~ringkit.cluster.rebalance.Rebalancer`) publishes a
-        transitional view, streams exactly the moved arcs, publishes the final view, then
-        deletes the moved copies from their old owners. Returns what was moved.
+        The registered coordinator (:class:`~ringkit.cluster.rebalance.coordinator.Rebalancer`)
+        publishes a transitional view, streams exactly the moved arcs, publishes the final view,
+        then deletes the moved copies from their old owners. Returns what was moved.
 
         :raises UnsupportedError: with ``serializer="raw"`` (values carry no version)
         :raises DuplicateNodeError: when `name` is already a node

@@ -18,15 +18,15 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ringkit.cluster.gatepass import (
+from ringkit.commands import workers
+from ringkit.commands.common import positive_int, print_json
+from ringkit.demos.gatepass import (
     GatepassReport,
     StrategyResult,
     local_servers,
     memory_urls,
     run_gatepass,
 )
-from ringkit.commands import workers
-from ringkit.commands.common import positive_int, print_json
 
 __all__ = ["register", "render"]
 

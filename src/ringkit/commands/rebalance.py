@@ -6,16 +6,17 @@ The current membership comes from ``--servers NAME=URL,…`` (a ring over those 
 view the servers hold (the first client publishes it) is the cluster's configuration: the
 replica count comes from it, and a ``--replicas``, ``--vnodes`` or ``--hasher`` that contradicts
 it is refused; on servers that hold no view, ``--add`` / ``--remove`` need ``--replicas``. Then
-``--add NAME=URL`` or ``--remove NAME`` runs a rebalance (:mod:`ringkit.cluster.rebalance`),
-``--resume`` finishes an interrupted one, ``--rollback`` undoes one, and ``--status`` prints the
-servers' view. ``--write-view FILE`` saves the final view for static setups.
+``--add NAME=URL`` or ``--remove NAME`` runs a rebalance
+(:mod:`ringkit.cluster.rebalance.coordinator`), ``--resume`` finishes an interrupted one,
+``--rollback`` undoes one, and ``--status`` prints the servers' view. ``--write-view FILE`` saves
+the final view for static setups.
 
 Views hold no secrets: a password given inline in ``--servers`` or ``--add`` URLs (percent-encoded
 as for redis-py) is used by this process only, and servers learnt from a view are opened with
 ``RINGKIT_REDIS_PASSWORD``. Files written here (``--write-view``, ``--audit``) are created 0600,
 and their paths are checked before anything moves.
 
-``--view-store etcd://HOST:PORT/PREFIX`` keeps the view in etcd (:mod:`ringkit.cluster.etcdviews`):
+``--view-store etcd://HOST:PORT/PREFIX`` keeps the view in etcd (:mod:`ringkit.cluster.views.etcd`):
 the current view comes from there (``--servers`` and ``--view`` only start an empty store), the
 coordinator holds etcd's lease lock while it works, and each view is published there first.
 ``--import-from-servers`` moves the view the servers hold into etcd, once, to switch stores.
@@ -28,11 +29,16 @@ import sys
 from contextlib import nullcontext
 from typing import Any
 
-from ringkit.cluster.credentials import Credentials
-from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport, read_views
-from ringkit.cluster.urls import redact
-from ringkit.cluster.view import ClusterView, check_view_path, load_view, write_view
-from ringkit.cluster.viewstore import AuthoritativeViewStore, ViewStore, open_view_store
+from ringkit.cluster.rebalance.coordinator import (
+    RebalanceOptions,
+    Rebalancer,
+    RebalanceReport,
+    read_views,
+)
+from ringkit.cluster.views.stores import AuthoritativeViewStore, ViewStore, open_view_store
+from ringkit.cluster.views.view import ClusterView, check_view_path, load_view, write_view
+from ringkit.cluster.wire.credentials import Credentials
+from ringkit.cluster.wire.urls import redact
 from ringkit.commands.common import positive_int, print_json, refuse
 from ringkit.commands.output import TransferBar
 from ringkit.hashing import DEFAULT_HASH, HASHERS

@@ -56,7 +56,7 @@ def open_store_backend(url: str) -> tuple[Backend, str]:
     """Open the coordination service `url` names; return it and the URL's key prefix.
 
     What :func:`connect` opens, for other users of the same service (the cache client keeps
-    its cluster view in etcd through it, :mod:`ringkit.cluster.etcdviews`).
+    its cluster view in etcd through it, :mod:`ringkit.cluster.views.etcd`).
 
     >>> backend, prefix = open_store_backend("memory://open-doctest")
     >>> backend.describe(), prefix

@@ -9,9 +9,9 @@ Zipf request shares and the placement, with no sampling:
 
 - ``none``: every request of a key goes to its owner (the simulator's request balance).
 - ``spread``: the `top` most requested keys keep ``spread`` read copies on the first ``spread``
-  nodes of their preference list, as ringkit's client does (:mod:`ringkit.cluster.hotkeys`);
+  nodes of their preference list, as ringkit's client does (:mod:`ringkit.cluster.core.hotkeys`);
   reads rotate over them, and every update also writes the ``spread - 1`` copies before it is
-  acknowledged (:mod:`ringkit.cluster.hotcopies`), so no read is stale.
+  acknowledged (:mod:`ringkit.cluster.core.hotcopies`), so no read is stale.
 - ``near_cache``: each of `clients` app servers keeps its `near_cache_max_items` most requested
   keys in local memory for `near_cache_ttl_s`; a read of a cached key reaches a node only when
   the entry has expired or this client's own write invalidated it. Other clients' writes are seen
@@ -74,8 +74,8 @@ __all__ = [
 REMEDIES: tuple[str, ...] = ("none", "spread", "near_cache", "split")
 # Spreading or splitting loops over the hot keys in Python (one preference list each).
 MAX_TOP = 100_000
-# ringkit.cluster.splits: part n >= 1 of a split key is routed by the hash tag "split.<n>", and
-# the client tries this many suffixes per part for owners distinct from the others'.
+# ringkit.cluster.remedies.splits: part n >= 1 of a split key is routed by the hash tag "split.<n>",
+# and the client tries this many suffixes per part for owners distinct from the others'.
 SPLIT_ROUTE = "split.{}"
 SPLIT_TRIES_PER_PART = 64
 
@@ -231,10 +231,10 @@ def split_nodes(placement: Placement, parts: int) -> tuple[str, ...]:
     """Return the nodes that hold parts 1, 2, … of split keys, in the order the client tries.
 
     Part ``n >= 1`` of a split key is named ``{split.<n>}<key>`` and routed by its hash tag
-    ``split.<n>`` (:mod:`ringkit.cluster.splits`), so its node is the same for every key: the
-    owner of ``split.<n>``. A key's parts are its owner (part 0 is the key itself) and the first
-    ``parts - 1`` of these nodes other than its owner; the client gives up after 64 suffixes
-    per part, so a key may get fewer parts on a placement that hides nodes from these names.
+    ``split.<n>`` (:mod:`ringkit.cluster.remedies.splits`), so its node is the same for every key:
+    the owner of ``split.<n>``. A key's parts are its owner (part 0 is the key itself) and the first
+    ``parts - 1`` of these nodes other than its owner; the client gives up after 64 suffixes per
+    part, so a key may get fewer parts on a placement that hides nodes from these names.
 
     >>> from ringkit.ring import HashRing
     >>> sorted(split_nodes(HashRing(["A", "B", "C"]), 3))

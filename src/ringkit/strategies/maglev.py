@@ -25,7 +25,6 @@ Balancer", NSDI 2016, section 3.4 and pseudocode listing 1 (the names ``offset``
 from __future__ import annotations
 
 import heapq
-import importlib
 import math
 from collections.abc import Iterator
 from itertools import islice
@@ -54,21 +53,6 @@ from ringkit.strategies.options import Strategy
 __all__ = ["MAGLEV_TABLE_SIZE", "Maglev", "is_prime", "nearest_primes"]
 
 MAGLEV_TABLE_SIZE = 65537  # the paper's recommended size (section 5.3), Envoy's default
-# Envoy's layout of Maglev (its key hash, host weights) lives with the other external layouts.
-_MOVED_TO_COMPAT = ("ENVOY_KEY_HASHER", "envoy_maglev")
-
-
-def __getattr__(name: str) -> Any:
-    """Return ``envoy_maglev`` and ``ENVOY_KEY_HASHER`` from :mod:`ringkit.compat.maglev`.
-
-    The old import path keeps working, resolved on first use: strategies must not import compat
-    at import time (compat builds on strategies). NOTE: this is the one reference from
-    strategies up to compat (docs/architecture.md); it exists only for that old path, so new
-    code imports ``ringkit.compat.envoy_maglev``.
-    """
-    if name in _MOVED_TO_COMPAT:
-        return getattr(importlib.import_module("ringkit.compat.maglev"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _xxh64(data: bytes) -> int:

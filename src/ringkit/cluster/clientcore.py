@@ -1,0 +1,683 @@
+"""The one decision core of the sync and async sharded clients.
+
+:class:`ClientCore` validates every option once, at construction, and composes the client:
+a :class:`~ringkit.cluster.core.servers.ServerSet` (the servers, their health, probes and hints), a
+:class:`~ringkit.cluster.core.tracker.ViewTracker` over a
+:class:`~ringkit.cluster.views.stores.ViewStore` (the view, its router, refresh and retry), a
+:class:`~ringkit.cluster.core.reader.Reader` and a :class:`~ringkit.cluster.core.writer.Writer`.
+Nothing intercepts attribute assignment; each part has its own interface.
+
+Every operation is written here once, as a sans-I/O generator
+(:mod:`ringkit.cluster.drivers.steps`):
+:class:`~ringkit.cluster.client.ShardedClient` drives it with blocking backends,
+:class:`~ringkit.cluster.aio.AsyncShardedClient` awaits it; the two only open their kind of
+server and run the steps. Membership changes are the coordinator's
+(:mod:`ringkit.cluster.rebalance.coordination`): the client calls one, it does not import it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from ringkit.cluster.checks import int_in_range, positive_seconds
+from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
+from ringkit.cluster.core.hotkeys import HotKeys
+from ringkit.cluster.core.reader import Reader
+from ringkit.cluster.core.routing import Router
+from ringkit.cluster.core.servers import Fenced, Server, ServerSet, check_server_map
+from ringkit.cluster.core.tracker import ViewTracker
+from ringkit.cluster.core.writer import Writer
+from ringkit.cluster.drivers.steps import Call, Failed, Steps
+from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOptions, ServerOptions
+from ringkit.cluster.rebalance.coordination import coordinator_for
+from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
+from ringkit.cluster.remedies.nearcache import NearCache
+from ringkit.cluster.remedies.splits import SplitCounters, marker_key, suffixes_of
+from ringkit.cluster.values.codec import (
+    RAW,
+    Codec,
+    RawCodec,
+    Serializer,
+    ValueCodec,
+    get_serializer,
+)
+from ringkit.cluster.values.keys import key_bytes, route_key, user_key, user_keys
+from ringkit.cluster.views.stores import ViewStore, open_view_store
+from ringkit.cluster.views.view import ClusterView
+from ringkit.cluster.wire.credentials import Credentials
+from ringkit.cluster.wire.index import SWEEP_BATCH
+from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
+from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import EpochLostError, UnsupportedError
+from ringkit.placement import Placement
+
+__all__ = ["TAKE_STEPS", "ClientCore", "check_delta", "check_keys"]
+
+B = TypeVar("B", bound=Fenced)
+T = TypeVar("T")
+
+
+# The largest step every backend counts by: Redis's INCRBY takes a signed 64-bit delta.
+_MAX_DELTA = 2**63 - 1
+
+
+def check_delta(delta: object) -> int:
+    """Return `delta` if it is an int (not a bool) in [-(2**63 - 1), 2**63 - 1].
+
+    :raises ConfigError: otherwise, naming the value
+    """
+    return int_in_range("delta", delta, -_MAX_DELTA, _MAX_DELTA, "Redis's INCRBY range")
+
+
+def check_keys(keys: object) -> list[str | bytes]:
+    """Return the keys of `keys`, an iterable of keys that is not itself one key.
+
+    A str or bytes is iterable, so ``get_many("x1")`` would otherwise read the keys "x" and "1".
+
+    :raises TypeError: when `keys` is a single str or bytes, or is not iterable
+    """
+    if isinstance(keys, (str, bytes, bytearray, memoryview)):
+        raise TypeError(
+            f"keys must be an iterable of keys, got one key {keys!r:.60}; pass a list of keys"
+        )
+    if not isinstance(keys, Iterable):
+        raise TypeError(f"keys must be an iterable of keys, got {type(keys).__name__}")
+    return list(keys)
+
+
+# What _direct_value answers when the read must take the steps after all.
+TAKE_STEPS: Any = object()
+
+
+class ClientCore(Generic[B]):
+    """Options, composition and every operation's decisions; subclasses drive the steps.
+
+    Options (keyword-only, all validated here, before any server is contacted):
+
+    - `replicas`: copies of each key, on the first R distinct nodes of its preference list;
+    - `write_quorum`: replicas that must acknowledge a write (<= replicas), else QuorumError;
+    - `read`: ``"first"`` (first healthy replica, fall back on miss / error / timeout) or
+      ``"all"`` (ask every replica, keep the highest version); `read_repair` fixes the rest;
+    - `serializer`: ``"json"`` (default), ``"pickle"``, a :class:`Serializer`, or ``"raw"``:
+      bytes, str (UTF-8) and ints stored as is, readable by other languages' clients; reads
+      return bytes; refuses ``replicas > 1``, ``read="all"``, `hot_keys` and online rebalancing;
+    - `timeout_s`, `connect_timeout_s`: per call (pymemcache's timeout / connect_timeout);
+    - `dead_timeout_s`: how long a failed server is skipped before a probe; `max_hints`: keys
+      hinted per down server (on each server that took the writes, and in memory when none
+      could), deleted there on re-admission by whichever client re-admits it;
+    - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
+    - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
+    - `index_keys`: whether Redis writes also record each key in the server's key index
+      (default True: a rebalance reads an arc as range reads); False saves the index's memory
+      and a rebalance finds the keys with a ``SCAN`` of each source;
+    - `near_cache`: a :class:`~ringkit.cluster.remedies.nearcache.NearCache` (reads answered from
+      this client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
+    - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
+      ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
+      :class:`~ringkit.cluster.views.stores.ViewStore`;
+    - `credentials`: ``{server name or "host:port" or "*": password or (user, password)}``,
+      the secrets of Redis servers, also of those learnt from a view (views carry none); else
+      ``RINGKIT_REDIS_PASSWORD``. Secrets inline in `servers` URLs are used, never published
+      (:mod:`ringkit.cluster.wire.credentials`).
+    """
+
+    def __init__(
+        self,
+        placement: Placement,
+        servers: Mapping[str, str],
+        *,
+        replicas: int = 1,
+        write_quorum: int = 1,
+        read: str = "first",
+        read_repair: bool = True,
+        serializer: str | Serializer = "json",
+        timeout_s: float = 1.0,
+        connect_timeout_s: float | None = None,
+        dead_timeout_s: float = DEFAULT_DEAD_TIMEOUT_S,
+        max_hints: int = 100_000,
+        max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES,
+        max_connections: int = 32,
+        hot_keys: HotKeys | None = None,
+        hooks: Sequence[Hook] = (),
+        view_store: str | ViewStore | None = None,
+        credentials: Mapping[str, str | tuple[str, str]] | None = None,
+        near_cache: NearCache | None = None,
+        index_keys: bool = True,
+    ) -> None:
+        self.options = options = ClientOptions(
+            replicas=replicas,
+            write_quorum=write_quorum,
+            read=read,
+            read_repair=read_repair,
+            serializer=serializer,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            dead_timeout_s=dead_timeout_s,
+            max_hints=max_hints,
+            max_value_bytes=max_value_bytes,
+            max_connections=max_connections,
+            hot_keys=hot_keys,
+            hooks=hooks,
+            view_store=view_store,
+            credentials=credentials,
+            near_cache=near_cache,
+            index_keys=index_keys,
+        )
+        self._near = near_cache
+        self._server_options = options.server_options
+        urls = check_server_map(placement, servers)
+        self._credentials = Credentials(credentials)
+        self._credentials.check_known(urls)
+        public = self._credentials.learn_all(urls)
+        store = open_view_store(view_store)
+        self._index_keys = options.index_keys
+        self._hot = hot_keys
+        self._servers: ServerSet[B] = ServerSet(self._open)
+        self._raw = options.raw
+        codec: ValueCodec = RawCodec() if self._raw else Codec(get_serializer(serializer))
+        # The client's configuration, as a view: the first client of empty servers publishes it
+        # (epoch 1); later clients must match the one published (ringkit.cluster.core.tracker).
+        named = RAW if self._raw else get_serializer(serializer).name
+        view = ClusterView(0, placement, public, replicas, serializer=named)
+        self.reader = Reader(self._servers, codec, read_all=read == "all", read_repair=read_repair)
+        self.writer = Writer(
+            self._servers, codec, write_quorum=write_quorum, max_value_bytes=max_value_bytes
+        )
+        self._tracker = ViewTracker(
+            view, self._servers, store, hot_keys=hot_keys, owns_store=isinstance(view_store, str)
+        )
+        self._splits = (
+            SplitCounters(hot_keys, self.reader, self.writer)
+            if hot_keys is not None and hot_keys.remedy == "split"
+            else None
+        )
+        self.view_check_s: float | None = None
+
+    def _open(self, name: str, url: ServerURL) -> Server[B]:
+        options = self._server_options
+        health = ServerHealth(
+            name, dead_timeout_s=options.dead_timeout_s, max_hints=options.max_hints
+        )
+        backend = self._open_backend(self._credentials.apply(name, url), options)
+        backend.index_keys = self._index_keys
+        return Server(name, backend, health, options.hooks)
+
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> B:
+        raise NotImplementedError  # each client opens its own kind of fenced backend
+
+    def _epoch(self) -> int:
+        return self._tracker.view.epoch
+
+    def _point_of(self, key: bytes) -> int:
+        point_for = getattr(self._tracker.view.placement, "point_for", None)
+        return int(point_for(route_key(key))) if point_for is not None else 0
+
+    # -- routing and views ---------------------------------------------------------------------
+
+    @property
+    def placement(self) -> Placement:
+        """The placement that routes keys (the current view's)."""
+        return self._tracker.view.placement
+
+    @property
+    def router(self) -> Router:
+        """The router of the current view: replicas, read order and write targets of keys."""
+        return self._tracker.router
+
+    @property
+    def near_cache(self) -> NearCache | None:
+        """The client's near-cache (its ``stats()`` count hits, misses, …), or None."""
+        return self._near
+
+    @property
+    def view(self) -> ClusterView:
+        """The cluster view this client routes by."""
+        return self._tracker.view
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the client's view."""
+        return self._tracker.view.epoch
+
+    @property
+    def view_store(self) -> ViewStore:
+        """Where the client reads the newest view (``servers://`` unless given)."""
+        return self._tracker.store
+
+    def adopt_view(self, view: ClusterView) -> None:
+        """Route by `view` from now on, unless the client already has a newer one."""
+        self._tracker.adopt(view)
+
+    def replicas_for(self, key: str | bytes) -> list[str]:
+        """Return the nodes that hold `key`: the first `replicas` of its preference list."""
+        return self._tracker.router.replica_names(key_bytes(key))
+
+    def server(self, name: str) -> Server[B]:
+        """Return the server named `name` (its backend, health and counters)."""
+        return self._servers.server(name)
+
+    @property
+    def index_keys(self) -> bool:
+        """Whether Redis writes also record the key in the server's index (default True).
+
+        Set by the ``index_keys=`` option. The index makes a rebalance a range read per arc;
+        it costs about 127 bytes per key on Redis 7 (measured with 20-byte keys). Off, writes
+        skip it and a rebalance finds the keys with one SCAN of each source
+        (``RebalanceOptions(scan=True)``, the default).
+        """
+        return self._index_keys
+
+    @index_keys.setter
+    def index_keys(self, value: bool) -> None:
+        self._index_keys = bool(value)
+        for _, server in self._servers.items():
+            server.backend.index_keys = self._index_keys
+
+    # -- the operations, once: each a generator of steps ---------------------------------------
+
+    def _fenced(self, op: Callable[[Router], Steps[T]]) -> Steps[T]:
+        return self._tracker.fenced(op, self.view_check_s)
+
+    def _record(self, router: Router, keys: Iterable[bytes]) -> Steps[None]:
+        hot = self._hot
+        if hot is None:
+            return
+        for data in keys:
+            hot.record(data)
+        if hot.remedy != "spread":
+            return
+        now = time.monotonic()
+        for data in keys:
+            if not hot.due(data, now):
+                continue
+            if not router.view.hot_copies:
+                # Writers read spread markers only under a view that says keys may be spread:
+                # publish one first; copies follow once every writer must have learnt it.
+                yield from self._tracker.spread_hot_keys()
+                router = self._tracker.router
+                if not router.view.hot_copies:
+                    break
+            if self._tracker.hot_copies_learnt(time.monotonic()):
+                # mark, copy, check, then rotate reads over the copies
+                yield from self.writer.copies.spread(router, data, hot)
+        for data in hot.drain_left():
+            # A key left the hot set: delete its extra copies so they never serve stale values.
+            for name in router.extra_copies(data):
+                call = Call(name, "delete", (data,), router.view.epoch)
+                yield from self._servers.attempt(name, call, [data])
+
+    def _near_for(self, keys: Iterable[bytes]) -> list[bytes]:
+        """Return those of `keys` whose reads go through the near-cache."""
+        near = self._near
+        if near is None:
+            return []
+        hot = self._hot.hot if self._hot is not None else frozenset()
+        return [data for data in keys if near.wants(data, hot)]
+
+    def _get(self, key: str | bytes) -> Steps[Any]:
+        data = user_key(key)
+        near = self._near
+        if near is None or not self._near_for((data,)):
+            return self._get_stored(data)  # no extra generator frame on the default path
+        return self._get_near(near, data)
+
+    def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
+        """Answer `data` from the near-cache, or read it and fill the cache."""
+        hit, value = near.lookup(data)
+        if hit:
+            if self._hot is not None:  # the sketch still sees the read, so the key stays hot
+                self._hot.record(data)
+            return value
+        token = near.fill_token()
+        value = yield from self._get_stored(data)
+        near.fill(data, value, token)
+        return value
+
+    def _get_stored(self, data: bytes) -> Steps[Any]:
+        """Read `data` from its servers (the sum of its parts if it is a split counter)."""
+        splits = self._splits
+
+        def op(router: Router) -> Steps[Any]:
+            if self._hot is not None:
+                yield from self._record(router, (data,))
+            if splits is not None:
+                read = yield from self._read_splits(router, [data])
+                return read.get(data)
+            found = yield from self.reader.get(router, data)
+            return None if found is None else found.value
+
+        return (yield from self._fenced(op))
+
+    def _direct_read(self, key: str | bytes) -> tuple[Call, Server[B]] | None:
+        """Return the one call a read of `key` makes, when the steps could make no other.
+
+        With one replica, ``read="first"``, a settled stable view, no hot keys, no near-cache,
+        no periodic view check and the replica up, ``_get`` asks that replica once (fenced by
+        the view's epoch) and decodes the answer: the client makes that call itself and hands
+        the answer to :meth:`_direct_value`, without the steps' generators (2.42x -> 2.06x a
+        bare pymemcache read on memcached; benchmarks/bench_fanout.py). None: take the steps.
+        A refusal by a newer view, or a failure, takes the steps after the call (they refresh,
+        or name the cause).
+
+        :raises TypeError, ConfigError: when `key` is not a valid key
+        """
+        data = user_key(key)
+        router = self._tracker.router
+        if (
+            router.replicas != 1
+            or self._hot is not None  # hot keys record every read; split counters need them
+            or self._near is not None  # a near-cache answers, or fills, before any call
+            or self.view_check_s is not None
+            or self.reader.read_all
+            or router.view.transitional
+            or not self._tracker.settled
+        ):
+            return None
+        name = router.placement.node_for(route_key(data))
+        server = self._servers.server(name)
+        if not server.health.up:
+            return None
+        return Call(name, "get_many", ((data,),), router.view.epoch, "get"), server
+
+    def _direct_write(
+        self, key: str | bytes, value: object, ttl_s: float | None
+    ) -> tuple[Call, Server[B]] | None:
+        """Return the one call a ``set`` of `key` makes, when the steps could make no other.
+
+        As :meth:`_direct_read`, and also under a view that spreads no hot key (no marker to
+        read back): the write is one call to the key's one replica, and its acknowledgement is
+        that call's answer. The value is validated and encoded here, as the steps would. None:
+        take the steps (which refresh on a refusal, hint a failure and name its cause).
+
+        :raises ConfigError, TypeError: as :meth:`~ringkit.cluster.writer.Writer.encode_many`
+        """
+        router = self._tracker.router
+        view = router.view
+        if (
+            router.replicas != 1
+            or self._hot is not None
+            or self._near is not None
+            or self.view_check_s is not None
+            or view.transitional
+            or view.hot_copies
+            or not self._tracker.settled
+        ):
+            return None
+        encoded = self.writer.encode_many({key: value}, ttl_s)
+        [data] = encoded
+        name = router.placement.node_for(route_key(data))
+        server = self._servers.server(name)
+        if not server.health.up:
+            return None
+        return Call(name, "set_many", (encoded, ttl_s), view.epoch), server
+
+    def _direct_value(self, call: Call, found: Any) -> Any:
+        """Return the value `found` by `call` (a :meth:`_direct_read`), as ``_get`` would."""
+        if isinstance(found, Failed):  # marked down already: the steps fall back or name it
+            self._servers.server(call.server).stats.bump("failovers")
+            return TAKE_STEPS
+        stored = found.get(call.args[0][0])
+        if stored is None or is_copy_tombstone(stored):  # an invalidated hot-key copy: a miss
+            return None
+        return self.reader.codec.decode(stored).value
+
+    def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
+        asked_keys = check_keys(keys)
+        datas = user_keys(asked_keys)
+        once = dict(zip(datas, asked_keys, strict=True))
+        given: dict[bytes, list[str | bytes]] | None = None
+        if len(once) < len(asked_keys):  # "x1" and b"x1" are one key, answered as each was asked
+            given = {}
+            for data, key in zip(datas, asked_keys, strict=True):
+                given.setdefault(data, []).append(key)
+        near = self._near
+        values: dict[bytes, Any] = {}
+        cached = self._near_for(once)
+        if near is not None:
+            for data in cached:
+                hit, value = near.lookup(data)
+                if hit:
+                    values[data] = value
+        token = near.fill_token() if near is not None else (0, 0.0)
+        asked = [data for data in once if data not in values] if values else list(once)
+
+        def op(router: Router) -> Steps[Any]:
+            yield from self._record(router, once)
+            if self._splits is not None:
+                return (yield from self._read_splits(router, asked))
+            found = yield from self.reader.get_many(router, asked)
+            return {data: decoded.value for data, decoded in found.items()}
+
+        if asked:
+            read = yield from self._fenced(op)
+            values.update(read)
+            if near is not None:
+                wanted = set(cached)
+                for data in asked:  # in the order asked: the last ones are the most recent
+                    if data in wanted:
+                        near.fill(data, read.get(data), token)
+        if given is None:  # each key asked once, the common case: one entry per key found
+            return {once[data]: value for data, value in values.items() if value is not None}
+        return {
+            key: value for data, value in values.items() if value is not None for key in given[data]
+        }
+
+    def _read_splits(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Any]]:
+        """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
+        splits = self._splits
+        assert splits is not None
+        split = {data: suffixes for data in keys if (suffixes := splits.known(data))}
+        plain = {data: marker_key(data) for data in keys if data not in split}
+        asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
+        found = (
+            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)))) if asked else {}
+        )
+        read = {data: found[data].value for data in plain if data in found}
+        for data, marker in plain.items():
+            if marker is not None and (
+                suffixes := splits.learn(data, suffixes_of(found.get(marker)))
+            ):
+                split[data] = suffixes
+                read.pop(data, None)
+        for data, suffixes in split.items():
+            total = yield from splits.total(router, data, suffixes)
+            if total is not None:
+                read[data] = total
+        return read
+
+    def _invalidating(self, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+        """Return write `steps` that then drop `keys` from the near-cache, whatever the outcome."""
+        near = self._near
+        return steps if near is None else _dropping(near, keys, steps)
+
+    def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
+        encoded = self.writer.encode_many(items, ttl_s)
+        yield from self._invalidating(
+            encoded, self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
+        )
+
+    def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
+        done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
+        answers: list[Any] = yield from self._invalidating(
+            (data,),
+            self._fenced(lambda router: self.writer.each(router, data, method, args, done)),
+        )
+        return answers
+
+    def _add(self, key: str | bytes, value: object, ttl_s: float | None) -> Steps[bool]:
+        [(data, stored)] = self.writer.encode_many({key: value}, ttl_s).items()
+        return bool((yield from self._each(data, "add", (data, stored, ttl_s)))[0])
+
+    def _delete(self, key: str | bytes) -> Steps[bool]:
+        data = user_key(key)
+        return (yield from self._invalidating((data,), self._delete_all(data)))
+
+    def _delete_all(self, data: bytes) -> Steps[bool]:
+        """Delete `data`; a split counter's marker first, then its parts, then the key itself."""
+        keys = [data]
+        splits = self._splits
+        if splits is not None:
+            suffixes = yield from self._fenced(lambda router: splits.parts_of(router, data))
+            keys = splits.all_keys(data, suffixes) if suffixes else keys
+        existed = False  # whether the key or one of its parts existed (not the marker)
+        try:
+            for each in keys:
+                answers = yield from self._delete_one(each)
+                existed = existed or (any(answers) and (each == data or each != keys[0]))
+        finally:
+            if splits is not None:
+                splits.forget(data)
+        return existed
+
+    def _delete_one(self, data: bytes) -> Steps[list[Any]]:
+        done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
+        answers: list[Any] = yield from self._fenced(
+            lambda router: self.writer.delete(router, data, done)
+        )
+        return answers
+
+    def _delete_many(self, keys: Iterable[str | bytes]) -> Steps[int]:
+        given = list(dict.fromkeys(user_key(key) for key in check_keys(keys)))
+        return (yield from self._invalidating(given, self._delete_given(given)))
+
+    def _delete_given(self, given: list[bytes]) -> Steps[int]:
+        if self._splits is not None:
+            # A split counter is its marker and parts too, which only ``_delete_all`` finds:
+            # deleting the key alone would leave the marker, and the next read would sum the
+            # parts back. Key by key, as ``delete`` does.
+            deleted = 0
+            for data in given:
+                deleted += bool((yield from self._delete_all(data)))
+            return deleted
+        gone: set[bytes] = set()  # kept across the retries of a refused call
+        yield from self._fenced(lambda router: self.writer.delete_many(router, given, gone))
+        return len(gone)
+
+    def _incr(self, key: str | bytes, delta: int) -> Steps[int | None]:
+        check_delta(delta)
+        if self.reader.read_all:
+            raise UnsupportedError(
+                "incr/decr cannot be reconciled by version with read='all'; "
+                "use a client with read='first' for counters"
+            )
+        data = user_key(key)
+        splits = self._splits
+        if splits is None:
+            answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
+            return answer
+        return (yield from self._invalidating((data,), self._incr_split(splits, data, delta)))
+
+    def _incr_split(self, splits: SplitCounters, data: bytes, delta: int) -> Steps[int | None]:
+        """Count `delta` into one part of `data` if it is split; else into it, then split it if due.
+
+        Returns the new value of the part counted into: the total is a ``get``.
+        """
+        splits.hot.record(data)  # remedy="split" finds write-hot counters
+        suffixes = splits.known(data)
+        if suffixes is None:
+            # The key itself counts first: a missing counter stays missing (None), unsplit.
+            answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
+            if answer is not None and splits.hot.wants_split(data):
+                yield from self._fenced(lambda router: splits.switch(router, data))
+            return answer
+        target = splits.target(data, suffixes)
+        answers = yield from self._each(target, "incr", (target, delta))
+        # A part is gone only when no replica had it (the key was deleted): a replica that
+        # restarted empty answers None while the other one counted, and counting into the key
+        # as well would count the increment twice.
+        answer = next((count for count in answers if count is not None), None)
+        if answer is None and target != data:
+            splits.forget(data)
+            splits.hot.count_split("parts_missing")
+            answer = (yield from self._each(data, "incr", (data, delta)))[0]
+        return answer
+
+    def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
+        self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
+        data = user_key(key)
+        return any((yield from self._each(data, "touch", (data, ttl_s))))
+
+    def _check_health(self) -> Steps[list[str]]:
+        for name in self._servers.names:
+            try:
+                yield from self._servers.usable(name, self._epoch())
+            except EpochLostError as lost:  # restarted empty: re-stamped, probed again later
+                yield from self._tracker.restamp(lost.server)
+        return self.down_servers
+
+    def _sweep_index(self) -> Steps[int]:
+        """Sweep the whole key index of every server, one bounded step at a time."""
+        removed = 0
+        for name in self._servers.names:
+            cursor = b"-"
+            while cursor:
+                call = Call(name, "sweep_index", (cursor, SWEEP_BATCH), self._epoch())
+                [outcome] = yield (call,)
+                if isinstance(outcome, Failed):
+                    raise outcome.error
+                gone, cursor = outcome
+                removed += gone
+        return removed
+
+    def _flush(self) -> Steps[None]:
+        names = self._servers.names
+        outcomes = yield tuple(Call(name, "flush", (), self._epoch()) for name in names)
+        for outcome in outcomes:
+            if isinstance(outcome, Failed):
+                raise outcome.error
+
+    def _refresh(self, at_least: int) -> Steps[ClusterView]:
+        return self._tracker.refresh(at_least)
+
+    def _check_change(self, change: str) -> None:
+        """Refuse membership change `change` (add, remove) before anything is read or moved.
+
+        :raises UnsupportedError: with ``serializer="raw"``, naming why
+        """
+        if self._raw:
+            raise UnsupportedError(
+                f"{change}_server cannot move keys safely with serializer='raw': a moved copy "
+                f"could overwrite a newer write ({RAW_WHY}); change the servers offline"
+            )
+
+    def _change(
+        self, view: ClusterView, options: RebalanceOptions | None, change: str, *args: str
+    ) -> RebalanceReport:
+        """Run membership change `change` (add, remove) with a coordinator; blocks."""
+        coordinator = coordinator_for(
+            view, options, self._tracker.adopt, self._tracker.store, self._credentials
+        )
+        try:
+            report: RebalanceReport = getattr(coordinator, change)(*args)
+            return report
+        finally:
+            coordinator.close()
+
+    # -- operating -----------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, StatsSnapshot]:
+        """Return each server's counters: hits, misses, errors, failovers, latency."""
+        return {name: server.stats.snapshot() for name, server in self._servers.items()}
+
+    @property
+    def down_servers(self) -> list[str]:
+        """The names of the servers marked down right now."""
+        return [name for name, server in self._servers.items() if not server.health.up]
+
+    def __repr__(self) -> str:
+        urls = {name: server.url.redacted() for name, server in self._servers.items()}
+        return (
+            f"{type(self).__name__}({type(self.placement).__name__} of {len(urls)} nodes, "
+            f"servers={urls}, replicas={self.options.replicas}, "
+            f"write_quorum={self.options.write_quorum})"
+        )
+
+
+def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+    """Run `steps`, then drop `keys` from `near` when they return or raise."""
+    try:
+        return (yield from steps)
+    finally:
+        near.invalidate(keys)

@@ -1,0 +1,384 @@
+"""The servers behind a client: checked against the placement, counted, probed, re-admitted.
+
+:func:`check_server_map` checks ``{node name: URL}`` once, at the boundary: every node of the
+placement must have a URL, every URL must name a node and parse, so that a bad map fails
+before anything is written. A :class:`Server` is one backend with its health, counters and
+hooks; it does no I/O itself: the drivers (:mod:`ringkit.cluster.drivers.steps`) time each call and
+report it with :meth:`Server.answered` or :meth:`Server.failed` (which marks the server down).
+
+:class:`ServerSet` holds a client's servers and makes the decisions about them, once for the
+sync and the async client: whether a server is usable (a down server is skipped until its dead
+timeout passes, then probed), what a probe does (a ping, then the keys hinted for it on every
+other server, by any process, are deleted there, then re-admission and removal of exactly the
+hints applied: hinted handoff as invalidation, after DeCandia et al. 2007, Dynamo, section 4.6;
+see :mod:`ringkit.cluster.wire.redis.handoff`), and how a write that a server missed is remembered:
+on the servers that took it (:meth:`hand_over`), in memory when none could keep the hint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Generic, Protocol, TypeVar
+
+from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
+from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
+from ringkit.cluster.values.codec import stored_version, tombstone
+from ringkit.cluster.values.keys import (
+    DELETE_TOMBSTONE_TTL_S,
+    MAX_KEY_BYTES,
+    key_bytes,
+    route_key,
+    tombstone_key,
+)
+from ringkit.cluster.wire.urls import ServerURL, parse_url
+from ringkit.errors import (
+    ConfigError,
+    EpochLostError,
+    StaleViewError,
+    UnknownNodeError,
+    format_names,
+)
+from ringkit.placement import Placement
+
+__all__ = [
+    "MAX_KEY_BYTES",
+    "Fenced",
+    "Server",
+    "ServerSet",
+    "check_server_map",
+    "key_bytes",
+    "route_key",
+]
+
+
+class Fenced(Protocol):
+    """What a client's server holds, sync or async: a backend with a URL and the index switch."""
+
+    url: ServerURL
+    index_keys: bool
+
+
+B = TypeVar("B", bound=Fenced)
+
+
+class Server(Generic[B]):
+    """One backend server of a client, with its health, counters and hooks (no I/O here)."""
+
+    __slots__ = ("backend", "health", "hooks", "last_error", "name", "stats")
+
+    def __init__(self, name: str, backend: B, health: ServerHealth, hooks: Sequence[Hook]) -> None:
+        self.name = name
+        self.backend = backend
+        self.health = health
+        self.stats = ServerStats()
+        self.hooks = tuple(hooks)
+        # The message of the latest failure (it names the URL and the cause), for the errors
+        # of calls that found every server of a key down.
+        self.last_error: str | None = None
+
+    @property
+    def url(self) -> ServerURL:
+        """The server's URL (print it with ``redacted()``)."""
+        return self.backend.url
+
+    def answered(self, op: str, elapsed_s: float, hits: tuple[int, int] | None) -> None:
+        """Count a call that answered; `hits` is (hits, misses) for reads."""
+        hit, miss = hits if hits is not None else (0, 0)
+        self.stats.record(elapsed_s, hits=hit, misses=miss)
+        if self.hooks:
+            outcome = "ok" if hits is None else ("hit" if hit else "miss")
+            self._tell(OpEvent(self.name, op, outcome, elapsed_s))
+
+    def failed(self, op: str, elapsed_s: float, error: Exception) -> None:
+        """Count a failed call and mark the server down."""
+        self.health.mark_down(now=time.monotonic())
+        self.last_error = str(error)
+        self.stats.record(elapsed_s, error=True)
+        self._tell(OpEvent(self.name, op, "error", elapsed_s, str(error)))
+
+    def _tell(self, event: OpEvent) -> None:
+        for hook in self.hooks:
+            hook(event)
+
+
+#: Keys per read of the versions the hint holders have, at re-admission.
+_VERSION_PAGE = 500
+
+
+class ServerSet(Generic[B]):
+    """A client's servers by name, and the decisions about them: usable, probe, hint.
+
+    Looking up: ``server(name)``, ``names``, ``items()``. Deciding: ``usable``, ``attempt``.
+    Growing: ``join`` (servers that a newer view brings, opened by the client's `opener`).
+    """
+
+    def __init__(self, opener: Callable[[str, ServerURL], Server[B]]) -> None:
+        self._open = opener
+        self._servers: dict[str, Server[B]] = {}
+
+    def server(self, name: str) -> Server[B]:
+        """Return the server named `name`."""
+        return self._servers[name]
+
+    @property
+    def names(self) -> list[str]:
+        """The server names."""
+        return list(self._servers)
+
+    def items(self) -> list[tuple[str, Server[B]]]:
+        """Return (name, server) pairs (a copy: the set may grow meanwhile)."""
+        return list(self._servers.items())
+
+    def join(self, urls: Mapping[str, str]) -> None:
+        """Open the servers of `urls` that are not here yet."""
+        joining = {
+            name: self._open(name, parse_url(url))
+            for name, url in urls.items()
+            if name not in self._servers
+        }
+        if joining:
+            # A new dict, not an update: other threads may be iterating the old one.
+            self._servers = {**self._servers, **joining}
+
+    def usable(self, name: str, epoch: int) -> Steps[bool]:
+        """Return True if `name` is up, probing (and re-admitting) it when it is due."""
+        server = self._servers[name]
+        health = server.health
+        if health.up:
+            return True
+        if not health.claim_probe(now=time.monotonic()):
+            server.stats.bump("skipped")
+            return False
+        [answer] = yield (Call(name, "ping", (), epoch),)
+        applied = None if isinstance(answer, Failed) else (yield from self._hand_off(name, epoch))
+        if applied is None:
+            health.probe_failed(now=time.monotonic())
+            server.stats.bump("skipped")
+            return False
+        health.readmit()
+        server.stats.bump("readmissions")
+        holders = [holder for holder, keys in applied.items() if keys]
+        if holders:  # best effort: a hint left behind only costs a miss at the next re-admission
+            yield tuple(
+                Call(holder, "drop_hints", (name, applied[holder]), epoch, "hints")
+                for holder in holders
+            )
+        return True
+
+    def _hand_off(self, name: str, epoch: int) -> Steps[dict[str, list[bytes]] | None]:
+        """Delete on `name` every key hinted for it, on the other servers and in memory.
+
+        Return the hints applied per server that held them, or None when a server holding
+        hints or `name` itself failed (the memory hints are kept for the next probe).
+        """
+        holders = [
+            other for other, server in self._servers.items() if server.health.up and other != name
+        ]
+        # The stamp first, then the read: a writer hinting meanwhile either has its hint read
+        # here or sees the stamp and invalidates the key on `name` itself (hand_over).
+        stamp = int(time.time() * 1000)
+        outcomes = yield tuple(
+            Call(other, "mark_readmitted", (name, stamp), epoch, "hints") for other in holders
+        )
+        if failed_any(outcomes):
+            return None
+        outcomes = yield tuple(
+            Call(other, "read_hints", (name,), epoch, "hints") for other in holders
+        )
+        if failed_any(outcomes):
+            return None
+        applied = dict(zip(holders, outcomes, strict=True))
+        versions = yield from self._hinted_versions(applied, epoch)
+        if versions is None:
+            return None
+        health = self._servers[name].health
+        remembered = health.take_hints()
+        hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
+        if hinted:
+            try:
+                outcomes = yield tuple(
+                    self._invalidation(name, key, versions.get(key), epoch) for key in hinted
+                )
+            except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
+                for key in remembered:
+                    health.hint(key)
+                health.probe_failed(now=time.monotonic())
+                raise
+            if failed_any(outcomes):
+                for key in remembered:  # not invalidated yet: keep them for the next probe
+                    health.hint(key)
+                return None
+        return applied
+
+    def hand_over(
+        self,
+        missed: Mapping[str, Sequence[bytes]],
+        holders: Mapping[bytes, Sequence[str]],
+        epoch: int,
+    ) -> Steps[None]:
+        """Leave hints for the writes the servers of `missed` did not take, on the `holders`.
+
+        `missed` maps a server to the keys it missed; `holders` maps a key to the servers
+        that took it. Each holder gets one call per missed server, all in one round; a key
+        that no holder kept is remembered in the missed server's memory instead.
+        """
+        calls: dict[tuple[str, str], list[bytes]] = {}
+        for name, keys in missed.items():
+            health = self._servers[name].health
+            for key in keys:
+                kept = [holder for holder in holders.get(key, ()) if holder != name]
+                if not kept:
+                    health.hint(key)
+                for holder in kept:
+                    calls.setdefault((holder, name), []).append(key)
+        if not calls:
+            return
+        max_hints = {name: self._servers[name].health.max_hints for name in missed}
+        pairs = list(calls)
+        outcomes = yield tuple(
+            Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), epoch, "hints")
+            for holder, name in pairs
+        )
+        readmitted: dict[str, dict[str, list[bytes]]] = {}  # name -> {holder: keys}
+        for (holder, name), outcome in zip(pairs, outcomes, strict=True):
+            health = self._servers[name].health
+            if isinstance(outcome, tuple):
+                dropped, stamp = outcome
+                health.hints_dropped += dropped
+                if stamp >= health.down_since_ms > 0:  # another process is re-admitting it
+                    readmitted.setdefault(name, {})[holder] = calls[holder, name]
+            else:  # the holder failed or was contended: remember the keys here instead
+                for key in calls[holder, name]:
+                    health.hint(key)
+        for name, by_holder in readmitted.items():
+            yield from self._invalidate(name, by_holder, epoch)
+
+    def _invalidate(
+        self, name: str, by_holder: Mapping[str, Sequence[bytes]], epoch: int
+    ) -> Steps[None]:
+        """Delete on `name` the keys `by_holder` took, as another process re-admits `name`.
+
+        Its hints may have been read before this client's were added: the keys are invalidated
+        here before the write is acknowledged, and this client probes it at its next use.
+        """
+        health = self._servers[name].health
+        versions = yield from self._hinted_versions(by_holder, epoch)
+        keys = dict.fromkeys(key for keys in by_holder.values() for key in keys)
+        known = versions or {}  # a holder that failed since: invalidate without a tombstone
+        outcomes = yield tuple(self._invalidation(name, key, known.get(key), epoch) for key in keys)
+        if failed_any(outcomes):  # still failing: wait for a stamp newer than this failure
+            health.down_since_ms = int(time.time() * 1000)
+        else:
+            health.probe_soon()
+
+    def _hinted_versions(
+        self, applied: Mapping[str, Sequence[bytes]], epoch: int
+    ) -> Steps[dict[bytes, int] | None]:
+        """Return the newest version each hinted key has on the servers that hinted it.
+
+        They took the write the hint stands for, so they hold it, or something newer: a value,
+        or a delete's tombstone. None when one of them failed (the probe fails, as when the
+        hints could not be read).
+        """
+        # In pages: a server may hold up to `max_hints` (100,000 by default) for one name.
+        pages = [
+            (holder, list(keys[start : start + _VERSION_PAGE]))
+            for holder, keys in applied.items()
+            for start in range(0, len(keys), _VERSION_PAGE)
+        ]
+        if not pages:
+            return {}
+        answers = yield tuple(
+            Call(holder, "get_many", ([*keys, *map(tombstone_key, keys)],), epoch, "hints")
+            for holder, keys in pages
+        )
+        if failed_any(answers):
+            return None
+        versions: dict[bytes, int] = {}
+        for (_, keys), found in zip(pages, answers, strict=True):
+            for key in keys:
+                held = [found.get(key), found.get(tombstone_key(key))]
+                newest = max(int.from_bytes(stored_version(data), "big") for data in held)
+                if newest:
+                    versions[key] = max(versions.get(key, 0), newest)
+        return versions
+
+    def _invalidation(self, name: str, key: bytes, hinted: int | None, epoch: int) -> Call:
+        """The call that invalidates `key` on `name`, which missed a write of it.
+
+        A ``bury`` with a tombstone just below `hinted`, the version the servers that took the
+        write hold now: older values go, and a read repair that read the key before the hinted
+        write and arrives after this stands down (``supersedes``), while the hinted write and
+        anything newer may still repair the server. Without a tombstone that late repair found
+        the server holding neither value nor tombstone and wrote the old value back, after the
+        hint was gone (found by the chaos check; regression:
+        ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``). These hints
+        name the key, not the write (Dynamo's replay the write itself), hence the read of the
+        holders' versions. With no version known (a hint kept in memory, a value gone since)
+        a plain delete, as before: a tombstone of any guessed version is a delete at that
+        version to ``read="all"``, which would hide the hinted write on the other replicas.
+        """
+        if not hinted:
+            return Call(name, "delete", (key,), epoch, "invalidate")
+        stone = tombstone(hinted - 1)
+        return Call(name, "bury", (key, stone, DELETE_TOMBSTONE_TTL_S), epoch, "invalidate")
+
+    def causes(self, names: Iterable[str]) -> str:
+        """Return why the servers `names` that are down failed last, as ``"; cause: …"`` text.
+
+        The empty string when none of them is down with a recorded failure.
+        """
+        seen = dict.fromkeys(names)
+        errors = [
+            error
+            for name in seen
+            if not (server := self._servers[name]).health.up
+            and (error := server.last_error) is not None
+        ]
+        return "".join(f"; cause: {error}" for error in errors)
+
+    def attempt(
+        self, name: str, call: Call, keys: Sequence[bytes], *, hint: bool = True
+    ) -> Steps[tuple[bool, object]]:
+        """Run write `call` on `name`; on failure or when it is down, hint `keys` in memory.
+
+        With `hint` off the caller leaves the hints (on the servers, :meth:`hand_over`).
+        Return (True, answer) when the server answered, else (False, None).
+        """
+        server = self._servers[name]
+        if server.health.up or (yield from self.usable(name, call.epoch)):
+            [answer] = yield (call,)
+            if not isinstance(answer, Failed):
+                return True, answer
+        if hint:
+            for data in keys:
+                server.health.hint(data)
+        return False, None
+
+
+def check_server_map(placement: Placement, servers: Mapping[str, str]) -> dict[str, ServerURL]:
+    """Return the parsed URL of every node of `placement`, from ``{node name: URL}``.
+
+    :raises UnknownNodeError: when a URL is given for a name that is not a node of the placement
+    :raises ConfigError: when a node has no URL or a URL does not parse
+    :raises TypeError: when `servers` is not a mapping
+    """
+    if not isinstance(servers, Mapping):
+        raise TypeError(
+            f"servers must be a mapping of node name to URL, got {type(servers).__name__}"
+        )
+    names = [node.name for node in placement.nodes]
+    unknown = [name for name in servers if name not in placement]
+    if unknown:
+        raise UnknownNodeError(
+            f"server {unknown[0]!r} is not a node of the placement "
+            f"({len(names)} nodes: {format_names(names)})"
+        )
+    missing = [name for name in names if name not in servers]
+    if missing:
+        raise ConfigError(
+            f"node {missing[0]!r} has no server URL; servers must map every "
+            f"node of the placement, missing: {format_names(missing)}"
+        )
+    return {name: parse_url(servers[name]) for name in names}

@@ -1,0 +1,1 @@
+"""Views: the cluster view every client routes by, and the stores it is read from and written to."""

@@ -1,0 +1,557 @@
+"""The per-server index of keys by ring point: moving an arc is one range read, not a scan.
+
+A migration on a ring is expressible as "fetch the arc between these two hash values", which is a
+range read (Cassandra streams token ranges this way). On Redis every key ringkit writes is also
+recorded in the sorted set ``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``,
+all with score 0. Members of equal score sort bytewise, and fixed-width big-endian points sort
+bytewise exactly as they do numerically, so the keys of the arc (start, end] are one
+``ZRANGEBYLEX`` from ``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of
+mantissa), which cannot hold a 64-bit point exactly: that is why the point lives in the member, not
+the score.
+
+Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
+and indexes those of them that lie on the arcs about to move (an :class:`ArcSet`). On the
+memory backend the "index" is a scan of the store, which is in-process and small.
+
+The index stays bounded by the live keys (regression: issue 16, item 9). Redis expires and
+evicts keys without telling anyone, so the entries of such keys are removed three ways, each
+by a script that checks the key is really gone (:data:`SWEEP_SCRIPT`): a range read of the
+coordinator drops the dead entries it meets; every write sweeps a bounded step of the index as
+it goes (:class:`IndexSweep`: :data:`SWEEP_ENTRIES_PER_KEY` entries per key written, in steps
+of at least :data:`SWEEP_BATCH`, resuming where the last step stopped); and ``client.sweep_index()``
+sweeps the whole index of every server. Under steady writes a whole pass of the index takes as
+long as writing a quarter of its entries, and only keys that died within one pass can have an
+entry left, so the index holds at most about 4/3 entries per live key (``r / (r - 1)`` for
+``r = SWEEP_ENTRIES_PER_KEY``), whatever expires or is evicted.
+
+Copies are moved a page at a time, read and packed by one script on the source and restored by
+one on the destination (:mod:`ringkit.cluster.values.packed`: strings as themselves, other types
+with ``DUMP`` / ``RESTORE``, each with the TTL left), and a copy never overwrites a newer value: it
+lands only where the key is absent, or where both copies are ringkit values and the one landing has
+the higher version. Nor does it undo a delete made while data moves: where the key is absent but its
+tombstone (:func:`~ringkit.cluster.values.keys.tombstone_key`) is there, only a copy of a higher
+version than the delete lands.
+
+>>> lex_ranges(10, 20, 2**64)
+[(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
+>>> len(lex_ranges(20, 10, 2**64))  # a wrapping arc is two ranges
+2
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ringkit.cluster.values.keys import (
+    EPOCH_KEY,
+    INDEX_KEY,
+    RESERVED_PREFIX,
+    route_key,
+    tombstone_key,
+)
+from ringkit.cluster.values.packed import (
+    DELETE_PAGE,
+    DUMP_PAGE,
+    RESTORE_PAGE,
+    PackedRecords,
+    Record,
+    long_key_tombstones,
+    pack_records,
+    version_of,
+)
+from ringkit.errors import StaleViewError
+
+if TYPE_CHECKING:
+    from ringkit.cluster.wire.backends import MemoryStore
+    from ringkit.ring import HashRing
+
+__all__ = [
+    "SWEEP_BATCH",
+    "SWEEP_ENTRIES_PER_KEY",
+    "SWEEP_SCRIPT",
+    "ArcSet",
+    "Index",
+    "IndexSweep",
+    "Record",
+    "RedisIndex",
+    "ScanIndex",
+    "lex_ranges",
+    "member",
+]
+
+_SPACE_64 = 1 << 64
+
+
+def member(point: int, key: bytes) -> bytes:
+    """Return the index member of `key` at `point`: 8 big-endian bytes, then the key."""
+    return point.to_bytes(8, "big") + key
+
+
+def _in_arc(point: int, start: int, end: int) -> bool:
+    if start < end:
+        return start < point <= end
+    return point > start or point <= end  # wraps (start == end: the whole circle)
+
+
+def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
+    """Return the ZRANGEBYLEX (min, max) pairs covering the points of the arc (start, end].
+
+    Runtime: O(1).
+    """
+
+    def low(point: int) -> bytes:
+        return b"[" + point.to_bytes(8, "big")
+
+    def high(point: int) -> bytes:  # up to and including every member at `point`
+        return b"+" if point + 1 >= _SPACE_64 else b"(" + (point + 1).to_bytes(8, "big")
+
+    if start < end:
+        return [(low(start + 1), high(end))]
+    ranges = [(b"-", high(end))]
+    if start + 1 < space:
+        ranges.insert(0, (low(start + 1), b"+"))
+    return ranges
+
+
+class ArcSet:
+    """Some arcs (start, end] of `ring`, and which of many keys they hold, a page at once.
+
+    The arcs' ends cut the circle into elementary intervals, each inside every arc or outside
+    it; a point's interval is a binary search (numpy ``searchsorted``), so testing a page of
+    points costs O(p log a) in C, not a Python test per point and arc. Keys are hashed with the
+    ring's batch :meth:`~ringkit.ring.HashRing.points_for` (routed by their ``{tag}`` only
+    when the page holds one).
+
+    >>> from ringkit import HashRing
+    >>> arcs = ArcSet([(10, 20), (40, 5)], HashRing(["a"]))
+    >>> arcs.holds(np.array([3, 5, 6, 10, 11, 20, 21, 41], dtype=np.uint64)).tolist()
+    [True, True, False, False, True, True, False, True]
+    """
+
+    def __init__(self, arcs: Sequence[tuple[int, int]], ring: HashRing) -> None:
+        ends = sorted({point for arc in arcs for point in arc})
+        at = {point: i for i, point in enumerate(ends)}
+        # Interval i is (ends[i - 1], ends[i]] (i = 0 wraps past the last end); an arc covers
+        # the intervals after its start up to its end: a difference array over the intervals.
+        steps = [0] * (len(ends) + 1)
+        for start, end in arcs:
+            first, last = at[start] + 1, at[end]
+            if start < end:
+                steps[first] += 1
+                steps[last + 1] -= 1
+            else:  # wraps (start == end: the whole circle)
+                steps[first] += 1
+                steps[0] += 1
+                steps[last + 1] -= 1
+        covered, depth = [], 0
+        for step in steps[:-1]:
+            depth += step
+            covered.append(depth > 0)
+        self.arcs, self.ring = list(arcs), ring
+        self._ends = np.array(ends, dtype=np.uint64)
+        self._covered = np.array(covered, dtype=bool)
+
+    def holds(self, points: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        """Return, for each point, whether some arc holds it. Runtime: O(p log a)."""
+        if not len(self._ends):
+            return np.zeros(len(points), dtype=bool)
+        slot = np.searchsorted(self._ends, points, side="left")
+        slot[slot == len(self._ends)] = 0  # past the last end: the wrapping interval
+        held: npt.NDArray[np.bool_] = self._covered[slot]
+        return held
+
+    def select(self, keys: list[bytes]) -> tuple[list[bytes], npt.NDArray[np.uint64]]:
+        """Return the keys on these arcs and their points. Runtime: O(k log a) for k keys."""
+        routed = [route_key(key) for key in keys] if b"{" in b"".join(keys) else keys
+        points = self.ring.points_for(routed)
+        chosen = np.flatnonzero(self.holds(points))
+        return [keys[i] for i in chosen.tolist()], points[chosen]
+
+
+class Index(Protocol):
+    """What the coordinator needs from a server to move arcs."""
+
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int: ...
+    def count(self, start: int, end: int, space: int) -> int: ...
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
+    def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
+    def dump_arc(
+        self, start: int, end: int, space: int, batch: int
+    ) -> Iterator[Sequence[Record]]: ...
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int: ...
+    def delete(self, keys: Sequence[bytes]) -> int: ...
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int: ...
+
+
+# KEYS: keys. Returns payload, pttl, first 9 bytes of a string (for the version), per key.
+_DUMP = """
+local out = {}
+for _, key in ipairs(KEYS) do
+  local payload = redis.call('DUMP', key)
+  if payload then
+    out[#out + 1] = payload
+    out[#out + 1] = redis.call('PTTL', key)
+    local head = ''
+    if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
+    out[#out + 1] = head
+  else
+    out[#out + 1] = ''; out[#out + 1] = -2; out[#out + 1] = ''
+  end
+end
+return out
+"""
+# KEYS: index; ARGV: members. Drops the entries whose key does not exist, checked here, in the
+# script, so that a key written again since a range read found it gone keeps its entry.
+_FORGET = """
+local removed = 0
+for _, entry in ipairs(ARGV) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
+    removed = removed + redis.call('ZREM', KEYS[1], entry)
+  end
+end
+return removed
+"""
+# KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
+_DELETE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
+local gone = 0
+for i = 3, #KEYS do
+  redis.call('ZREM', KEYS[2], ARGV[i - 1])
+  gone = gone + redis.call('DEL', KEYS[i])
+end
+return gone
+"""
+
+# KEYS: index; ARGV: cursor (a ZRANGEBYLEX min: '-', or '(' and the last member seen), count.
+# Removes the entries of keys that no longer exist (EXISTS also expires a key that is due);
+# returns the entries removed and the next cursor ('' once the end of the index is reached).
+SWEEP_SCRIPT = """
+local count = tonumber(ARGV[2])
+local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, count)
+local removed = 0
+for _, entry in ipairs(found) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
+    redis.call('ZREM', KEYS[1], entry)
+    removed = removed + 1
+  end
+end
+if #found < count then return {removed, ''} end
+return {removed, '(' .. found[#found]}
+"""
+# The smallest sweep step: one script run over this many entries, well under a millisecond.
+SWEEP_BATCH = 500
+# Entries swept per key written: the sweep outpaces the writes, so dead entries cannot pile up.
+SWEEP_ENTRIES_PER_KEY = 4
+# The largest step, which bounds how long one sweep script holds the server (tens of ms).
+_MAX_SWEEP_STEP = 50_000
+# Write calls by the keys they index (a delete removes its own entry).
+_INDEXED_WRITES: dict[str, Callable[[Sequence[Any]], int]] = {
+    "set_many": lambda args: len(args[0]),
+    "add": lambda args: 1,
+    "repair": lambda args: 1,
+}
+
+
+class IndexSweep:
+    """Where one server's bounded index sweep stands: its cursor and the entries it owes.
+
+    Each write indexed on the server adds :data:`SWEEP_ENTRIES_PER_KEY` entries per key to the
+    debt; once it reaches :data:`SWEEP_BATCH`, the write is followed by one sweep step over what
+    is owed (at most 50,000 entries), so that a bulk write pays for itself in one round trip
+    and a single-key write pays one step in 125. A step that reaches the end of the index wraps
+    to the start and clears the debt (a whole pass was made).
+    """
+
+    def __init__(self) -> None:
+        self.cursor = b"-"
+        self.owed = 0
+
+    def due(self, op: str, args: Sequence[Any]) -> int:
+        """Return how many entries to sweep after write `op(*args)` (0: none, not yet)."""
+        written = _INDEXED_WRITES.get(op)
+        if written is None:
+            return 0
+        self.owed += written(args) * SWEEP_ENTRIES_PER_KEY
+        if self.owed < SWEEP_BATCH:
+            return 0
+        count = min(self.owed, _MAX_SWEEP_STEP)
+        self.owed -= count
+        return count
+
+    def advance(self, answer: Sequence[Any]) -> int:
+        """Move on after a step answered `answer` (removed, next cursor); return removed."""
+        removed, cursor = int(answer[0]), bytes(answer[1])
+        self.cursor = cursor or b"-"
+        if not cursor:
+            self.owed = 0
+        return removed
+
+
+# Told the keys of each page just handled; sleeps as a throttle requires (progress.Throttle.take).
+Pace = Callable[[int], object]
+# Runs a script (or a command, by name) and maps its errors, StaleViewError included.
+Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
+
+
+class RedisIndex:
+    """The sorted-set index of one Redis server, and its DUMP / RESTORE moves."""
+
+    def __init__(
+        self,
+        client: Any,
+        point_of: Callable[[bytes], int],
+        epoch_of: Callable[[], int],
+        run: Runner,
+    ) -> None:
+        self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
+        self._dump = client.register_script(_DUMP)
+        self._forget = client.register_script(_FORGET)
+        self._scripts = {
+            "restore": client.register_script(RESTORE_PAGE),
+            "delete": client.register_script(_DELETE),
+            "delete_page": client.register_script(DELETE_PAGE),
+        }
+        self._dump_page = client.register_script(DUMP_PAGE)
+
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int:
+        """Index the keys of the server (those on `arcs`, or all); return how many were.
+
+        A key ringkit wrote has its entry already, and adding it again changes nothing; this
+        is for keys written without ringkit, which only a SCAN finds.
+        Runtime: O(n) for n keys on the server, in plain ``SCAN`` pages of about `batch` (each
+        `pace`d): the coordinator hashes each page's keys at once, keeps those on `arcs` and
+        adds their members with one ``ZADD``. Only the arcs about to move are read from the
+        index, so a rebalance indexes a quarter of the keys when a fourth server joins, and no
+        script holds the server for a page.
+        """
+        indexed, cursor = 0, 0
+        while True:
+            cursor, found = self._run("SCAN", [], [cursor, "COUNT", batch])
+            keys = [key for key in found if not key.startswith(RESERVED_PREFIX)]
+            if keys:
+                if arcs is None:
+                    points = np.fromiter(map(self._point_of, keys), np.uint64, len(keys))
+                else:
+                    keys, points = arcs.select(keys)
+                if keys:
+                    args: list[object] = []
+                    for point, key in zip(points.tolist(), keys, strict=True):
+                        args += [0, member(point, key)]
+                    self._run("ZADD", [INDEX_KEY], args)
+                    indexed += len(keys)
+                if pace is not None:
+                    pace(len(found))
+            if int(cursor) == 0:
+                return indexed
+
+    def count(self, start: int, end: int, space: int) -> int:
+        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""
+        return sum(
+            int(self._client.zlexcount(INDEX_KEY, low, high))
+            for low, high in lex_ranges(start, end, space)
+        )
+
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
+        """Yield the keys on the arc (start, end] in pages of at most `batch`, by point.
+
+        Each page resumes after the last member read, so pages stay O(log n + batch).
+        """
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while True:
+                found = self._client.zrangebylex(INDEX_KEY, cursor, high, start=0, num=batch)
+                if not found:
+                    break
+                yield [entry[8:] for entry in found]
+                if len(found) < batch:
+                    break
+                cursor = b"(" + found[-1]
+
+    def dump(self, keys: Sequence[bytes]) -> list[Record]:
+        """Return the records of the keys still there; drop index entries of vanished ones."""
+        if not keys:
+            return []
+        flat = self._dump(keys=list(keys))
+        records, gone = [], []
+        for i, key in enumerate(keys):
+            payload, pttl, head = flat[3 * i : 3 * i + 3]
+            if payload == b"" or int(pttl) == -2:
+                gone.append(member(self._point_of(key), key))
+            else:
+                records.append(Record(key, payload, int(pttl), version_of(head)))
+        if gone:
+            self._forget(keys=[INDEX_KEY], args=gone)
+        return records
+
+    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[PackedRecords]:
+        """Yield the records of the keys on the arc (start, end], a page of `batch` per script.
+
+        Each page is read, dumped and packed by one script on the server
+        (:data:`~ringkit.cluster.values.packed.DUMP_PAGE`), which also drops the entries of keys
+        found gone; the coordinator passes the packed page on without decoding it.
+        """
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while cursor:
+                blob, count, size, after, *long_keys = self._run(
+                    self._dump_page, [INDEX_KEY], [cursor, high, batch]
+                )
+                cursor = bytes(after)
+                if count:
+                    yield PackedRecords(bytes(blob), int(count), int(size), long_keys)
+
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
+        """Copy `records` here where absent or older; return how many landed.
+
+        With `replace_unversioned`, a copy without a version comparison replaces what is here.
+        One script lands the whole page and indexes it
+        (:data:`~ringkit.cluster.values.packed.RESTORE_PAGE`).
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        if not records:
+            return 0
+        page = pack_records(records, self._point_of)
+        args = [self._epoch_of(), "1" if replace_unversioned else "0", page.blob]
+        args += long_key_tombstones(page)
+        return int(self._run(self._scripts["restore"], [EPOCH_KEY, INDEX_KEY], args))
+
+    def delete(self, keys: Sequence[bytes]) -> int:
+        """Delete `keys` and their index entries; return how many existed.
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        if not keys:
+            return 0
+        args: list[object] = [self._epoch_of()]
+        args += [member(self._point_of(key), key) for key in keys]
+        return int(self._run(self._scripts["delete"], [EPOCH_KEY, INDEX_KEY, *keys], args))
+
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int:
+        """Delete the keys on the arc (start, end] and their entries; return how many existed.
+
+        One script per page of `batch` (:data:`~ringkit.cluster.values.packed.DELETE_PAGE`), each
+        `pace`d.
+
+        :raises StaleViewError: when this server has moved past the coordinator's epoch
+        """
+        deleted = 0
+        for low, high in lex_ranges(start, end, space):
+            cursor = low
+            while cursor:
+                args = [self._epoch_of(), cursor, high, batch]
+                gone, after = self._run(self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args)
+                deleted += int(gone)
+                cursor = bytes(after)
+                if pace is not None and int(gone):
+                    pace(int(gone))
+        return deleted
+
+
+class ScanIndex:
+    """The memory backend's stand-in for an index: a scan of the store, under its lock."""
+
+    def __init__(
+        self, store: MemoryStore, point_of: Callable[[bytes], int], epoch_of: Callable[[], int]
+    ) -> None:
+        self._store, self._point_of, self._epoch_of = store, point_of, epoch_of
+
+    def backfill(
+        self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
+    ) -> int:
+        """Nothing to do: every scan sees every key. Returns 0."""
+        return 0
+
+    def _keys(self, start: int, end: int) -> list[bytes]:
+        with self._store.lock:
+            keys = [key for key in self._store.data if not key.startswith(RESERVED_PREFIX)]
+        points = {key: self._point_of(key) for key in keys}
+        chosen = [key for key in keys if _in_arc(points[key], start, end)]
+        return sorted(chosen, key=lambda key: (points[key], key))
+
+    def count(self, start: int, end: int, space: int) -> int:
+        """Return how many keys lie on the arc (start, end]. Runtime: O(n) for n keys."""
+        return len(self._keys(start, end))
+
+    def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
+        """Yield the keys on the arc (start, end] in pages of at most `batch`."""
+        keys = self._keys(start, end)
+        for at in range(0, len(keys), batch):
+            yield keys[at : at + batch]
+
+    def dump(self, keys: Sequence[bytes]) -> list[Record]:
+        """Return the records of the keys still there (value, TTL left, version)."""
+        records = []
+        now = time.monotonic()
+        with self._store.lock:
+            for key in keys:
+                value = self._store.live(key, now)
+                if value is not None:
+                    expiry = self._store.data[key][1]
+                    pttl = max(1, int((expiry - now) * 1000)) if expiry else -1
+                    records.append(Record(key, value, pttl, version_of(value[:9])))
+        return records
+
+    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[list[Record]]:
+        """Yield the records of the keys on the arc (start, end], a page of `batch` at a time."""
+        for keys in self.pages(start, end, space, batch):
+            yield self.dump(keys)
+
+    def delete_arc(
+        self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
+    ) -> int:
+        """Delete the keys on the arc (start, end]; return how many existed."""
+        deleted = 0
+        for keys in self.pages(start, end, space, batch):
+            deleted += self.delete(keys)
+            if pace is not None:
+                pace(len(keys))
+        return deleted
+
+    def _check(self) -> None:
+        found = self._store.data.get(EPOCH_KEY)
+        current = int(found[0]) if found else 0
+        if current > self._epoch_of():
+            raise StaleViewError(f"memory://{self._store.name}", current, self._epoch_of())
+
+    def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
+        """Copy `records` here where absent or older; return how many landed."""
+        landed = 0
+        now = time.monotonic()
+        with self._store.lock:
+            self._check()
+            for record in records:
+                there = self._store.live(record.key, now)
+                theirs = version_of(there or b"")
+                tomb = self._store.live(tombstone_key(record.key), now)
+                if there is None and tomb is not None:
+                    go = bool(record.version) and version_of(tomb) < record.version
+                elif record.version and theirs:
+                    go = theirs < record.version
+                else:
+                    go = there is None or replace_unversioned
+                if go:
+                    expiry = now + record.pttl_ms / 1000 if record.pttl_ms > 0 else 0.0
+                    self._store.data[record.key] = (record.payload, expiry)
+                    landed += 1
+        return landed
+
+    def delete(self, keys: Sequence[bytes]) -> int:
+        """Delete `keys`; return how many existed."""
+        with self._store.lock:
+            self._check()
+            return sum(self._store.data.pop(key, None) is not None for key in keys)

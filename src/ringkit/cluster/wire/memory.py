@@ -1,0 +1,193 @@
+"""The embedded backend: process-wide named stores of bytes (``memory://NAME``).
+
+Two clients that name the same store share it, in one process, as two clients of one server
+would; this is what makes the memory backend useful for demos and tests. A store's
+`unavailable` flag makes every call fail like a server that is down, for simulations.
+
+>>> store = memory_store("doctest-memory")
+>>> store.name, store.unavailable
+('doctest-memory', False)
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
+
+from ringkit.cluster.values.codec import buries, stored_version, supersedes
+from ringkit.cluster.values.keys import tombstone_key
+from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import BackendError, ConfigError
+
+__all__ = ["MemoryBackend", "MemoryStore", "memory_store"]
+
+T = TypeVar("T")
+
+
+# memcached's counters: an unsigned 64-bit number in decimal, wrapping past the top on incr.
+_COUNTER_WRAP = 1 << 64
+
+
+def _not_integer(key: bytes) -> ConfigError:
+    """The error of incr/decr on a value that is not a counter, the same on every backend."""
+    return ConfigError(
+        f"value of key {key!r} is not a decimal integer in [0, 2**64 - 1]; incr/decr need one "
+        f"(memcached's counters; Redis counts up to 2**63 - 1)"
+    )
+
+
+class MemoryStore:
+    """A named in-process store: a dict of bytes with expiry times, behind a lock.
+
+    `unavailable` makes every call fail as if the server were down (for simulations and tests).
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.unavailable = False
+        self.data: dict[bytes, tuple[bytes, float]] = {}
+        self.lock = threading.Lock()
+
+    def live(self, key: bytes, now: float) -> bytes | None:
+        """Return the value of `key` unless it is missing or expired (call with the lock held)."""
+        entry = self.data.get(key)
+        if entry is None:
+            return None
+        if entry[1] and entry[1] <= now:
+            del self.data[key]
+            return None
+        return entry[0]
+
+
+_STORES: dict[str, MemoryStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def memory_store(name: str) -> MemoryStore:
+    """Return the process-wide store `name`, creating it on first use."""
+    with _STORES_LOCK:
+        store = _STORES.get(name)
+        if store is None:
+            store = _STORES[name] = MemoryStore(name)
+        return store
+
+
+def _reset_locks_in_child() -> None:
+    # A lock held by another thread at fork time would stay held forever in the child.
+    global _STORES_LOCK
+    _STORES_LOCK = threading.Lock()
+    for store in _STORES.values():
+        store.lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_locks_in_child)
+
+
+class MemoryBackend:
+    """A backend over a :class:`MemoryStore` (``memory://NAME``)."""
+
+    def __init__(self, url: ServerURL) -> None:
+        self.url = url
+        self.store = memory_store(url.name)
+
+    def _locked(self, action: Callable[[MemoryStore, float], T]) -> T:
+        store = self.store
+        if store.unavailable:
+            raise BackendError(f"server {self.url} is unavailable")
+        with store.lock:
+            return action(store, time.monotonic())
+
+    @staticmethod
+    def _expiry(ttl_s: float | None) -> float:
+        return time.monotonic() + ttl_s if ttl_s else 0.0
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        def action(store: MemoryStore, now: float) -> dict[bytes, bytes]:
+            found = {key: store.live(key, now) for key in keys}
+            return {key: value for key, value in found.items() if value is not None}
+
+        return self._locked(action)
+
+    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        expiry = self._expiry(ttl_s)
+        self._locked(
+            lambda store, now: store.data.update(
+                (key, (value, expiry)) for key, value in items.items()
+            )
+        )
+
+    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        def action(store: MemoryStore, now: float) -> bool:
+            if store.live(key, now) is not None:
+                return False
+            store.data[key] = (value, self._expiry(ttl_s))
+            return True
+
+        return self._locked(action)
+
+    def delete(self, key: bytes) -> bool:
+        return self._locked(lambda store, now: store.data.pop(key, None) is not None)
+
+    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        """Store envelope `value` only where it supersedes what is here; return whether it did."""
+
+        def action(store: MemoryStore, now: float) -> bool:
+            there, tomb = store.live(key, now), store.live(tombstone_key(key), now)
+            if not supersedes(value, there, tomb):
+                return False
+            store.data[key] = (value, self._expiry(ttl_s))
+            return True
+
+        return self._locked(action)
+
+    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
+        """Delete `key` unless newer, keep `tombstone` beside it for `ttl_s`; True if it went."""
+
+        def action(store: MemoryStore, now: float) -> bool:
+            gone = buries(tombstone, store.live(key, now))
+            if gone:
+                store.data.pop(key, None)
+            tomb = store.live(tombstone_key(key), now)
+            if tomb is None or stored_version(tomb) < stored_version(tombstone):
+                store.data[tombstone_key(key)] = (tombstone, self._expiry(ttl_s))
+            return gone
+
+        return self._locked(action)
+
+    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
+        """:meth:`bury` each key with its tombstone; return the keys that went."""
+        return [key for key, tomb in tombstones.items() if self.bury(key, tomb, ttl_s)]
+
+    def incr(self, key: bytes, delta: int) -> int | None:
+        def action(store: MemoryStore, now: float) -> int | None:
+            value = store.live(key, now)
+            if value is None:
+                return None
+            if not (len(value) <= 20 and value.isdigit() and int(value) < _COUNTER_WRAP):
+                raise _not_integer(key)
+            result = max(0, int(value) + delta) % _COUNTER_WRAP
+            store.data[key] = (str(result).encode(), store.data[key][1])
+            return result
+
+        return self._locked(action)
+
+    def touch(self, key: bytes, ttl_s: float) -> bool:
+        def action(store: MemoryStore, now: float) -> bool:
+            value = store.live(key, now)
+            if value is not None:
+                store.data[key] = (value, self._expiry(ttl_s))
+            return value is not None
+
+        return self._locked(action)
+
+    def ping(self) -> None:
+        self._locked(lambda store, now: None)
+
+    def flush(self) -> None:
+        self._locked(lambda store, now: store.data.clear())
+
+    def close(self) -> None:
+        """Nothing to release: the store outlives the client, as a server would."""

@@ -1,0 +1,347 @@
+"""Redis's side of the fence: every fenced call as one Lua script, its arguments and its answer.
+
+A fenced read on Redis is one ``MGET`` of the server's epoch and the keys (atomic, as a script
+is), checked here, client side, before the values are used (:func:`redis_answer`).
+A fenced write on Redis checks the server's epoch (``ringkit:epoch``) and writes in one script,
+so no write routed by an old view can land after the coordinator moved the server on, and the
+same script records the key in the index (:mod:`ringkit.cluster.wire.index`). :func:`redis_scripts`
+encodes one backend call (``set_many``, ``add``, ``delete``, ``repair``, ``bury``, ``incr``,
+``touch``, ``get_many``) into its scripts' keys and arguments, :func:`redis_answer` decodes the
+replies into what the call answers, and :func:`redis_error` turns a script's refusal into
+:class:`~ringkit.errors.StaleViewError`, :class:`~ringkit.errors.EpochLostError` or a
+``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The sync and async fenced
+backends (:mod:`ringkit.cluster.wire.fencing`) share all of it and differ only in transport.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ringkit.cluster.values.expiry import redis_px
+from ringkit.cluster.values.keys import (
+    EPOCH_KEY,
+    INDEX_KEY,
+    tombstone_key,
+)
+from ringkit.cluster.wire.backends import (
+    server_failed,
+)
+from ringkit.cluster.wire.index import (
+    SWEEP_SCRIPT,
+    member,
+)
+from ringkit.cluster.wire.memory import _not_integer
+from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import (
+    EpochLostError,
+    StaleViewError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "KEYS_PER_CALL",
+    "SCRIPTS",
+    "PointOf",
+    "Script",
+    "epoch_value",
+    "px_argument",
+    "redis_answer",
+    "redis_error",
+    "redis_scripts",
+    "with_markers",
+]
+
+# At most this many keys per script call: Lua's unpack() has a stack limit.
+KEYS_PER_CALL = 4000
+PointOf = Callable[[bytes], int]
+
+
+_CHECK = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
+"""
+# Writes also refuse a server that lost its epoch (restarted empty) while the client routes by
+# a published view: it would take writes that up-to-date clients never read (issue 16, item 6).
+_CHECK_WRITE = (
+    _CHECK
+    + """
+if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOCH') end
+"""
+)
+# KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
+# (an empty member: do not index).
+_SET = (
+    _CHECK_WRITE
+    + """
+for i = 3, #KEYS do
+  local value = ARGV[2 * i - 2]
+  if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
+  else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
+  if ARGV[2 * i - 3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[2 * i - 3]) end
+end
+return #KEYS - 2
+"""
+)
+# KEYS: epoch, index, key; ARGV: epoch, px, member, value.
+_ADD = (
+    _CHECK_WRITE
+    + """
+local done
+if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
+else done = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[2]) end
+if not done then return 0 end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+return 1
+"""
+)
+# KEYS: epoch, index, key; ARGV: epoch, member.
+_DELETE = _CHECK_WRITE + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
+# repair as a conditional write (serializers.supersedes): lands where the key is absent and
+# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
+_REPAIR = (
+    _CHECK_WRITE
+    + """
+local ours = string.sub(ARGV[4], 2, 9)
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
+  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
+    return 0
+  end
+else
+  local tomb = redis.call('GET', KEYS[4])
+  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
+end
+if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
+else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+return 1
+"""
+)
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete: the
+# key goes unless it holds a newer version (serializers.buries), and its tombstone stays for px
+# unless a newer one is there, so no older copy or repair lands after it.
+_BURY = (
+    _CHECK_WRITE
+    + """
+local theirs = string.sub(ARGV[3], 2, 9)
+local gone = 0
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  local keep = false
+  if redis.call('TYPE', KEYS[3]).ok == 'string' then
+    local head = redis.call('GETRANGE', KEYS[3], 0, 8)
+    keep = #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) >= theirs
+  end
+  if not keep then
+    redis.call('ZREM', KEYS[2], ARGV[2])
+    gone = redis.call('DEL', KEYS[3])
+  end
+end
+local tomb = redis.call('GET', KEYS[4])
+if not tomb or string.sub(tomb, 2, 9) < theirs then
+  redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
+end
+return gone
+"""
+)
+# KEYS: epoch, key; ARGV: epoch, delta. memcached's rules: missing stays missing, stops at 0,
+# and only digits count (a stored -5 is refused as memcached refuses it, not clamped to 0).
+_INCR = (
+    _CHECK_WRITE
+    + """
+local v = redis.call('GET', KEYS[2])
+if not v then return false end
+if not string.find(v, '^%d+$') then return redis.error_reply('ERR value is not an integer') end
+local n = redis.call('INCRBY', KEYS[2], ARGV[2])
+if n < 0 then redis.call('SET', KEYS[2], 0, 'KEEPTTL'); return 0 end
+return n
+"""
+)
+# KEYS: epoch, key; ARGV: epoch, px.
+_TOUCH = _CHECK_WRITE + "return redis.call('PEXPIRE', KEYS[2], ARGV[2])"
+# KEYS: epoch, view; ARGV: epoch, view JSON, replace. Never moves a server back; returns its
+# epoch after, or minus it when another view holds that same epoch (and replace is '0').
+_PUBLISH = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < current then return current end
+if tonumber(ARGV[1]) == current and ARGV[3] == '0' and redis.call('GET', KEYS[2]) ~= ARGV[2] then
+  return -current
+end
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], ARGV[2])
+return tonumber(ARGV[1])
+"""
+
+
+# A write that also reads the spread markers of its keys (hot-key copies) after writing, in the
+# same script: the markers are the last KEYS, their count the last ARGV. They are taken off
+# KEYS and ARGV before the write's own body runs, so the body reads them as it always does.
+_MARKED_HEAD = """
+local marked = tonumber(ARGV[#ARGV])
+ARGV[#ARGV] = nil
+local markers = {}
+for i = #KEYS, #KEYS - marked + 1, -1 do
+  table.insert(markers, 1, KEYS[i])
+  KEYS[i] = nil
+end
+local answer = (function()
+"""
+_MARKED_TAIL = """
+end)()
+if type(answer) == 'table' and answer.err then return answer end
+return {answer, redis.call('MGET', unpack(markers))}
+"""
+MARKED = "+markers"
+_WRITES = {
+    "set": _SET,
+    "add": _ADD,
+    "delete": _DELETE,
+    "incr": _INCR,
+    "touch": _TOUCH,
+    "repair": _REPAIR,
+    "bury": _BURY,
+}
+SCRIPTS = {
+    **_WRITES,
+    "publish": _PUBLISH,
+    "sweep": SWEEP_SCRIPT,
+    **{name + MARKED: _MARKED_HEAD + body + _MARKED_TAIL for name, body in _WRITES.items()},
+}
+
+
+def px_argument(ttl_s: float | None) -> str:
+    return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
+
+
+def epoch_value(found: bytes | None) -> int:
+    return int(found) if found else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One fenced round trip on Redis: a script of ``SCRIPTS`` with its keys and arguments."""
+
+    name: str
+    keys: tuple[bytes, ...]
+    args: tuple[object, ...]
+
+
+def redis_scripts(
+    op: str, args: Sequence[Any], epoch: int, point_of: PointOf, *, index_keys: bool = True
+) -> list[Script]:
+    """Return the scripts that run backend call `op(*args)` fenced at `epoch` on Redis.
+
+    Writes record each key in the index unless `index_keys` is off; a delete always drops the
+    key's entry. Sync and async Redis backends both send exactly these scripts;
+    :func:`redis_answer` reads their replies.
+    """
+
+    def member_of(key: bytes) -> bytes:
+        return member(point_of(key), key) if index_keys else b""
+
+    if op == "get_many":
+        # No script: one MGET of the epoch and the keys is as atomic as the read script was
+        # (_CHECK, then MGET) and :func:`redis_answer` makes its check. The server spares the
+        # script's Lua (a Lua string per value, both ways), the client redis-py's EVALSHA
+        # wrapper; MGET has no unpack() limit, so no chunks.
+        return [Script("MGET", (EPOCH_KEY, *args[0]), ())]
+    if op == "set_many":
+        items, ttl_s = args
+        values: list[object] = [epoch, px_argument(ttl_s)]
+        for key, value in items.items():
+            values += [member_of(key), value]
+        return [Script("set", (EPOCH_KEY, INDEX_KEY, *items), tuple(values))]
+    if op == "add":
+        key, value, ttl_s = args
+        values = [epoch, px_argument(ttl_s), member_of(key), value]
+        return [Script("add", (EPOCH_KEY, INDEX_KEY, key), tuple(values))]
+    if op == "delete":
+        (key,) = args
+        return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
+    if op == "repair":
+        key, value, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [Script("repair", guarded, (epoch, px_argument(ttl_s), member_of(key), value))]
+    if op == "bury":
+        key, tomb, ttl_s = args
+        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
+        return [
+            Script("bury", guarded, (epoch, member(point_of(key), key), tomb, px_argument(ttl_s)))
+        ]
+    if op == "bury_many":
+        tombstones, ttl_s = args
+        return [
+            script
+            for key, tomb in tombstones.items()
+            for script in redis_scripts("bury", (key, tomb, ttl_s), epoch, point_of)
+        ]
+    if op == "sweep_index":  # unfenced: it only drops the entries of keys that are gone
+        cursor, batch = args
+        return [Script("sweep", (INDEX_KEY,), (cursor, batch))]
+    if op == "incr":
+        key, delta = args
+        return [Script("incr", (EPOCH_KEY, key), (epoch, delta))]
+    if op == "touch":
+        key, ttl_s = args
+        return [Script("touch", (EPOCH_KEY, key), (epoch, px_argument(ttl_s)))]
+    raise UnsupportedError(f"no fenced Redis form of {op!r}")
+
+
+def with_markers(scripts: Sequence[Script], markers: Sequence[bytes]) -> Script | None:
+    """Return the one script that runs `scripts` and then reads `markers`; None if none does.
+
+    Only a write made of one script has such a form (its answer and the markers' values come
+    back together, as ``[answer, [marker or nil, …]]``).
+    """
+    if len(scripts) != 1 or scripts[0].name not in _WRITES or not markers:
+        return None
+    [script] = scripts
+    return Script(script.name + MARKED, (*script.keys, *markers), (*script.args, len(markers)))
+
+
+def redis_answer(
+    op: str, args: Sequence[Any], answers: list[Any], *, sent: int = 0, url: object = ""
+) -> Any:
+    """Return what backend call `op(*args)` answers, from its scripts' replies.
+
+    A read (``get_many``) checks the epoch its MGET found, as the read script did: a server
+    that holds a newer epoch than the `sent` one refuses (it names `url`).
+
+    :raises StaleViewError: when a read's server holds a newer epoch than `sent`
+    """
+    if op == "get_many":
+        [(held, *values)] = answers
+        current = epoch_value(held)
+        if current > sent:
+            raise StaleViewError(str(url), current, sent)
+        if None in values:
+            return {k: v for k, v in zip(args[0], values, strict=True) if v is not None}
+        return dict(zip(args[0], values, strict=True))
+    if op == "bury_many":
+        return [key for key, went in zip(args[0], answers, strict=True) if went]
+    [answer] = answers
+    if op == "set_many":
+        return None
+    if op == "incr":
+        return None if answer is None else int(answer)
+    if op == "sweep_index":
+        return int(answer[0]), bytes(answer[1])
+    return bool(answer)
+
+
+def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
+    """Return the ringkit error for a failed script (a refusal, a bad counter, a failure)."""
+    text = str(error)
+    if text.startswith("STALEVIEW "):
+        sent = int(str(script.args[0]))  # every fenced script takes the epoch first
+        return StaleViewError(str(url), int(text.split()[1]), sent)
+    if text.startswith("NOEPOCH"):
+        return EpochLostError(str(url), int(str(script.args[0])))
+    if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
+        # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
+        return _not_integer(script.keys[-1] if script.keys else b"")
+    return server_failed(url, error)
