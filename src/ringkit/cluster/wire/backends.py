@@ -364,10 +364,16 @@ class MemcachedBackend:
             for key, value in items.items()
         )
         request += b"get " + b" ".join(keys) + b"\r\n"
-        return self._call(lambda client: self._pipelined(client, request, len(items)), items)
+        found = self._call(lambda client: self._pipelined(client, request, len(items)), items)
+        return {key: value for key, (value, _) in found.items()}
 
-    def _pipelined(self, client: Any, request: bytes, stores: int) -> dict[bytes, bytes]:
-        """Send `request` (`stores` stores, then one get) and read its answers in order."""
+    def _pipelined(
+        self, client: Any, request: bytes, stores: int
+    ) -> dict[bytes, tuple[bytes, bytes]]:
+        """Send `request` (`stores` stores, then one get or gets) and read its answers in order.
+
+        Returns the values found with their cas tokens (b"" for a ``get``).
+        """
         from pymemcache.client.base import _readline, _readvalue
         from pymemcache.exceptions import MemcacheUnknownError
 
@@ -375,7 +381,7 @@ class MemcachedBackend:
             if client.sock is None:
                 client._connect()
             client.sock.sendall(request)
-            buf, found = b"", dict[bytes, bytes]()
+            buf, found = b"", dict[bytes, tuple[bytes, bytes]]()
             for _ in range(stores):
                 buf, line = _readline(client.sock, buf)
                 if line != b"STORED":
@@ -387,8 +393,9 @@ class MemcachedBackend:
                 if not line.startswith(b"VALUE "):
                     self._refused(line)
                     raise MemcacheUnknownError(line[:32])
-                _, key, _, size = line.split()[:4]
-                buf, found[key] = _readvalue(client.sock, buf, int(size))
+                _, key, _, size, *token = line.split()
+                buf, value = _readvalue(client.sock, buf, int(size))
+                found[key] = value, token[0] if token else b""
         except Exception:
             client.close()  # never reuse a connection left out of step
             raise
@@ -444,14 +451,23 @@ class MemcachedBackend:
         """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
         The tombstone first: a repair that reads in between sees it and stands down. The
-        delete is a ``cas`` with a negative exptime (expired at once), so a write that lands
-        between the ``gets`` and it survives. Returns True if the key went.
+        tombstone's ``set`` and the key's ``gets`` are pipelined (one round trip; memcached
+        answers a connection's requests in order). The delete is a ``cas`` with a negative
+        exptime (expired at once), so a write that lands between the ``gets`` and it survives.
+        Returns True if the key went.
         """
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        tomb_key = tombstone_key(key)
+        request = b"set %s 0 %d %d\r\n%s\r\ngets %s\r\n" % (
+            tomb_key,
+            expire,
+            len(tombstone),
+            tombstone,
+            key,
+        )
 
         def action(client: Any) -> bool:
-            client.set(tombstone_key(key), tombstone, expire, noreply=False)
-            there, token = client.gets(key)
+            there, token = self._pipelined(client, request, 1).get(key, (None, b""))
             if not buries(tombstone, there):
                 return False
             return bool(client.cas(key, there, token, -1, noreply=False))
