@@ -17,7 +17,8 @@ Three local redis-servers and three memcached (loopback, free ports, stopped at 
   script runs, ``EVALSHA`` itself included), memcached ``stats`` (keys asked by ``get`` /
   ``gets``, stores of any kind, deletes, touches, incr / decr);
 - **server bytes per key** (``set`` rows): Redis ``used_memory``, memcached ``bytes``, the
-  difference over writing fresh keys, divided by the keys, every replica included;
+  difference over writing 20,000 fresh keys (``--memory-keys``), divided by the keys, every
+  replica included;
 - **latency** as the median over the repeats of (ringkit's time / the plain client's time in the
   same repeat), each repeat a pass over the keys, all contenders interleaved.
 
@@ -378,17 +379,25 @@ class Row:
 
 def count_pass(
     kind: str, addresses: Sequence[tuple[str, int]], contender: Contender, op: str, keys: list[str]
-) -> tuple[float, float, float]:
-    """Run one pass of `op`; return round trips, commands and bytes per call (or per key)."""
+) -> tuple[float, float]:
+    """Run one pass of `op`; return its round trips and server commands per call."""
     calls = len(keys) // BATCH if op == "get_many" else len(keys)
     commands_before = server_commands(kind, addresses)
-    bytes_before = server_bytes(kind, addresses)
     trips_before = TRIPS.count
     getattr(contender, op)(keys)
     trips = (TRIPS.count - trips_before) / calls
     commands = (server_commands(kind, addresses) - commands_before) / calls
-    stored = (server_bytes(kind, addresses) - bytes_before) / len(keys)
-    return trips, commands, stored
+    return trips, commands
+
+
+def bytes_per_key(
+    kind: str, addresses: Sequence[tuple[str, int]], contender: Contender, prefix: str
+) -> float:
+    """Return the server bytes one more key costs, over ``--memory-keys`` fresh keys."""
+    keys = [f"{prefix}{i:0{ARGS.key_bytes - len(prefix)}d}" for i in range(ARGS.memory_keys)]
+    before = server_bytes(kind, addresses)
+    contender.set(keys)
+    return (server_bytes(kind, addresses) - before) / len(keys)
 
 
 def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> list[Row]:
@@ -404,12 +413,18 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
         for contender in (counted_plain, ours_c):
             for op in OPS:
                 getattr(contender, op)(warm)
-        counts: dict[str, tuple[tuple[float, float, float], tuple[float, float, float]]] = {}
+        counts: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
         for op in OPS:
             counts[op] = (
                 count_pass(kind, addresses, counted_plain, op, keys_plain),
                 count_pass(kind, addresses, ours_c, op, keys_ours),
             )
+        # Memory: fresh keys, more of them than the timed passes (used_memory moves by tens of
+        # kB on its own), written one by one; every replica's bytes count.
+        stored = (
+            bytes_per_key(kind, addresses, counted_plain, "pmem:"),
+            bytes_per_key(kind, addresses, ours_c, "rmem:"),
+        )
         close_counted()
         counted_ours.close()
     # Timing: fresh clients on plain sockets, every operation interleaved, repeats interleaved.
@@ -431,7 +446,7 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
     ours_client.close()
     rows = []
     for op in OPS:
-        (p_trips, p_cmds, p_bytes), (o_trips, o_cmds, o_bytes) = counts[op]
+        (p_trips, p_cmds), (o_trips, o_cmds) = counts[op]
         theirs, mine = samples[("plain", op)], samples[("ours", op)]
         ratio = statistics.median(m / t for m, t in zip(mine, theirs, strict=True))
         rows.append(
@@ -440,7 +455,7 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
                 replicas,
                 (p_trips, o_trips),
                 (p_cmds, o_cmds),
-                (p_bytes, o_bytes) if op == "set" else None,
+                stored if op == "set" else None,
                 statistics.median(theirs) * 1e6,
                 statistics.median(mine) * 1e6,
                 ratio,
@@ -478,6 +493,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--key-bytes", type=int, default=16, help="key length (at least 10)")
+    parser.add_argument("--memory-keys", type=int, default=20_000, help="keys of the memory pass")
     parser.add_argument("--quick", action="store_true", help="200 keys, 3 repeats")
     parser.add_argument(
         "--hot-copies",
@@ -490,7 +506,7 @@ def main() -> None:
     parser.add_argument("--no-fence", action="store_true")
     ARGS = parser.parse_args()
     if ARGS.quick:
-        ARGS.keys, ARGS.repeats = 200, 3
+        ARGS.keys, ARGS.repeats, ARGS.memory_keys = 200, 3, 2000
     off = switch_off_guarantees()
     off_text = ", ".join(off) or "none"
     print(f"hiredis parser: {redis.utils.HIREDIS_AVAILABLE}; switched off: {off_text}")
