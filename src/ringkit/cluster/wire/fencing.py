@@ -685,9 +685,14 @@ class AsyncFencedBackend(_Fenced):
     inner: AsyncBackend
 
     def __init__(self, inner: AsyncBackend, epoch_of: EpochOf, point_of: PointOf) -> None:
-        from ringkit.cluster.wire.aio_backends import AsyncMemoryBackend, AsyncRedisBackend
+        from ringkit.cluster.wire.aio_backends import (
+            AsyncMemcachedBackend,
+            AsyncMemoryBackend,
+            AsyncRedisBackend,
+        )
 
         super().__init__(inner, epoch_of, point_of)
+        self._memcached = inner if isinstance(inner, AsyncMemcachedBackend) else None
         self._memory = (
             FencedBackend(inner._sync, epoch_of, point_of)
             if isinstance(inner, AsyncMemoryBackend)
@@ -718,11 +723,15 @@ class AsyncFencedBackend(_Fenced):
                 with contextlib.suppress(BackendError):  # best effort, as in the sync form
                     self.sweep.advance(await self._run(step))
             return answer
+        await self._gate_check(sent, write=op != "get_many")
+        return await getattr(self.inner, op)(*args)
+
+    async def _gate_check(self, sent: int, *, write: bool) -> None:
+        """memcached's fence: the server's epoch, read again at most every 0.5 s."""
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
-        self._gate.check(sent, self.url, write=op != "get_many")
-        return await getattr(self.inner, op)(*args)
+        self._gate.check(sent, self.url, write=write)
 
     async def _run(self, script: Script) -> Any:
         import redis
@@ -883,6 +892,12 @@ class AsyncFencedBackend(_Fenced):
                     with contextlib.suppress(BackendError):
                         self.sweep.advance(await self._run(step))
                 return marked
+        if op == "set_many" and self._memcached is not None:
+            items, ttl_s = args  # memcached: the set and the markers' get pipelined
+            markers = {spread_key(key): key for key in keys}
+            await self._gate_check(self.epoch_of(), write=True)
+            found = await self._memcached.set_many_then_get(items, ttl_s, list(markers))
+            return None, {markers[marker]: value for marker, value in found.items()}
         answer = await self.serve(op, *args)
         return answer, await self.read_markers(keys)
 
