@@ -20,7 +20,10 @@ Three local redis-servers and three memcached (loopback, free ports, stopped at 
   difference over writing 20,000 fresh keys (``--memory-keys``), divided by the keys, every
   replica included;
 - **latency** as the median over the repeats of (ringkit's time / the plain client's time in the
-  same repeat), each repeat a pass over the keys, all contenders interleaved.
+  same repeat), each repeat a pass over the keys, all contenders interleaved;
+- **client CPU per call** (``time.process_time``, every thread of the process): what each client
+  spends in Python and C on this side of the socket, which a loaded machine disturbs less than
+  the wall clock.
 
 The plain clients are redis-py ``Redis(host, port)`` (with the hiredis parser when it is
 installed) and ``pymemcache.client.base.Client(addr, no_delay=True, default_noreply=False)``,
@@ -375,6 +378,8 @@ class Row:
     plain_us: float
     ours_us: float
     ratio: float
+    plain_cpu_us: float
+    ours_cpu_us: float
 
 
 def count_pass(
@@ -435,13 +440,15 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
         for op in OPS:
             getattr(contender, op)(keys_plain if contender is plain else keys_ours)
     samples: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
     for _ in range(ARGS.repeats):
         for op in OPS:
             for label, contender, keys in (("plain", plain, keys_plain), ("ours", ours, keys_ours)):
-                start = time.perf_counter()
+                start, start_cpu = time.perf_counter(), time.process_time()
                 getattr(contender, op)(keys)
                 calls = len(keys) // BATCH if op == "get_many" else len(keys)
                 samples.setdefault((label, op), []).append((time.perf_counter() - start) / calls)
+                cpu.setdefault((label, op), []).append((time.process_time() - start_cpu) / calls)
     close_plain()
     ours_client.close()
     rows = []
@@ -459,6 +466,8 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
                 statistics.median(theirs) * 1e6,
                 statistics.median(mine) * 1e6,
                 ratio,
+                statistics.median(cpu[("plain", op)]) * 1e6,
+                statistics.median(cpu[("ours", op)]) * 1e6,
             )
         )
     return rows
@@ -470,9 +479,10 @@ def print_rows(kind: str, rows: list[Row]) -> None:
           f"{ARGS.repeats} interleaved repeats; get_many: {BATCH} keys per call")  # fmt: skip
     print(
         f"| operation | R | round trips / call ({plain} · ringkit) | server commands / call "
-        f"| server bytes / key | {plain} µs / call | ringkit µs / call | ringkit ÷ {plain} |"
+        f"| server bytes / key | {plain} µs / call | ringkit µs / call | ringkit ÷ {plain} "
+        f"| client CPU µs / call ({plain} · ringkit) |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         stored = "–"
         if row.bytes_per_key is not None:
@@ -481,7 +491,8 @@ def print_rows(kind: str, rows: list[Row]) -> None:
         print(
             f"| {row.op} | {row.replicas} | {row.trips[0]:.2f} · {row.trips[1]:.2f} | "
             f"{row.commands[0]:.2f} · {row.commands[1]:.2f} | {stored} | {row.plain_us:.1f} | "
-            f"{row.ours_us:.1f} | **{row.ratio:.2f}×** |"
+            f"{row.ours_us:.1f} | **{row.ratio:.2f}×** | {row.plain_cpu_us:.1f} · "
+            f"{row.ours_cpu_us:.1f} |"
         )
 
 
