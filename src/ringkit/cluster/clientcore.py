@@ -50,10 +50,10 @@ from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.index import SWEEP_BATCH
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import EpochLostError, UnsupportedError
+from ringkit.errors import EpochLostError, StaleViewError, UnsupportedError
 from ringkit.placement import Placement
 
-__all__ = ["TAKE_STEPS", "ClientCore", "check_delta", "check_keys"]
+__all__ = ["ClientCore", "check_delta", "check_keys"]
 
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
@@ -85,10 +85,6 @@ def check_keys(keys: object) -> list[str | bytes]:
     if not isinstance(keys, Iterable):
         raise TypeError(f"keys must be an iterable of keys, got {type(keys).__name__}")
     return list(keys)
-
-
-# What _direct_value answers when the read must take the steps after all.
-TAKE_STEPS: Any = object()
 
 
 class ClientCore(Generic[B]):
@@ -303,9 +299,12 @@ class ClientCore(Generic[B]):
     def _get(self, key: str | bytes) -> Steps[Any]:
         data = user_key(key)
         near = self._near
-        if near is None or not self._near_for((data,)):
-            return self._get_stored(data)  # no extra generator frame on the default path
-        return self._get_near(near, data)
+        if near is not None and self._near_for((data,)):
+            return self._get_near(near, data)
+        call = self._single_call(data)
+        if call is None:
+            return self._get_stored(data)
+        return self._get_single(call, data)
 
     def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
         """Answer `data` from the near-cache, or read it and fill the cache."""
@@ -334,20 +333,16 @@ class ClientCore(Generic[B]):
 
         return (yield from self._fenced(op))
 
-    def _direct_read(self, key: str | bytes) -> tuple[Call, Server[B]] | None:
-        """Return the one call a read of `key` makes, when the steps could make no other.
+    def _single_call(self, data: bytes) -> Call | None:
+        """Return the one call a read of `data` makes, when the steps could make no other.
 
         With one replica, ``read="first"``, a settled stable view, no hot keys, no near-cache,
-        no periodic view check and the replica up, ``_get`` asks that replica once (fenced by
-        the view's epoch) and decodes the answer: the client makes that call itself and hands
-        the answer to :meth:`_direct_value`, without the steps' generators (2.42x -> 2.06x a
-        bare pymemcache read on memcached; benchmarks/bench_fanout.py). None: take the steps.
-        A refusal by a newer view, or a failure, takes the steps after the call (they refresh,
-        or name the cause).
-
-        :raises TypeError, ConfigError: when `key` is not a valid key
+        no periodic view check and the replica up, a read asks that replica once (fenced by the
+        view's epoch) and decodes the answer: :meth:`_get_single` yields that call alone,
+        without the fenced retry's, the reader's and the server set's generators around it
+        (which cost 2.42x -> 2.06x a bare pymemcache read on memcached;
+        benchmarks/bench_fanout.py). None: take the whole read.
         """
-        data = user_key(key)
         router = self._tracker.router
         if (
             router.replicas != 1
@@ -360,17 +355,24 @@ class ClientCore(Generic[B]):
         ):
             return None
         name = router.placement.node_for(route_key(data))
-        server = self._servers.server(name)
-        if not server.health.up:
+        if not self._servers.server(name).health.up:
             return None
-        return Call(name, "get_many", ((data,),), router.view.epoch, "get"), server
+        return Call(name, "get_many", ((data,),), router.view.epoch, "get")
 
-    def _direct_value(self, call: Call, found: Any) -> Any:
-        """Return the value `found` by `call` (a :meth:`_direct_read`), as ``_get`` would."""
-        if isinstance(found, Failed):  # marked down already: the steps fall back or name it
+    def _get_single(self, call: Call, data: bytes) -> Steps[Any]:
+        """Read `data` with `call` alone; a refusal or a failure takes the whole read after it.
+
+        A newer view (or a server that lost it) makes the whole read refresh and retry; a
+        failed server, already marked down, makes it fall back or name the cause.
+        """
+        try:
+            [found] = yield (call,)
+        except (StaleViewError, EpochLostError):
+            return (yield from self._get_stored(data))
+        if isinstance(found, Failed):
             self._servers.server(call.server).stats.bump("failovers")
-            return TAKE_STEPS
-        stored = found.get(call.args[0][0])
+            return (yield from self._get_stored(data))
+        stored = found.get(data)
         if stored is None or is_copy_tombstone(stored):  # an invalidated hot-key copy: a miss
             return None
         return self.reader.codec.decode(stored).value
