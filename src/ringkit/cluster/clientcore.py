@@ -1,14 +1,14 @@
 """The one decision core of the sync and async sharded clients.
 
-:class:`ClientCore` validates every option once, at construction, and composes the client:
-a :class:`~ringkit.cluster.core.servers.ServerSet` (the servers, their health, probes and hints), a
-:class:`~ringkit.cluster.core.tracker.ViewTracker` over a
+:class:`ClientCore` checks its options once (:class:`~ringkit.cluster.options.ClientOptions`)
+and composes the client: a :class:`~ringkit.cluster.core.servers.ServerSet` (the servers, their
+health, probes and hints), a :class:`~ringkit.cluster.core.tracker.ViewTracker` over a
 :class:`~ringkit.cluster.views.stores.ViewStore` (the view, its router, refresh and retry), a
-:class:`~ringkit.cluster.core.reader.Reader` and a :class:`~ringkit.cluster.core.writer.Writer`.
-Nothing intercepts attribute assignment; each part has its own interface.
+:class:`~ringkit.cluster.core.reader.Reader`, a :class:`~ringkit.cluster.core.writer.Writer` and
+the remedies (:mod:`ringkit.cluster.remedies`). Nothing intercepts attribute assignment; each
+part has its own interface.
 
-Every operation is written here once, as a sans-I/O generator
-(:mod:`ringkit.cluster.drivers.steps`):
+Every verb is written here once, as a sans-I/O generator (:mod:`ringkit.cluster.drivers.steps`):
 :class:`~ringkit.cluster.client.ShardedClient` drives it with blocking backends,
 :class:`~ringkit.cluster.aio.AsyncShardedClient` awaits it; the two only open their kind of
 server and run the steps. Membership changes are the coordinator's
@@ -96,7 +96,8 @@ def check_keys(keys: object) -> list[str | bytes]:
 class ClientCore(Generic[B]):
     """Options, composition and every operation's decisions; subclasses drive the steps.
 
-    Options (keyword-only, all validated here, before any server is contacted):
+    Options (keyword-only, all checked by :class:`ClientOptions` before any server is contacted,
+    and kept as ``options``):
 
     - `replicas`: copies of each key, on the first R distinct nodes of its preference list;
     - `write_quorum`: replicas that must acknowledge a write (<= replicas), else QuorumError;
