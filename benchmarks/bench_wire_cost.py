@@ -324,10 +324,11 @@ def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int)
 
 def switch_off_guarantees() -> list[str]:
     """Patch the client as the flags ask; return what was switched off."""
-    from ringkit.cluster.core import writer
-    from ringkit.cluster.wire import fencing
-
     off = []
+    if ARGS.no_tombstones or ARGS.no_markers or ARGS.no_fence:
+        from ringkit.cluster.core import writer
+        from ringkit.cluster.wire import fencing
+
     if ARGS.hot_copies:
         off.append("(on) a view that allows hot-key copies")
     if ARGS.no_index:
