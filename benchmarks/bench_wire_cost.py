@@ -310,7 +310,9 @@ def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int)
     urls = {
         name: f"{scheme}://{h}:{p}{suffix}" for name, (h, p) in zip(NAMES, addresses, strict=True)
     }
-    client = ShardedClient(HashRing(NAMES), urls, replicas=replicas)
+    # A long timeout: on a loaded machine a call can wait past the default second, and a
+    # failover would measure something else (the plain clients have no timeout at all).
+    client = ShardedClient(HashRing(NAMES), urls, replicas=replicas, timeout_s=30.0)
     client.index_keys = not ARGS.no_index
     if ARGS.hot_copies:  # the view allows hot-key copies: every write reads its keys' markers
         client.set("bench:settle", 1)
