@@ -95,6 +95,7 @@ class EtcdBackend:
         import grpc
 
         self._url = url
+        self._cluster_id = 0
         self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
         credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
@@ -194,11 +195,15 @@ class EtcdBackend:
     def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
         options = {"revision": revision} if revision else {}
         response = self._call(lambda: self._client.get_prefix_response(prefix, **options))
+        self._cluster_id = int(response.header.cluster_id)
         records = [
             Record(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision, kv.lease)
             for kv in response.kvs
         ]
         return int(response.header.revision), records
+
+    def cluster_id(self) -> int:
+        return self._cluster_id
 
     def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         put = self._tx.put(key, value, lease=lease or None)

@@ -101,6 +101,9 @@ class MemoryBackend:
                     )
             return self._revision, [state[k] for k in sorted(state)]
 
+    def cluster_id(self) -> int:
+        return 0  # one process's service is never restored or replaced
+
     def _write(self, key: str, value: bytes, lease: int) -> Record:
         """Put `key` at the next revision (the lock is held)."""
         self._revision += 1
