@@ -56,6 +56,17 @@ class Backend(Protocol):
         """Return (the store's revision, the records under `prefix`) now or at `revision`."""
         ...
 
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        """Return (the store's revision, key → ``mod_revision`` under `prefix`), linearizably.
+
+        One attempt, answered within `timeout_s` or failed: a store confirming that it is
+        current must not wait on a member that does not answer. After a failure the next call
+        goes to the next endpoint.
+
+        :raises BackendError: when the endpoint did not answer in time or refused
+        """
+        ...
+
     def grant(self, ttl_s: float) -> tuple[int, float]:
         """Grant a lease of at least `ttl_s` seconds; return (its id, the TTL granted)."""
         ...
@@ -104,11 +115,15 @@ class Backend(Protocol):
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> WatchHandle:
         """Call `on_events` with every change under `prefix` from `start_revision` on, in order.
 
         Events of one revision arrive in one call. `on_error` is called once if the watch
         breaks (the service went away, the revision was compacted); no more calls follow.
+        `replacing` is a watch that went silent: the new one is opened on another endpoint
+        when there is one, and the old one is let go.
         """
         ...
 

@@ -107,6 +107,7 @@ class Member:
         member._heartbeat.start()
         # Return once this process's snapshot shows the member (owns() is then meaningful).
         store.wait_for(lambda s: s.epoch >= member._mod_revision)
+        store.wait_current(timeout_s=member._info.ttl_s)
         return member
 
     # -- the lease -------------------------------------------------------------------------------
@@ -183,6 +184,7 @@ class Member:
             and seen.state == "active"
             and time.monotonic() < self._deadline
             and not self._closed
+            and self._store.is_current()
         )
 
     @property
@@ -197,8 +199,9 @@ class Member:
     def owns(self, key: Key, *, replicas: int = 1) -> bool:
         """Return whether this member is among `key`'s first `replicas` distinct nodes.
 
-        False whenever the member cannot be sure: not active in the latest snapshot, or its
-        lease may have run out (no renewal confirmed within its TTL). Runtime: O(log T).
+        False whenever the member cannot be sure: not active in the latest snapshot, its
+        lease may have run out (no renewal confirmed within its TTL), or its store has not been
+        confirmed current within ``store.current_within_s()``. Runtime: O(log T).
         """
         if not self._current():
             return False

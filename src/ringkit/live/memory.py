@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ringkit.errors import BackendError
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, WatchHandle
 
 __all__ = ["MemoryBackend"]
 
@@ -100,6 +100,11 @@ class MemoryBackend:
                         event.key, event.value, event.revision, created, lease
                     )
             return self._revision, [state[k] for k in sorted(state)]
+
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            found = {k: r.mod_revision for k, r in self._keys.items() if k.startswith(prefix)}
+            return self._revision, found
 
     def _write(self, key: str, value: bytes, lease: int) -> Record:
         """Put `key` at the next revision (the lock is held)."""
@@ -200,7 +205,11 @@ class MemoryBackend:
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> _Watch:
+        if replacing is not None:
+            replacing.cancel()
         watch = _Watch(prefix, max(1, start_revision), on_events, self._lock)
         watch.thread = threading.Thread(target=self._deliver, args=(watch,), name="memory-watch")
         watch.thread.daemon = True

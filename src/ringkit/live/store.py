@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -31,6 +32,7 @@ from ringkit.errors import (
 )
 from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
+from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.member import Member
 from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
@@ -41,6 +43,8 @@ __all__ = ["Store", "connect", "open_store_backend"]
 
 _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
+#: How long a store with no members counts as current after a confirmation.
+_DEFAULT_WITHIN_S = 5.0
 
 
 def _compacted(error: BaseException | None) -> bool:
@@ -75,33 +79,55 @@ def open_store_backend(url: str) -> tuple[Backend, str]:
     return EtcdBackend(parsed), parsed.prefix
 
 
-def connect(url: str) -> Store:
+def connect(url: str, *, current_within_s: float | None = None) -> Store:
     """Connect to the live ring at `url` and return its :class:`Store`.
 
     ``etcd://h1:2379,h2:2379/PREFIX`` (``etcds://`` for TLS, ``user:password@`` for auth) or
-    ``memory://NAME`` (shared by the threads of this process).
+    ``memory://NAME`` (shared by the threads of this process). The store confirms that it is
+    current at least every `current_within_s` / 2 (:mod:`ringkit.live.currency`); members'
+    ``owns`` is False once it has not been confirmed for `current_within_s`. By default that
+    is half the smallest ``ttl_s`` among the ring's members, or 5 s when it has none.
 
     >>> store = connect("memory://connect-doctest")
     >>> store.snapshot().epoch, len(store.snapshot().ring)
     (0, 0)
     >>> store.close()
 
-    :raises ConfigError: for a malformed URL
+    :raises ConfigError: for a malformed URL or a `current_within_s` that is not > 0
     :raises BackendError: when etcd cannot be reached within a few seconds (the message names
         the hosts and the cause)
     """
+    within = _check_within(current_within_s)
     backend, prefix = open_store_backend(url)
-    return Store(backend, prefix, url)
+    return Store(backend, prefix, url, current_within_s=within)
+
+
+def _check_within(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"current_within_s must be a number > 0 or None, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"current_within_s must be finite, got {value!r}")
+    return float(value)
 
 
 class Store:
     """A live ring as this process sees it: snapshots, changes, members, published tables.
 
     Reading: ``snapshot``, ``wait_for``. Following: ``subscribe``, ``changes`` (async).
+    Currency: ``is_current``, ``confirmed_age_s``, ``current_within_s``.
     Taking part: ``join``. Controllers: ``publish``. ``close`` (also a context manager).
     """
 
-    def __init__(self, backend: Backend, prefix: str, url: str = "") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        prefix: str,
+        url: str = "",
+        *,
+        current_within_s: float | None = None,
+    ) -> None:
         self._backend, self._prefix, self._url = backend, prefix, url
         self._members_prefix = prefix + "members/"
         self._table_key = prefix + "table"
@@ -113,11 +139,21 @@ class Store:
         self._members: list[Member] = []
         self._decoded: dict[str, tuple[int, MemberInfo]] = {}
         self._watch_error: BaseException | None = None
+        self._watch_lock = threading.Lock()
+        self._generation = 0
+        self._applied = 0  # the highest revision applied (the watch delivers in order)
+        self._within_s = _check_within(current_within_s)
+        self._default_within_s = _DEFAULT_WITHIN_S
+        self._confirmer = Confirmer(self, self.current_within_s, name=prefix)
+        sent = time.monotonic()
         self._snapshot = self._load()
         self._dispatcher = Dispatcher(prefix)
-        self._start_watch(self._snapshot.epoch + 1)
+        self._start_watch()
         if self._target is not None:
             self._catch_up()
+        if self._target is None or self._tracked_revisions() == self._target:
+            self._confirmer.confirmed(sent)  # the read at connect, once held, confirms
+        self._confirmer.start()
 
     def _catch_up(self, timeout_s: float = 5.0) -> None:
         """Wait until the replay has reached the records read at connect (the last deletes)."""
@@ -166,6 +202,7 @@ class Store:
             except BackendError:
                 newest = revision  # history compacted: label the current records with `now`
         self._records = {r.key: r for r in records}
+        self._applied = newest
         # Wait at connect for the replay of deletes that a past read shows (else it is async).
         target = {r.key: r.mod_revision for r in now}
         past = {r.key: r.mod_revision for r in records}
@@ -173,6 +210,15 @@ class Store:
         return self._build(newest)
 
     def _build(self, epoch: int, previous: Snapshot | None = None) -> Snapshot:
+        snapshot = self._build_snapshot(epoch, previous)
+        ttls = [m.ttl_s for m in snapshot.members.values()]
+        within = min(ttls) / 2 if ttls else _DEFAULT_WITHIN_S
+        if within < self._default_within_s:
+            self._confirmer.reschedule()
+        self._default_within_s = within
+        return snapshot
+
+    def _build_snapshot(self, epoch: int, previous: Snapshot | None) -> Snapshot:
         members: dict[str, MemberInfo] = {}
         table: Placement | None = None
         for key, record in self._records.items():
@@ -194,15 +240,35 @@ class Store:
             self._decoded[record.key] = cached
         return cached[1]
 
-    def _start_watch(self, start_revision: int) -> None:
-        self._watch = self._backend.watch(
-            self._prefix, start_revision, self._on_events, self._on_watch_error
-        )
+    def _start_watch(self, *, replacing: WatchHandle | None = None) -> None:
+        """Watch from the next epoch; calls from any earlier watch are dropped from now on."""
+        with self._watch_lock:
+            self._generation += 1
+            generation = self._generation
+
+            def on_events(events: Sequence[Event]) -> None:
+                if generation == self._generation:
+                    self._on_events(events)
+
+            def on_error(error: Exception) -> None:
+                if generation == self._generation:
+                    self._on_watch_error(error)
+
+            self._watch = self._backend.watch(
+                self._prefix,
+                self._snapshot.epoch + 1,
+                on_events,
+                on_error,
+                replacing=replacing,
+            )
 
     def _on_events(self, events: Sequence[Event]) -> None:
         with self._lock:
             relevant = [e for e in events if self._relevant(e.key)]
             revision = events[0].revision
+            if revision > self._applied:
+                self._applied = revision
+                self._lock.notify_all()
             if self._closed or revision <= self._snapshot.epoch or not relevant:
                 return
             for event in relevant:
@@ -234,7 +300,7 @@ class Store:
             try:
                 if _compacted(self._watch_error):
                     self._reload()
-                self._start_watch(self._snapshot.epoch + 1)
+                self._start_watch(replacing=self._watch)
                 return
             except Exception as error:  # any failure: try again; a store never stops following
                 self._watch_error = error
@@ -251,11 +317,61 @@ class Store:
             if revision <= self._snapshot.epoch:
                 return
             self._records = {r.key: r for r in records if self._relevant(r.key)}
+            self._applied = max(self._applied, revision)
             old = self._snapshot
             self._snapshot = self._build(revision, old)
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
         self._watch_error = None
+
+    # -- currency --------------------------------------------------------------------------------
+
+    def current_within_s(self) -> float:
+        """The seconds after its last confirmation that this store still counts as current.
+
+        The `current_within_s` given to :func:`connect`, else half the smallest ``ttl_s`` among
+        the latest snapshot's members, or 5 s when it has none.
+        """
+        return self._within_s if self._within_s is not None else self._default_within_s
+
+    def is_current(self) -> bool:
+        """Whether this store's last confirmation was sent within ``current_within_s()``."""
+        return not self._closed and self._confirmer.current()
+
+    def wait_current(self, *, timeout_s: float = 10.0) -> bool:
+        """Block until this store is confirmed current; return whether it was in time."""
+        return self._confirmer.wait_current(timeout_s)
+
+    def confirmed_age_s(self) -> float:
+        """Seconds since the read that last confirmed this store current was sent."""
+        return self._confirmer.age_s()
+
+    def _tracked_revisions(self) -> dict[str, int]:
+        return {key: record.mod_revision for key, record in self._records.items()}
+
+    def read_revisions(self, timeout_s: float) -> tuple[int, dict[str, int]]:
+        """Read the followed keys' mod revisions from the service (for the confirmer)."""
+        revision, found = self._backend.read_revisions(self._prefix, timeout_s=timeout_s)
+        return revision, {key: rev for key, rev in found.items() if self._relevant(key)}
+
+    def holds(self, revision: int, found: dict[str, int], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until this store holds what the service held at `revision`.
+
+        It does once it has applied `revision` or the same records (a change under the
+        prefix that the ring does not follow moves the service's revision alone).
+        """
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: (
+                    self._closed or self._applied >= revision or self._tracked_revisions() == found
+                ),
+                timeout=timeout_s,
+            )
+
+    def rewatch(self) -> None:
+        """Open the watch again from the next epoch, on another endpoint (it went silent)."""
+        if not self._closed:
+            self._start_watch(replacing=self._watch)
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -405,6 +521,7 @@ class Store:
         for member in self._members:
             member.close()
         self._closed = True
+        self._confirmer.close()
         if self._watch is not None:
             self._watch.cancel()
         self._backend.close()
