@@ -126,19 +126,27 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         snapshot = store.snapshot()
         rows = status_rows(store, snapshot)
+        confirmed_s = store.confirmed_age_s()
     finally:
         store.close()
     if args.json:
         ring = {"nodes": [node.name for node in snapshot.ring.nodes]}
         print_json(
-            {"epoch": snapshot.epoch, "table": snapshot.table, "members": rows, "ring": ring}
+            {
+                "epoch": snapshot.epoch,
+                "table": snapshot.table,
+                "confirmed_age_s": confirmed_s,
+                "members": rows,
+                "ring": ring,
+            }
         )
         return 0
     if not rows:
-        print(f"epoch {snapshot.epoch}: no members")
+        print(f"epoch {snapshot.epoch}: no members; confirmed current {confirmed_s:.1f} s ago")
         return 0
     out = console()
     out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
+    print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
     return 0
 
 
