@@ -15,6 +15,7 @@ ring shows it active again, ``owns`` answers False: it never acts on ownership i
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import socket
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ringkit.errors import BackendError, ConfigError, DuplicateNodeError, RingkitError
 from ringkit.hashing import Key
 from ringkit.live.change import Change, MemberChange
+from ringkit.live.handoff import HANDOFFS, Handoff
 from ringkit.live.snapshot import MemberInfo, decode_member
 from ringkit.nodes import Node
 from ringkit.ring import HashRing, check_vnodes
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
     from ringkit.live.store import Store
 
 __all__ = ["Member", "choose_tokens"]
+
+_log = logging.getLogger("ringkit.live")
 
 
 def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int, ...]:
@@ -58,16 +62,34 @@ def _check_ttl(ttl_s: object) -> float:
     return float(ttl_s)
 
 
+def _check_handoff(handoff: object, replicas: object, release_timeout_s: object) -> None:
+    if handoff not in HANDOFFS:
+        raise ConfigError(f"handoff must be one of {', '.join(HANDOFFS)}, got {handoff!r}")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ConfigError(f"replicas must be an int >= 1, got {replicas!r}")
+    timeout = release_timeout_s
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < math.inf
+    ):
+        raise ConfigError(f"release_timeout_s must be a number > 0 or None, got {timeout!r}")
+
+
 class Member:
     """This process's membership of a live ring, made by ``store.join``.
 
-    Looking up: ``owns``, ``state``, ``info``. Following: ``on_change``. Changing state:
+    Looking up: ``owns``, ``state``, ``info``, ``handoff``, ``replicas``. Following:
+    ``on_change``. Changing state:
     ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit);
     ``abandon`` stops renewing without a word, as a crash does.
     """
 
-    def __init__(self, store: Store, info: MemberInfo) -> None:
+    def __init__(
+        self, store: Store, info: MemberInfo, *, replicas: int = 1, handoff: Handoff | None = None
+    ) -> None:
         self._store, self._info = store, info
+        self._replicas, self._handoff = replicas, handoff
         self._lock = threading.RLock()
         self._deadline = 0.0  # monotonic time by which the lease surely still holds
         self._mod_revision = 0
@@ -91,17 +113,37 @@ class Member:
         ready: bool,
         vnodes: int,
         allocate: bool,
+        handoff: str = "default",
+        replicas: int = 1,
+        release_timeout_s: float | None = None,
     ) -> Member:
         """Register a member (see ``Store.join``)."""
         node = Node(name, weight=weight, zone=zone)
         ttl = _check_ttl(ttl_s)
+        _check_handoff(handoff, replicas, release_timeout_s)
         ring = store.snapshot().ring if allocate else None
         tokens = choose_tokens(node, vnodes=vnodes, ring=ring)
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         state = "active" if ready else "joining"
         info = MemberInfo(name, state, zone, float(weight), data, tokens, ttl, 0, holder)
-        member = cls(store, info)
-        member._register()
+        member = cls(store, info, replicas=replicas)
+        if handoff == "exclusive":
+            member._handoff = Handoff(
+                store,
+                name,
+                replicas=replicas,
+                release_timeout_s=ttl if release_timeout_s is None else float(release_timeout_s),
+                give_up=member._give_up,
+            )
+            # Subscribed before the record exists: the change that adds it is reported too.
+            member._subscriptions.append(store.subscribe(member._handoff.relay))
+        store._members.append(member)
+        try:
+            member._register()
+        except BaseException:
+            store._members.remove(member)
+            member.close()
+            raise
         member._heartbeat = threading.Thread(target=member._beat, name=f"ringkit-live-{name}")
         member._heartbeat.daemon = True
         member._heartbeat.start()
@@ -118,6 +160,13 @@ class Member:
         started = time.monotonic()
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
+        if self._handoff is not None:
+            try:  # the mark first: a store that sees the record has seen the mark
+                self._handoff.start(lease)
+            except BaseException:
+                with contextlib.suppress(BackendError):
+                    backend.revoke(lease)
+                raise
         ok, record = backend.create(self._store.member_key(info.name), info.encode(), lease)
         if not ok and record.lease != lease:
             backend.revoke(lease)
@@ -196,28 +245,65 @@ class Member:
             return "dropped"
         return seen.state
 
-    def owns(self, key: Key, *, replicas: int = 1) -> bool:
+    @property
+    def handoff(self) -> str:
+        """``default`` or ``exclusive`` (see ``Store.join``)."""
+        return "default" if self._handoff is None else "exclusive"
+
+    @property
+    def replicas(self) -> int:
+        """The copies per key this member was joined with (``owns``' default)."""
+        return self._replicas
+
+    def _check_replicas(self, replicas: int | None) -> int:
+        if replicas is None:
+            return self._replicas
+        if self._handoff is not None and replicas != self._replicas:
+            raise ConfigError(
+                f"replicas of an exclusive member must be the {self._replicas} it joined with, "
+                f"got {replicas!r}; join another member for another count"
+            )
+        return replicas
+
+    def owns(self, key: Key, *, replicas: int | None = None) -> bool:
         """Return whether this member is among `key`'s first `replicas` distinct nodes.
 
         False whenever the member cannot be sure: not active in the latest snapshot, its
         lease may have run out (no renewal confirmed within its TTL), or its store has not been
-        confirmed current within ``store.current_within_s()``. Runtime: O(log T).
+        confirmed current within ``store.current_within_s()``. An exclusive member also needs
+        every other exclusive member to have released the epoch it gained `key` at.
+        `replicas` defaults to the count the member joined with. Runtime: O(log T), times the
+        epochs not yet released for an exclusive member.
+
+        :raises ConfigError: for an exclusive member asked with another `replicas`
         """
+        count = self._check_replicas(replicas)
         if not self._current():
             return False
-        ring = self._store.snapshot().ring
-        return self.name in ring.nodes_for(key, replicas)
+        snapshot = self._store.snapshot()
+        if self._handoff is not None:
+            return self._handoff.owns(key, snapshot)
+        return self.name in snapshot.ring.nodes_for(key, count)
 
     # -- following -------------------------------------------------------------------------------
 
     def on_change(
-        self, callback: Callable[[MemberChange], None], *, replicas: int = 1
-    ) -> Subscription:
+        self, callback: Callable[[MemberChange], None], *, replicas: int | None = None
+    ) -> Subscription | None:
         """Call `callback` with the arcs this member gained and lost, at every epoch that moves any.
 
         The arcs are ``diff(old.ring, new.ring, replicas=replicas).gained(name)`` / ``.lost``,
-        as owner or replica; called on the store's dispatcher thread, in epoch order.
+        as owner or replica; called on the store's dispatcher thread, in epoch order. For an
+        exclusive member, lost arcs come when the epoch is applied and gained arcs once they
+        are owned (never wait in the callback for ownership: the release waits for it);
+        returns None then, the member's closing ends the calls.
+
+        :raises ConfigError: for an exclusive member asked with another `replicas`
         """
+        replicas = self._check_replicas(replicas)
+        if self._handoff is not None:
+            self._handoff.subscribe(callback)
+            return None
 
         def relay(change: Change) -> None:
             names = {node.name for node in change.old.ring.nodes}
@@ -276,6 +362,8 @@ class Member:
             return
         epoch = self._set_state("leaving")
         self._store.wait_delivered(epoch, timeout_s=timeout_s)
+        if self._handoff is not None:
+            self._handoff.leave_mark(epoch)  # gainers need not wait for the revoke
         self.close()
 
     def close(self) -> None:
@@ -284,6 +372,8 @@ class Member:
             return
         self._closed = True
         self._wake.set()
+        if self._handoff is not None:
+            self._handoff.stop()
         for subscription in self._subscriptions:
             subscription.cancel()
         with contextlib.suppress(BackendError):  # else the lease runs out by itself
@@ -299,9 +389,23 @@ class Member:
         """
         self._closed = True
         self._wake.set()
+        if self._handoff is not None:
+            self._handoff.stop()
         for subscription in self._subscriptions:
             subscription.cancel()
         self._heartbeat = None
+
+    def _marks_changed(self) -> None:
+        if self._handoff is not None and not self._closed:
+            self._handoff.marks_changed()
+
+    def _give_up(self, reason: str) -> None:
+        """Stop for good: revoke the lease so that gainers need not wait for its TTL."""
+        if self._closed:
+            return
+        _log.warning("member %s gives up its lease: %s; join again", self.name, reason)
+        self.error = BackendError(f"member {self.name!r} gave up its lease: {reason}")
+        self.close()
 
     def __enter__(self) -> Member:
         return self

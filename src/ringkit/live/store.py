@@ -16,6 +16,7 @@ reorders them. asyncio users iterate ``store.changes()``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import math
 import threading
@@ -34,6 +35,7 @@ from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
 from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
+from ringkit.live.handoff import MARKS_FOLDER, ReleaseMarks
 from ringkit.live.member import Member
 from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
 from ringkit.live.urls import parse_store_url
@@ -45,6 +47,8 @@ _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
 #: How long a store with no members counts as current after a confirmation.
 _DEFAULT_WITHIN_S = 5.0
+#: Snapshots kept for exclusive members: the rings since the last epoch every member released.
+_HISTORY = 256
 
 
 def _compacted(error: BaseException | None) -> bool:
@@ -131,6 +135,11 @@ class Store:
         self._backend, self._prefix, self._url = backend, prefix, url
         self._members_prefix = prefix + "members/"
         self._table_key = prefix + "table"
+        self._marks_prefix = prefix + MARKS_FOLDER
+        self._marks = ReleaseMarks()
+        self._marks_version = 0
+        self._history: collections.deque[Snapshot] = collections.deque(maxlen=_HISTORY)
+        self._blind_until = 0.0  # monotonic: departures this store did not see end here
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
         self._closed = False
@@ -147,7 +156,8 @@ class Store:
         self._confirmer = Confirmer(self, self.current_within_s, name=prefix)
         sent = time.monotonic()
         self._snapshot = self._load()
-        self._dispatcher = Dispatcher(prefix)
+        self._history.append(self._snapshot)
+        self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
         self._start_watch()
         if self._target is not None:
             self._catch_up()
@@ -185,6 +195,7 @@ class Store:
     def _load(self) -> Snapshot:
         """Read the records at the revision of the newest one: an exact, past epoch."""
         revision, records = self._backend.get_prefix(self._prefix)
+        self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
         records = now = [r for r in records if self._relevant(r.key)]
         newest = max((r.mod_revision for r in records), default=0)
         if newest < revision:
@@ -268,6 +279,9 @@ class Store:
             revision = events[0].revision
             if revision > self._applied:
                 self._applied = revision
+                marks = [e for e in events if e.key.startswith(self._marks_prefix)]
+                if marks and self._marks.apply(marks):
+                    self._marks_changed()
                 self._lock.notify_all()
             if self._closed or revision <= self._snapshot.epoch or not relevant:
                 return
@@ -283,6 +297,7 @@ class Store:
                     self._decoded.pop(event.key, None)
             old = self._snapshot
             self._snapshot = self._build(revision, old)
+            self._history.append(self._snapshot)
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
 
@@ -317,9 +332,14 @@ class Store:
             if revision <= self._snapshot.epoch:
                 return
             self._records = {r.key: r for r in records if self._relevant(r.key)}
+            self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
             self._applied = max(self._applied, revision)
             old = self._snapshot
             self._snapshot = self._build(revision, old)
+            self._history.append(self._snapshot)
+            # Members may have left in the history this store skipped: an exclusive gainer
+            # cannot know their owners stopped, so it waits out the longest lease.
+            self.blind_for(self.longest_ttl_s())
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
         self._watch_error = None
@@ -372,6 +392,60 @@ class Store:
         """Open the watch again from the next epoch, on another endpoint (it went silent)."""
         if not self._closed:
             self._start_watch(replacing=self._watch)
+
+    # -- exclusive handoff -----------------------------------------------------------------------
+
+    def mark_key(self, name: str) -> str:
+        """Return the key of member `name`'s release mark."""
+        return self._marks_prefix + name
+
+    def _marks_changed(self) -> None:
+        self._marks_version += 1
+        for member in list(self._members):
+            member._marks_changed()
+
+    def marks_version(self) -> int:
+        """A counter that moves whenever a release mark this store follows changes."""
+        return self._marks_version
+
+    def settled_epoch(self, name: str) -> int:
+        """The highest epoch every other exclusive member has released (see ``handoff``).
+
+        The latest epoch when no other member keeps a release mark. Members in the default
+        mode keep none and are not waited for.
+        """
+        with self._lock:
+            snapshot = self._snapshot
+            return self._marks.settled(snapshot.epoch, snapshot.members, excluding=name)
+
+    def history_since(self, epoch: int) -> list[Snapshot] | None:
+        """The snapshots this store held from `epoch` on: the one holding `epoch`, and later.
+
+        None when that one is older than the history kept.
+        """
+        with self._lock:
+            history = list(self._history)
+        for index in range(len(history) - 1, -1, -1):
+            if history[index].epoch <= epoch:
+                return history[index:]
+        return None
+
+    def longest_ttl_s(self) -> float:
+        """The longest ``ttl_s`` among the latest snapshot's members (0 when none)."""
+        return max((m.ttl_s for m in self._snapshot.members.values()), default=0.0)
+
+    def blind_for(self, seconds: float) -> None:
+        """Make exclusive members own nothing newly for `seconds` (unseen departures)."""
+        self._blind_until = max(self._blind_until, time.monotonic() + seconds)
+
+    def blind_s(self) -> float:
+        """Seconds left of a wait for departures this store did not see (0: none)."""
+        return max(0.0, self._blind_until - time.monotonic())
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The thread that calls subscribers (members hook their release marks on it)."""
+        return self._dispatcher
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -464,6 +538,9 @@ class Store:
         ready: bool = True,
         vnodes: int = 160,
         allocate: bool = False,
+        handoff: str = "default",
+        replicas: int = 1,
+        release_timeout_s: float | None = None,
     ) -> Member:
         """Register member `name` under a lease kept alive in the background; return it.
 
@@ -471,8 +548,15 @@ class Store:
         with `allocate` as ``allocate_tokens`` places them against the current ring. It is
         ``active`` at once, or ``joining`` until ``member.ready()`` when `ready` is False.
 
+        `handoff` ``"exclusive"`` (:mod:`ringkit.live.handoff`) makes the member own an arc it
+        gained only once every other exclusive member has released the epoch, so at most
+        `replicas` members answer ``owns(key)`` True at any instant; `replicas` is then fixed
+        for ``owns`` and ``on_change``. A member whose release stays pending (or whose store is
+        not current) for `release_timeout_s` (default `ttl_s`) revokes its lease and stops.
+
         :raises DuplicateNodeError: when a live member holds the name (until its lease ends)
-        :raises ConfigError: for a bad name, weight, zone, `ttl_s` or `vnodes`
+        :raises ConfigError: for a bad name, weight, zone, `ttl_s`, `vnodes`, `handoff`,
+            `replicas` or `release_timeout_s`
         :raises BackendError: when the service cannot be reached
         """
         member = Member.join(
@@ -485,8 +569,10 @@ class Store:
             ready=ready,
             vnodes=vnodes,
             allocate=allocate,
+            handoff=handoff,
+            replicas=replicas,
+            release_timeout_s=release_timeout_s,
         )
-        self._members.append(member)
         return member
 
     # -- controllers -----------------------------------------------------------------------------
