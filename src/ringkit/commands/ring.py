@@ -159,6 +159,7 @@ def run_status(args: argparse.Namespace) -> int:
     try:
         snapshot = store.snapshot()
         rows = status_rows(store, snapshot)
+        confirmed_s = store.confirmed_age_s()
     finally:
         store.close()
     if args.json:
@@ -168,6 +169,7 @@ def run_status(args: argparse.Namespace) -> int:
             {
                 "epoch": snapshot.epoch,
                 "table": snapshot.table,
+                "confirmed_age_s": confirmed_s,
                 "members": rows,
                 "ring": ring,
                 "skipped": skipped,
@@ -175,14 +177,14 @@ def run_status(args: argparse.Namespace) -> int:
         )
         return 0
     if not rows:
-        print(f"epoch {snapshot.epoch}: no members")
+        print(f"epoch {snapshot.epoch}: no members; confirmed current {confirmed_s:.1f} s ago")
     else:
         out = console()
         out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
+        print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
     if snapshot.skipped:
-        print(
-            f"{len(snapshot.skipped)} records skipped (not valid; the ring goes on without them):"
-        )
+        count = len(snapshot.skipped)
+        print(f"{count} records skipped (not valid; the ring goes on without them):")
         for record in snapshot.skipped:
             print(f"  {record.key}: {record.reason}")
     return 0

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ringkit.errors import BackendError, ConfigError
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, WatchHandle
 from ringkit.live.urls import StoreURL
 
 __all__ = ["EtcdBackend"]
@@ -29,6 +29,24 @@ RPC_TIMEOUT_S = 2.0
 CALL_DEADLINE_S = 6.0
 #: How soon an endpoint that failed is tried again (pyetcd's default is 300 s).
 ENDPOINT_RETRY_S = 0.5
+#: gRPC keepalive: etcd answers a client that pings more often than its
+#: ``--grpc-keepalive-min-time`` (5 s by default) with GOAWAY, and refuses pings on a channel
+#: without a call; a ping that is not answered within the timeout closes the channel, which
+#: breaks its calls and the watch on it (a member that stopped answering is then left).
+KEEPALIVE_TIME_S = 5.0
+KEEPALIVE_TIMEOUT_S = 2.0
+#: Metadata that asks etcd to cancel a watch when its member loses the leader, as etcd's own
+#: ``clientv3.WithRequireLeader`` does (a member cut off from the quorum holds no news).
+REQUIRE_LEADER = ("hasleader", "true")
+
+
+def _channel_options() -> list[tuple[str, int]]:
+    return [
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_S * 1000)),
+        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+        ("grpc.keepalive_permit_without_calls", 0),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
 
 
 def _import_client() -> Any:
@@ -116,13 +134,24 @@ def _token_expired(error: BaseException) -> bool:
 
 
 class _Watch:
-    def __init__(self, backend: EtcdBackend, watch_id: int) -> None:
-        self._backend, self._id = backend, watch_id
+    """A watch on one endpoint's stream; once cancelled, its callbacks are dropped."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.watch_id: int | None = None
+        self.watcher: Any = None
+        self.endpoint = ""
+        self.cancelled = False
 
     def cancel(self) -> None:
-        # The stream may be gone already: then there is nothing to cancel.
-        with contextlib.suppress(Exception):
-            self._backend._client.cancel_watch(self._id)
+        self.cancelled = True
+        # NOTE: only a stream still in use is told: pyetcd's request queue of a stream it let
+        # go (after a failover) is read by no one, and a put there can block for good.
+        watcher, watch_id = self.watcher, self.watch_id
+        if watcher is None or watch_id is None or self._client._stubs.get("watcher") is not watcher:
+            return
+        with contextlib.suppress(Exception):  # the stream may be gone already
+            watcher.cancel(watch_id)
 
 
 class EtcdBackend:
@@ -142,7 +171,12 @@ class EtcdBackend:
         credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
             pyetcd.Endpoint(
-                host, port, secure=url.tls, creds=credentials, time_retry=ENDPOINT_RETRY_S
+                host,
+                port,
+                secure=url.tls,
+                creds=credentials,
+                time_retry=ENDPOINT_RETRY_S,
+                opts=_channel_options(),
             )
             for host, port in url.endpoints
         ]
@@ -154,6 +188,8 @@ class EtcdBackend:
                 password=url.password,
                 failover=True,
             )
+            # The URL's first endpoint first (pyetcd picks one at random), as etcdctl does.
+            self._client._current_endpoint_label = endpoints[0].netloc
         except self._errors as error:
             if self._transient(error):
                 raise self._unreachable(error) from error
@@ -166,7 +202,20 @@ class EtcdBackend:
             # travels as "token" metadata on every call, which is what etcd reads.
             self._client.call_credentials = None
         self._tx = self._client.transactions
+        self._client.get_watcher = self._leader_watcher
         self._call(lambda: self._client.status())  # fail now, not at the first join
+
+    def _leader_watcher(self) -> Any:
+        """pyetcd's watcher for the current endpoint, its stream asking for a leader."""
+        from pyetcd import etcdrpc, watch
+
+        client = self._client
+        return watch.Watcher(
+            etcdrpc.WatchStub(client.channel),
+            timeout=client.timeout,
+            call_credentials=client.call_credentials,
+            metadata=(*(client.metadata or ()), REQUIRE_LEADER),
+        )
 
     def describe(self) -> str:
         hosts = ", ".join(f"{host}:{port}" for host, port in self._url.endpoints)
@@ -255,11 +304,47 @@ class EtcdBackend:
     def cluster_id(self) -> int:
         return self._cluster_id
 
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        from pyetcd import etcdrpc, utils
+
+        client = self._client
+        request = etcdrpc.RangeRequest(
+            key=prefix.encode(),
+            range_end=utils.prefix_range_end(prefix.encode()),
+            keys_only=True,
+            serializable=False,  # linearizable: answered only with the leader's agreement
+        )
+        for renewed in (False, True):
+            try:
+                response = client.kvstub.Range(
+                    request,
+                    timeout_s,
+                    credentials=client.call_credentials,
+                    metadata=client.metadata,
+                )
+                break
+            except self._errors as error:
+                if self._url.user and not renewed and _token_expired(error):
+                    self._renew_token()
+                    continue
+                if self._transient(error) and len(client.endpoints) > 1:
+                    # The next read goes to the next endpoint that has not failed lately.
+                    client.endpoint_in_use.fail()
+                    client._clear_old_stubs()
+                raise BackendError(
+                    f"{self.describe()} did not confirm the ring within {timeout_s:g} s: "
+                    f"{_details(error)}"
+                ) from error
+        self._cluster_id = int(response.header.cluster_id)
+        found = {kv.key.decode(): int(kv.mod_revision) for kv in response.kvs}
+        return int(response.header.revision), found
+
     def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         put = self._tx.put(key, value, lease=lease or None)
+        compares = compare if isinstance(compare, list) else [compare]
         ok, responses = self._call(
             lambda: self._client.transaction(
-                compare=[compare], success=[put], failure=[self._tx.get(key)]
+                compare=compares, success=[put], failure=[self._tx.get(key)]
             )
         )
         if ok:
@@ -273,6 +358,16 @@ class EtcdBackend:
 
     def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         return self._txn(self._tx.create(key) == 0, key, value, lease)
+
+    def create_unless_changed(
+        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+    ) -> tuple[bool, Record]:
+        from pyetcd import utils
+
+        # A compare over a key range holds when it holds for every key in it (etcd's Txn).
+        end = utils.prefix_range_end(prefix.encode())
+        unchanged = self._tx.mod(prefix.encode(), range_end=end) < revision + 1
+        return self._txn([self._tx.create(key) == 0, unchanged], key, value, lease)
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         return self._txn(self._tx.mod(key) == mod_revision, key, value, lease)
@@ -313,14 +408,19 @@ class EtcdBackend:
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> _Watch:
-        failed = [False]
+        handle = _Watch(self._client)
+        if isinstance(replacing, _Watch):
+            replacing.cancel()
+            self._leave_endpoint(replacing.endpoint)
 
         def callback(response: Any) -> None:
-            if failed[0]:
+            if handle.cancelled:
                 return
             if isinstance(response, Exception) or not hasattr(response, "events"):
-                failed[0] = True
+                handle.cancelled = True
                 on_error(response if isinstance(response, Exception) else RuntimeError("closed"))
                 return
             batch: list[Event] = []
@@ -338,6 +438,8 @@ class EtcdBackend:
 
         def create() -> int:
             try:
+                watcher = self._client.watcher
+                handle.endpoint = self._client._current_endpoint_label
                 watch_id: int = self._client.add_watch_prefix_callback(
                     prefix, callback, start_revision=max(1, start_revision)
                 )
@@ -346,9 +448,18 @@ class EtcdBackend:
                 # create that stream may be wedged, so the retry must open a fresh one.
                 self._client._clear_old_stubs()
                 raise
+            handle.watcher = watcher
             return watch_id
 
-        return _Watch(self, self._call(create))
+        handle.watch_id = self._call(create)
+        return handle
+
+    def _leave_endpoint(self, endpoint: str) -> None:
+        """Move the client off `endpoint` (a silent watch was there) when there is another."""
+        client = self._client
+        if len(client.endpoints) > 1 and client._current_endpoint_label == endpoint:
+            client.endpoint_in_use.fail()
+            client._clear_old_stubs()
 
     def close(self) -> None:
         with contextlib.suppress(*self._errors):  # closing a channel that already failed

@@ -16,13 +16,16 @@ reorders them. asyncio users iterate ``store.changes()``.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ringkit.errors import (
+    BackendError,
     ConfigError,
     UnknownNodeError,
     ViewConflictError,
@@ -30,7 +33,9 @@ from ringkit.errors import (
 )
 from ringkit.live.backend import Backend, Event, Record, WatchHandle
 from ringkit.live.change import Change
+from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
+from ringkit.live.handoff import MARKS_FOLDER, ReleaseMarks
 from ringkit.live.member import Member
 from ringkit.live.records import decode_member_record, decode_table_record
 from ringkit.live.restore import BASE_KEY, decode_base, raise_base, restore_reason
@@ -42,6 +47,10 @@ __all__ = ["Store", "connect", "open_store_backend"]
 
 _log = logging.getLogger("ringkit.live")
 _RESUME_DELAY_S = 0.1
+#: How long a store with no members counts as current after a confirmation.
+_DEFAULT_WITHIN_S = 5.0
+#: Snapshots kept for exclusive members: the rings since the last epoch every member released.
+_HISTORY = 256
 
 
 def _compacted(error: BaseException | None) -> bool:
@@ -76,37 +85,64 @@ def open_store_backend(url: str) -> tuple[Backend, str]:
     return EtcdBackend(parsed), parsed.prefix
 
 
-def connect(url: str) -> Store:
+def connect(url: str, *, current_within_s: float | None = None) -> Store:
     """Connect to the live ring at `url` and return its :class:`Store`.
 
     ``etcd://h1:2379,h2:2379/PREFIX`` (``etcds://`` for TLS, ``user:password@`` for auth) or
-    ``memory://NAME`` (shared by the threads of this process).
+    ``memory://NAME`` (shared by the threads of this process). The store confirms that it is
+    current at least every `current_within_s` / 2 (:mod:`ringkit.live.currency`); members'
+    ``owns`` is False once it has not been confirmed for `current_within_s`. By default that
+    is half the smallest ``ttl_s`` among the ring's members, or 5 s when it has none.
 
     >>> store = connect("memory://connect-doctest")
     >>> store.snapshot().epoch, len(store.snapshot().ring)
     (0, 0)
     >>> store.close()
 
-    :raises ConfigError: for a malformed URL
+    :raises ConfigError: for a malformed URL or a `current_within_s` that is not > 0
     :raises BackendError: when etcd cannot be reached within a few seconds (the message names
         the hosts and the cause)
     """
+    within = _check_within(current_within_s)
     backend, prefix = open_store_backend(url)
-    return Store(backend, prefix, url)
+    return Store(backend, prefix, url, current_within_s=within)
+
+
+def _check_within(value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"current_within_s must be a number > 0 or None, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"current_within_s must be finite, got {value!r}")
+    return float(value)
 
 
 class Store:
     """A live ring as this process sees it: snapshots, changes, members, published tables.
 
     Reading: ``snapshot``, ``wait_for``. Following: ``subscribe``, ``changes`` (async).
+    Currency: ``is_current``, ``confirmed_age_s``, ``current_within_s``.
     Taking part: ``join``. Controllers: ``publish``. ``close`` (also a context manager).
     """
 
-    def __init__(self, backend: Backend, prefix: str, url: str = "") -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        prefix: str,
+        url: str = "",
+        *,
+        current_within_s: float | None = None,
+    ) -> None:
         self._backend, self._prefix, self._url = backend, prefix, url
         self._members_prefix = prefix + "members/"
         self._table_key = prefix + "table"
         self._base_key = prefix + BASE_KEY
+        self._marks_prefix = prefix + MARKS_FOLDER
+        self._marks = ReleaseMarks()
+        self._marks_version = 0
+        self._history: collections.deque[Snapshot] = collections.deque(maxlen=_HISTORY)
+        self._blind_until = 0.0  # monotonic: departures this store did not see end here
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
         self._closed = False
@@ -117,9 +153,20 @@ class Store:
         self._watch_error: BaseException | None = None
         self._cluster_id = 0
         self._recovering = threading.Lock()
+        self._recoveries = 0
+        self._watch_lock = threading.Lock()
+        self._generation = 0
+        self._applied = 0  # the highest revision applied (the watch delivers in order)
+        self._within_s = _check_within(current_within_s)
+        self._default_within_s = _DEFAULT_WITHIN_S
+        self._confirmer = Confirmer(self, self.current_within_s, name=prefix)
+        sent = time.monotonic()
         self._snapshot = self._load()
-        self._dispatcher = Dispatcher(prefix)
-        self._start_watch(self._snapshot.revision + 1)
+        self._history.append(self._snapshot)
+        self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
+        self._start_watch()
+        self._confirmer.confirmed(sent)  # the read at connect is the current state: confirms
+        self._confirmer.start()
 
     @property
     def backend(self) -> Backend:
@@ -141,9 +188,10 @@ class Store:
         return key.startswith(self._members_prefix) or key in (self._table_key, self._base_key)
 
     def _read(self) -> tuple[int, list[Record]]:
-        """Read the records under the prefix now; note the cluster that answered."""
+        """Read the records under the prefix now (release marks too); note the cluster."""
         revision, records = self._backend.get_prefix(self._prefix)
         self._cluster_id = self._backend.cluster_id()
+        self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
         return revision, [r for r in records if self._relevant(r.key)]
 
     def _load(self) -> Snapshot:
@@ -155,6 +203,7 @@ class Store:
         """
         revision, records = self._read()
         self._records = {r.key: r for r in records}
+        self._applied = revision
         return self._build(revision)
 
     def _base(self) -> int:
@@ -174,6 +223,15 @@ class Store:
             )
 
     def _build(self, revision: int, previous: Snapshot | None = None) -> Snapshot:
+        snapshot = self._build_snapshot(revision, previous)
+        ttls = [m.ttl_s for m in snapshot.members.values()]
+        within = min(ttls) / 2 if ttls else _DEFAULT_WITHIN_S
+        if within < self._default_within_s:
+            self._confirmer.reschedule()
+        self._default_within_s = within
+        return snapshot
+
+    def _build_snapshot(self, revision: int, previous: Snapshot | None) -> Snapshot:
         members: dict[str, MemberInfo] = {}
         table: Placement | None = None
         skipped: list[SkippedRecord] = []
@@ -217,10 +275,27 @@ class Store:
             self._decoded[record.key] = cached
         return cached[1]
 
-    def _start_watch(self, start_revision: int) -> None:
-        self._watch = self._backend.watch(
-            self._prefix, start_revision, self._on_events, self._on_watch_error
-        )
+    def _start_watch(self, *, replacing: WatchHandle | None = None) -> None:
+        """Watch from the next revision; calls from any earlier watch are dropped from now on."""
+        with self._watch_lock:
+            self._generation += 1
+            generation = self._generation
+
+            def on_events(events: Sequence[Event]) -> None:
+                if generation == self._generation:
+                    self._on_events(events)
+
+            def on_error(error: Exception) -> None:
+                if generation == self._generation:
+                    self._on_watch_error(error)
+
+            self._watch = self._backend.watch(
+                self._prefix,
+                self._snapshot.revision + 1,
+                on_events,
+                on_error,
+                replacing=replacing,
+            )
 
     def _on_events(self, events: Sequence[Event]) -> None:
         # Called by the etcd client, which swallows exceptions: one here must not end the
@@ -234,6 +309,12 @@ class Store:
         with self._lock:
             relevant = [e for e in events if self._relevant(e.key)]
             revision = events[0].revision
+            if revision > self._applied:
+                self._applied = revision
+                marks = [e for e in events if e.key.startswith(self._marks_prefix)]
+                if marks and self._marks.apply(marks):
+                    self._marks_changed()
+                self._lock.notify_all()
             if self._closed or revision <= self._snapshot.revision or not relevant:
                 return
             for event in relevant:
@@ -252,6 +333,7 @@ class Store:
                 self._recover_soon(f"the epoch base fell at revision {revision}")
                 return
             self._snapshot = new
+            self._history.append(new)
             self._lock.notify_all()
         self._dispatcher.put(Change(old, new))
 
@@ -274,36 +356,57 @@ class Store:
             try:
                 if _compacted(self._watch_error):
                     self._reload()
-                self._check_restored()
-                self._start_watch(self._snapshot.revision + 1)
+                if not self._check_restored():
+                    self._start_watch(replacing=self._watch)
                 self._watch_error = None
                 return
             except Exception as error:  # any failure: try again; a store never stops following
                 self._watch_error = error
                 _log.info("resuming the watch failed: %r", error)
 
-    def _check_restored(self) -> None:
-        """Recover when etcd no longer holds the history up to this store's revision."""
+    def _check_restored(self) -> bool:
+        """Recover when etcd no longer holds the history up to this store's revision.
+
+        Return whether it did (the recovery opens the watch again itself).
+        """
         with self._lock:
             revision, records = self._snapshot.revision, dict(self._records)
+            seen = self._recoveries
         reason = restore_reason(self._backend, self._prefix, revision, records, self._relevant)
         if reason is None and self._cluster_id and self._backend.cluster_id() != self._cluster_id:
             reason = f"the cluster id changed from {self._cluster_id:x}"
-        if reason is not None:
-            self._recover(reason)
+        if reason is None:
+            return False
+        self._recover(reason, seen=seen)
+        return True
 
     def _recover_soon(self, reason: str) -> None:
-        threading.Thread(
-            target=self._recover, args=(reason,), name="ringkit-live-recover", daemon=True
-        ).start()
+        """Recover on another thread (the caller holds the lock or is the etcd client's)."""
+        seen = self._recoveries
 
-    def _recover(self, reason: str) -> None:
+        def run() -> None:
+            while not self._closed:
+                try:
+                    self._recover(reason, seen=seen)
+                    return
+                except Exception as error:  # etcd away: try again until closed
+                    _log.info("recovering from the restore failed: %r", error)
+                    time.sleep(_RESUME_DELAY_S)
+
+        threading.Thread(target=run, name="ringkit-live-recover", daemon=True).start()
+
+    def _recover(self, reason: str, *, seen: int | None = None) -> None:
         """Raise the epoch base above every epoch held, then start from the current records.
 
         Subscribers are told of one change, from the last epoch before the restore to the
-        first after it. Runs on one thread at a time.
+        first after it; the watch is opened again from the new revision. Exclusive members
+        wait out the longest lease before owning anew (departures in the lost history were
+        not seen). Runs on one thread at a time; `seen`, the count of recoveries when the
+        restore was detected, makes a second detection of the same restore a no-op.
         """
         with self._recovering:
+            if self._closed or (seen is not None and seen != self._recoveries):
+                return
             _log.warning(
                 "etcd at %s was restored or replaced (%s); raising the epoch base above %d",
                 self._backend.describe(),
@@ -316,14 +419,20 @@ class Store:
                 with self._lock:
                     self._records = {r.key: r for r in records}
                     self._decoded.clear()
+                    self._applied = revision
                     old = self._snapshot
                     new = self._build(revision, old)
                     if new.epoch <= old.epoch:
                         continue  # someone lowered the base between our write and read
                     self._snapshot = new
+                    self._history.append(new)
+                    self.blind_for(self.longest_ttl_s())
+                    self._recoveries += 1
                     self._lock.notify_all()
                 break
             self._dispatcher.put(Change(old, new))
+            if not self._closed:
+                self._start_watch(replacing=self._watch)
 
     def _reload(self) -> None:
         """Start again from the current records when etcd compacted the history we needed.
@@ -331,18 +440,136 @@ class Store:
         The records are labelled with the current revision: a new epoch, later than every one
         this process has seen, holding the true state at that revision.
         """
+        seen = self._recoveries
         revision, records = self._read()
         if revision < self._snapshot.revision:
-            self._recover(f"etcd is at revision {revision}, below the store's")
+            self._recover(f"etcd is at revision {revision}, below the store's", seen=seen)
             return
         with self._lock:
             if revision <= self._snapshot.revision:
                 return
             self._records = {r.key: r for r in records}
+            self._applied = max(self._applied, revision)
             old = self._snapshot
             self._snapshot = self._build(revision, old)
+            self._history.append(self._snapshot)
+            # Members may have left in the history this store skipped: an exclusive gainer
+            # cannot know their owners stopped, so it waits out the longest lease.
+            self.blind_for(self.longest_ttl_s())
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
+
+    # -- currency --------------------------------------------------------------------------------
+
+    def current_within_s(self) -> float:
+        """The seconds after its last confirmation that this store still counts as current.
+
+        The `current_within_s` given to :func:`connect`, else half the smallest ``ttl_s`` among
+        the latest snapshot's members, or 5 s when it has none.
+        """
+        return self._within_s if self._within_s is not None else self._default_within_s
+
+    def is_current(self) -> bool:
+        """Whether this store's last confirmation was sent within ``current_within_s()``."""
+        return not self._closed and self._confirmer.current()
+
+    def wait_current(self, *, timeout_s: float = 10.0) -> bool:
+        """Block until this store is confirmed current; return whether it was in time."""
+        return self._confirmer.wait_current(timeout_s)
+
+    def confirmed_age_s(self) -> float:
+        """Seconds since the read that last confirmed this store current was sent."""
+        return self._confirmer.age_s()
+
+    def _tracked_revisions(self) -> dict[str, int]:
+        return {key: record.mod_revision for key, record in self._records.items()}
+
+    def read_revisions(self, timeout_s: float) -> tuple[int, dict[str, int]]:
+        """Read the followed keys' mod revisions from the service (for the confirmer)."""
+        revision, found = self._backend.read_revisions(self._prefix, timeout_s=timeout_s)
+        cluster = self._backend.cluster_id()
+        if revision < self._applied or (self._cluster_id and cluster != self._cluster_id):
+            # etcd was restored or replaced under this store (see live.restore).
+            self._recover_soon(f"etcd answered at revision {revision} (cluster {cluster:x})")
+            raise BackendError(
+                f"{self._backend.describe()} must be the cluster this store followed, at "
+                f"revision {self._applied} or later, to confirm the ring; got revision "
+                f"{revision} (restored?)"
+            )
+        return revision, {key: rev for key, rev in found.items() if self._relevant(key)}
+
+    def holds(self, revision: int, found: dict[str, int], timeout_s: float) -> bool:
+        """Wait up to `timeout_s` until this store holds what the service held at `revision`.
+
+        It does once it has applied `revision` or the same records (a change under the
+        prefix that the ring does not follow moves the service's revision alone).
+        """
+        with self._lock:
+            return self._lock.wait_for(
+                lambda: (
+                    self._closed or self._applied >= revision or self._tracked_revisions() == found
+                ),
+                timeout=timeout_s,
+            )
+
+    def rewatch(self) -> None:
+        """Open the watch again from the next epoch, on another endpoint (it went silent)."""
+        if not self._closed and not self._check_restored():
+            self._start_watch(replacing=self._watch)
+
+    # -- exclusive handoff -----------------------------------------------------------------------
+
+    def mark_key(self, name: str) -> str:
+        """Return the key of member `name`'s release mark."""
+        return self._marks_prefix + name
+
+    def _marks_changed(self) -> None:
+        self._marks_version += 1
+        for member in list(self._members):
+            member._marks_changed()
+
+    def marks_version(self) -> int:
+        """A counter that moves whenever a release mark this store follows changes."""
+        return self._marks_version
+
+    def settled_epoch(self, name: str) -> int:
+        """The highest epoch every other exclusive member has released (see ``handoff``).
+
+        The latest epoch when no other member keeps a release mark. Members in the default
+        mode keep none and are not waited for.
+        """
+        with self._lock:
+            snapshot = self._snapshot
+            return self._marks.settled(snapshot.epoch, snapshot.members, excluding=name)
+
+    def history_since(self, epoch: int) -> list[Snapshot] | None:
+        """The snapshots this store held from `epoch` on: the one holding `epoch`, and later.
+
+        None when that one is older than the history kept.
+        """
+        with self._lock:
+            history = list(self._history)
+        for index in range(len(history) - 1, -1, -1):
+            if history[index].epoch <= epoch:
+                return history[index:]
+        return None
+
+    def longest_ttl_s(self) -> float:
+        """The longest ``ttl_s`` among the latest snapshot's members (0 when none)."""
+        return max((m.ttl_s for m in self._snapshot.members.values()), default=0.0)
+
+    def blind_for(self, seconds: float) -> None:
+        """Make exclusive members own nothing newly for `seconds` (unseen departures)."""
+        self._blind_until = max(self._blind_until, time.monotonic() + seconds)
+
+    def blind_s(self) -> float:
+        """Seconds left of a wait for departures this store did not see (0: none)."""
+        return max(0.0, self._blind_until - time.monotonic())
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """The thread that calls subscribers (members hook their release marks on it)."""
+        return self._dispatcher
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -435,6 +662,9 @@ class Store:
         ready: bool = True,
         vnodes: int = 160,
         allocate: bool = False,
+        handoff: str = "default",
+        replicas: int = 1,
+        release_timeout_s: float | None = None,
     ) -> Member:
         """Register member `name` under a lease kept alive in the background; return it.
 
@@ -442,8 +672,15 @@ class Store:
         with `allocate` as ``allocate_tokens`` places them against the current ring. It is
         ``active`` at once, or ``joining`` until ``member.ready()`` when `ready` is False.
 
+        `handoff` ``"exclusive"`` (:mod:`ringkit.live.handoff`) makes the member own an arc it
+        gained only once every other exclusive member has released the epoch, so at most
+        `replicas` members answer ``owns(key)`` True at any instant; `replicas` is then fixed
+        for ``owns`` and ``on_change``. A member whose release stays pending (or whose store is
+        not current) for `release_timeout_s` (default `ttl_s`) revokes its lease and stops.
+
         :raises DuplicateNodeError: when a live member holds the name (until its lease ends)
-        :raises ConfigError: for a bad name, weight, zone, `ttl_s` or `vnodes`
+        :raises ConfigError: for a bad name, weight, zone, `ttl_s`, `vnodes`, `handoff`,
+            `replicas` or `release_timeout_s`
         :raises BackendError: when the service cannot be reached
         """
         member = Member.join(
@@ -456,8 +693,10 @@ class Store:
             ready=ready,
             vnodes=vnodes,
             allocate=allocate,
+            handoff=handoff,
+            replicas=replicas,
+            release_timeout_s=release_timeout_s,
         )
-        self._members.append(member)
         return member
 
     # -- controllers -----------------------------------------------------------------------------
@@ -493,6 +732,7 @@ class Store:
         for member in self._members:
             member.close()
         self._closed = True
+        self._confirmer.close()
         if self._watch is not None:
             self._watch.cancel()
         self._backend.close()
