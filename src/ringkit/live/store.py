@@ -665,6 +665,7 @@ class Store:
         handoff: str = "default",
         replicas: int = 1,
         release_timeout_s: float | None = None,
+        wait_s: float = 0.0,
     ) -> Member:
         """Register member `name` under a lease kept alive in the background; return it.
 
@@ -678,9 +679,14 @@ class Store:
         for ``owns`` and ``on_change``. A member whose release stays pending (or whose store is
         not current) for `release_timeout_s` (default `ttl_s`) revokes its lease and stops.
 
+        With `wait_s`, a name still held by another lease (a crashed process restarted by its
+        supervisor within the TTL) is waited for, up to `wait_s` seconds, until that lease
+        ends; by default the join is refused at once.
+
         :raises DuplicateNodeError: when a live member holds the name (until its lease ends)
+            beyond `wait_s`
         :raises ConfigError: for a bad name, weight, zone, `ttl_s`, `vnodes`, `handoff`,
-            `replicas` or `release_timeout_s`
+            `replicas`, `release_timeout_s` or `wait_s`
         :raises BackendError: when the service cannot be reached
         """
         member = Member.join(
@@ -696,6 +702,7 @@ class Store:
             handoff=handoff,
             replicas=replicas,
             release_timeout_s=release_timeout_s,
+            wait_s=wait_s,
         )
         return member
 
