@@ -10,9 +10,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ringkit.live
-from ringkit.live import Store
+from ringkit.errors import ConfigError
+from ringkit.live import Snapshot, Store
+from ringkit.live.records import decode_member_record
 from ringkit.live.snapshot import MemberInfo
 
 pytestmark = pytest.mark.timeout(60)
@@ -144,3 +148,63 @@ def test_a_new_store_starts_from_the_current_members_not_history(store_url: str)
         fresh.wait_delivered(snap.epoch)
         assert [sorted(c.new.members) for c in changes] == [["d"]]
         d.close()
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_fields = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.sampled_from(["a", "b"]) | _json,
+        "state": st.sampled_from(["joining", "active", "leaving"]) | _json,
+        "zone": st.sampled_from([None, "z1"]) | _json,
+        "weight": st.floats(min_value=0.1, max_value=10) | _json,
+        "data": _json,
+        "tokens": st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=6) | _json,
+        "ttl_s": st.floats(min_value=1, max_value=60) | _json,
+        "holder": st.text(max_size=4) | _json,
+    },
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(records=st.lists(_fields | st.binary(max_size=40).map(lambda raw: {"raw": raw}), max_size=3))
+def test_any_record_is_decoded_or_skipped_and_the_ring_always_builds(
+    records: list[dict[str, object]],
+) -> None:
+    """Whatever bytes sit under members/, decoding refuses with ConfigError or the ring builds."""
+    members: dict[str, MemberInfo] = {}
+    for index, fields in enumerate(records):
+        key = f"/p/members/{'ab'[index % 2]}{index}"
+        raw = fields.get("raw")
+        value = raw if isinstance(raw, bytes) else json.dumps(fields).encode()
+        try:
+            info = decode_member_record(key, value, 0, "/p/members/")
+        except ConfigError:
+            continue
+        assert info.name == key.rsplit("/", 1)[1]
+        members[info.name] = info
+    snapshot = Snapshot.build(1, members, None)
+    assert set(snapshot.active) <= set(members)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    tokens=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8, unique=True),
+    weight=st.floats(min_value=0.01, max_value=100),
+    zone=st.sampled_from([None, "z1"]),
+)
+def test_a_record_ringkit_writes_is_read_back_exactly(
+    tokens: list[int], weight: float, zone: str | None
+) -> None:
+    info = MemberInfo("w1", "active", zone, weight, {"k": [1]}, tuple(sorted(tokens)), 5.0, 9, "h")
+    assert decode_member_record("/p/members/w1", info.encode(), 9, "/p/members/") == info
