@@ -144,3 +144,28 @@ def test_bad_handoff_options_are_refused(options: dict[str, object], message: st
     with pytest.raises(ConfigError, match=message):
         store.join("a", ttl_s=5, **options)  # type: ignore[arg-type]
     store.close()
+
+
+@pytest.mark.parametrize("handoff", ["default", "exclusive"])
+def test_fencing_tokens_grow_from_one_owner_to_the_next(store_url: str, handoff: str) -> None:
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff=handoff)
+        first = {key: a.fencing_token(key) for key in KEYS}
+        join_epoch = store_a.snapshot().epoch
+        assert set(first.values()) == {join_epoch}
+        b = store_b.join("b", ttl_s=5, handoff=handoff)
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        wait_until(lambda: all(b.owns(key) for key in moved))
+        wait_until(lambda: not any(a.owns(key) for key in moved))
+        second = {key: b.fencing_token(key) for key in moved}
+        assert all(a.fencing_token(key) is None for key in moved)
+        assert all(token is not None and token > join_epoch for token in second.values())
+        kept = [key for key in KEYS if key not in moved]
+        assert all(a.fencing_token(key) == join_epoch for key in kept)  # uninterrupted
+        b.leave()
+        wait_until(lambda: all(a.owns(key) for key in moved))
+        for key in moved:
+            token = a.fencing_token(key)
+            assert token is not None and token > second[key]
+        assert all(b.fencing_token(key) is None for key in KEYS)
+        a.close()

@@ -140,6 +140,8 @@ class Store:
         self._marks_version = 0
         self._history: collections.deque[Snapshot] = collections.deque(maxlen=_HISTORY)
         self._blind_until = 0.0  # monotonic: departures this store did not see end here
+        self._breaks: set[int] = set()  # epochs whose snapshot does not follow the one before
+        self._resumed_epoch = 0  # the epoch at which the store last became current again
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
         self._closed = False
@@ -153,7 +155,9 @@ class Store:
         self._applied = 0  # the highest revision applied (the watch delivers in order)
         self._within_s = _check_within(current_within_s)
         self._default_within_s = _DEFAULT_WITHIN_S
-        self._confirmer = Confirmer(self, self.current_within_s, name=prefix)
+        self._confirmer = Confirmer(
+            self, self.current_within_s, name=prefix, on_resume=self._resumed
+        )
         sent = time.monotonic()
         self._snapshot = self._load()
         self._history.append(self._snapshot)
@@ -337,6 +341,7 @@ class Store:
             old = self._snapshot
             self._snapshot = self._build(revision, old)
             self._history.append(self._snapshot)
+            self._breaks.add(revision)
             # Members may have left in the history this store skipped: an exclusive gainer
             # cannot know their owners stopped, so it waits out the longest lease.
             self.blind_for(self.longest_ttl_s())
@@ -429,6 +434,18 @@ class Store:
             if history[index].epoch <= epoch:
                 return history[index:]
         return None
+
+    def history(self) -> tuple[list[Snapshot], set[int]]:
+        """The snapshots kept (oldest first) and the epochs where the history is broken."""
+        with self._lock:
+            return list(self._history), set(self._breaks)
+
+    def _resumed(self) -> None:
+        self._resumed_epoch = self._snapshot.epoch
+
+    def resumed_epoch(self) -> int:
+        """The epoch this store held when it last became current after a lapse."""
+        return self._resumed_epoch
 
     def longest_ttl_s(self) -> float:
         """The longest ``ttl_s`` among the latest snapshot's members (0 when none)."""
