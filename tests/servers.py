@@ -38,6 +38,7 @@ __all__ = [
     "redis_server",
     "require_binary",
     "require_library",
+    "restart_etcd_member",
     "serve",
     "sigstop",
     "stop",
@@ -362,3 +363,21 @@ def etcd_server(extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
     """Run a one-member etcd on free loopback ports for the duration of the block."""
     with etcd_cluster(1, extra) as cluster:
         yield cluster
+
+
+def restart_etcd_member(cluster: EtcdCluster, index: int = 0, *, empty: bool = False) -> None:
+    """SIGKILL etcd member `index` and start it again with the same flags.
+
+    With `empty`, its data dir is deleted first: the member comes back as an etcd restored
+    from nothing (revision 1, same cluster id), as after a restore onto a fresh machine.
+    """
+    process = cluster.processes[index]
+    process.kill()
+    process.wait()
+    command = cluster.commands[index]
+    if empty:
+        shutil.rmtree(command[command.index("--data-dir") + 1], ignore_errors=True)
+    cluster.processes[index] = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _wait_healthy(cluster.client_ports[index], cluster.processes[index])

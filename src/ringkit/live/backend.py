@@ -67,6 +67,10 @@ class Backend(Protocol):
         """
         ...
 
+    def cluster_id(self) -> int:
+        """Return the id of the cluster that answered the last read (0 when unknown)."""
+        ...
+
     def grant(self, ttl_s: float) -> tuple[int, float]:
         """Grant a lease of at least `ttl_s` seconds; return (its id, the TTL granted)."""
         ...

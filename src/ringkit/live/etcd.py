@@ -59,16 +59,30 @@ def _import_client() -> Any:
     return pyetcd
 
 
+#: A PEM file larger than this is not a certificate or key (``?ca=/dev/zero`` would never end).
+_MAX_PEM_BYTES = 1 << 20
+_PEM_MARKERS = {"ca": b"-----BEGIN CERTIFICATE-----", "cert": b"-----BEGIN CERTIFICATE-----",
+                "key": b"PRIVATE KEY-----"}  # fmt: skip
+
+
 def _read_file(url: StoreURL, what: str, path: str | None) -> bytes | None:
+    """Read the PEM file `path` of the URL's `what` (ca, cert, key), checked to be one."""
     if path is None:
         return None
     try:
         with open(path, "rb") as file:
-            return file.read()
+            data = file.read(_MAX_PEM_BYTES + 1)
     except OSError as error:
         raise ConfigError(
             f"etcds:// {what} file must be readable, got {path!r}: {error.strerror or error}"
         ) from error
+    kind = "private key" if what == "key" else "certificate"
+    if len(data) > _MAX_PEM_BYTES or _PEM_MARKERS[what] not in data:
+        raise ConfigError(
+            f"etcds:// {what} file must be a PEM {kind}, got {path!r} "
+            f"({'over 1 MiB' if len(data) > _MAX_PEM_BYTES else 'no PEM ' + kind + ' in it'})"
+        )
+    return data
 
 
 def _tls_credentials(grpc: Any, url: StoreURL) -> Any:
@@ -84,6 +98,34 @@ def _details(error: BaseException) -> str:
     """The server's own words for a gRPC error, else the error's text."""
     details = getattr(error, "details", None)
     return str(details() if callable(details) else error) or type(error).__name__
+
+
+#: What gRPC's TLS says, and what it means to the person who wrote the URL.
+_TLS_CAUSES = (
+    ("CERTIFICATE_VERIFY_FAILED", "etcd's certificate is not signed by a CA this client trusts "
+     "(unknown CA); pass ?ca=PATH, the CA that signed it"),
+    ("Hostname Verification", "etcd's certificate does not name the host in the URL (name "
+     "mismatch); use a host name or IP address its subjectAltName lists"),
+    ("Peer name", "etcd's certificate does not name the host in the URL (name mismatch); use "
+     "a host name or IP address its subjectAltName lists"),
+    ("TSI_DATA_CORRUPTED", "etcd refused the client certificate (or its absence); pass "
+     "cert=PATH&key=PATH signed by a CA in etcd's --trusted-ca-file"),
+    ("CERTIFICATE_REQUIRED", "etcd requires a client certificate; pass cert=PATH&key=PATH"),
+    ("BAD_CERTIFICATE", "etcd refused the client certificate; pass cert=PATH&key=PATH "
+     "signed by a CA in etcd's --trusted-ca-file"),
+)  # fmt: skip
+
+
+def _tls_cause(error: BaseException | None) -> str | None:
+    """The cause of a failed TLS handshake, read from gRPC's error (or the one it replaced)."""
+    seen = 0
+    while error is not None and seen < 5:
+        text = _details(error)
+        for marker, cause in _TLS_CAUSES:
+            if marker in text:
+                return cause
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def _token_expired(error: BaseException) -> bool:
@@ -124,6 +166,7 @@ class EtcdBackend:
         import grpc
 
         self._url = url
+        self._cluster_id = 0
         self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
         credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
@@ -193,6 +236,7 @@ class EtcdBackend:
         """
         deadline = time.monotonic() + CALL_DEADLINE_S
         renewed = False
+        tls_failures = 0
         while True:
             try:
                 return function()
@@ -204,6 +248,13 @@ class EtcdBackend:
                 if not self._transient(error):
                     raise BackendError(
                         f"{self.describe()} refused the call: {_details(error)}"
+                    ) from error
+                cause = _tls_cause(error) if self._url.tls else None
+                tls_failures += cause is not None
+                # Every endpoint refused the handshake: retrying will not change a certificate.
+                if cause is not None and tls_failures >= len(self._url.endpoints):
+                    raise BackendError(
+                        f"{self.describe()} is unreachable over TLS: {cause}"
                     ) from error
                 if time.monotonic() >= deadline:
                     raise self._unreachable(error) from error
@@ -243,6 +294,7 @@ class EtcdBackend:
     def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
         options = {"revision": revision} if revision else {}
         response = self._call(lambda: self._client.get_prefix_response(prefix, **options))
+        self._cluster_id = int(response.header.cluster_id)
         records = [
             Record(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision, kv.lease)
             for kv in response.kvs
@@ -282,6 +334,9 @@ class EtcdBackend:
                 ) from error
         found = {kv.key.decode(): int(kv.mod_revision) for kv in response.kvs}
         return int(response.header.revision), found
+
+    def cluster_id(self) -> int:
+        return self._cluster_id
 
     def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         put = self._tx.put(key, value, lease=lease or None)

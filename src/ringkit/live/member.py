@@ -149,7 +149,11 @@ class Member:
         member._heartbeat.daemon = True
         member._heartbeat.start()
         # Return once this process's snapshot shows the member (owns() is then meaningful).
-        store.wait_for(lambda s: s.epoch >= member._mod_revision)
+        try:
+            store.wait_for(lambda s: s.revision >= member._mod_revision)
+        except BaseException:
+            member.close()  # a join that fails leaves no record behind it under a live lease
+            raise
         store.wait_current(timeout_s=member._info.ttl_s)
         return member
 
@@ -161,14 +165,15 @@ class Member:
         started = time.monotonic()
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
-        if self._handoff is not None:
-            try:  # the mark first: a store that sees the record has seen the mark
+        try:
+            if self._handoff is not None:
+                # The mark first: a store that sees the record has seen the mark.
                 self._handoff.start(lease)
-            except BaseException:
-                with contextlib.suppress(BackendError):
-                    backend.revoke(lease)
-                raise
-        ok, record = backend.create(self._store.member_key(info.name), info.encode(), lease)
+            ok, record = backend.create(self._store.member_key(info.name), info.encode(), lease)
+        except BaseException:
+            with contextlib.suppress(BackendError):  # else it ends by itself after its TTL
+                backend.revoke(lease)
+            raise
         if not ok and record.lease != lease:
             backend.revoke(lease)
             left = backend.time_to_live(record.lease) if record.lease else math.inf
@@ -361,7 +366,7 @@ class Member:
     # -- changing state --------------------------------------------------------------------------
 
     def _set_state(self, state: str) -> int:
-        """Write this member's record with `state`; return the epoch of the write."""
+        """Write this member's record with `state`; return the revision of the write."""
         with self._lock:
             info = replace(self._info, state=state)
             ok, record = self._store.backend.swap(
@@ -378,8 +383,8 @@ class Member:
     def ready(self) -> None:
         """Move from ``joining`` to ``active``: the member enters the ring."""
         if self._info.state == "joining":
-            epoch = self._set_state("active")
-            self._store.wait_for(lambda s: s.epoch >= epoch)
+            revision = self._set_state("active")
+            self._store.wait_for(lambda s: s.revision >= revision)
 
     def leave(self, *, timeout_s: float = 10.0) -> None:
         """Leave gracefully: ``leaving`` (out of the ring), hand over, then drop the lease.
@@ -389,10 +394,14 @@ class Member:
         """
         if self._closed:
             return
-        epoch = self._set_state("leaving")
-        self._store.wait_delivered(epoch, timeout_s=timeout_s)
-        if self._handoff is not None:
-            self._handoff.leave_mark(epoch)  # gainers need not wait for the revoke
+        revision = self._set_state("leaving")
+        try:
+            snap = self._store.wait_for(lambda s: s.revision >= revision, timeout_s=timeout_s)
+            self._store.wait_delivered(snap.epoch, timeout_s=timeout_s)
+            if self._handoff is not None:
+                self._handoff.leave_mark(snap.epoch)  # gainers need not wait for the revoke
+        except TimeoutError:
+            pass  # the handoff could not be confirmed in time: leave anyway
         self.close()
 
     def close(self) -> None:

@@ -106,6 +106,9 @@ class MemoryBackend:
             found = {k: r.mod_revision for k, r in self._keys.items() if k.startswith(prefix)}
             return self._revision, found
 
+    def cluster_id(self) -> int:
+        return 0  # one process's service is never restored or replaced
+
     def _write(self, key: str, value: bytes, lease: int) -> Record:
         """Put `key` at the next revision (the lock is held)."""
         self._revision += 1

@@ -25,7 +25,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from ringkit.errors import (
-    BackendError,
     ConfigError,
     UnknownNodeError,
     ViewConflictError,
@@ -37,8 +36,10 @@ from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.handoff import MARKS_FOLDER, ReleaseMarks
 from ringkit.live.member import Member
-from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member, decode_table, encode_table
-from ringkit.live.urls import parse_store_url
+from ringkit.live.records import decode_member_record, decode_table_record
+from ringkit.live.restore import BASE_KEY, decode_base, raise_base, restore_reason
+from ringkit.live.snapshot import MemberInfo, SkippedRecord, Snapshot, encode_table
+from ringkit.live.urls import parse_store_url, redacted
 from ringkit.placement import Placement
 
 __all__ = ["Store", "connect", "open_store_backend"]
@@ -135,6 +136,7 @@ class Store:
         self._backend, self._prefix, self._url = backend, prefix, url
         self._members_prefix = prefix + "members/"
         self._table_key = prefix + "table"
+        self._base_key = prefix + BASE_KEY
         self._marks_prefix = prefix + MARKS_FOLDER
         self._marks = ReleaseMarks()
         self._marks_version = 0
@@ -146,10 +148,12 @@ class Store:
         self._records: dict[str, Record] = {}
         self._closed = False
         self._watch: WatchHandle | None = None
-        self._target: dict[str, int] | None = None
         self._members: list[Member] = []
-        self._decoded: dict[str, tuple[int, MemberInfo]] = {}
+        self._decoded: dict[str, tuple[int, MemberInfo | Placement | ConfigError]] = {}
+        self._logged: set[tuple[str, int]] = set()
         self._watch_error: BaseException | None = None
+        self._cluster_id = 0
+        self._recovering = threading.Lock()
         self._watch_lock = threading.Lock()
         self._generation = 0
         self._applied = 0  # the highest revision applied (the watch delivers in order)
@@ -163,19 +167,8 @@ class Store:
         self._history.append(self._snapshot)
         self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
         self._start_watch()
-        if self._target is not None:
-            self._catch_up()
-        if self._target is None or self._tracked_revisions() == self._target:
-            self._confirmer.confirmed(sent)  # the read at connect, once held, confirms
+        self._confirmer.confirmed(sent)  # the read at connect is current as of its sending
         self._confirmer.start()
-
-    def _catch_up(self, timeout_s: float = 5.0) -> None:
-        """Wait until the replay has reached the records read at connect (the last deletes)."""
-        with self._lock:
-            self._lock.wait_for(
-                lambda: {k: r.mod_revision for k, r in self._records.items()} == self._target,
-                timeout=timeout_s,
-            )
 
     @property
     def backend(self) -> Backend:
@@ -194,38 +187,48 @@ class Store:
     # -- following the service -------------------------------------------------------------------
 
     def _relevant(self, key: str) -> bool:
-        return key.startswith(self._members_prefix) or key == self._table_key
+        return key.startswith(self._members_prefix) or key in (self._table_key, self._base_key)
+
+    def _read(self) -> tuple[int, list[Record]]:
+        """Read the records under the prefix now; note the cluster that answered.
+
+        The release marks read with them are taken as they are (they only grow).
+        """
+        revision, records = self._backend.get_prefix(self._prefix)
+        self._cluster_id = self._backend.cluster_id()
+        self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
+        self._applied = revision
+        return revision, [r for r in records if self._relevant(r.key)]
 
     def _load(self) -> Snapshot:
-        """Read the records at the revision of the newest one: an exact, past epoch."""
-        revision, records = self._backend.get_prefix(self._prefix)
-        self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
-        records = now = [r for r in records if self._relevant(r.key)]
-        newest = max((r.mod_revision for r in records), default=0)
-        if newest < revision:
-            # Changes after `newest` (deletes) are replayed by the watch, in order.
-            try:
-                records = (
-                    [
-                        r
-                        for r in self._backend.get_prefix(self._prefix, newest)[1]
-                        if self._relevant(r.key)
-                    ]
-                    if newest
-                    else []
-                )
-            except BackendError:
-                newest = revision  # history compacted: label the current records with `now`
-        self._records = {r.key: r for r in records}
-        self._applied = newest
-        # Wait at connect for the replay of deletes that a past read shows (else it is async).
-        target = {r.key: r.mod_revision for r in now}
-        past = {r.key: r.mod_revision for r in records}
-        self._target = target if target != past else None
-        return self._build(newest)
+        """Start from the current records, labelled with the revision of the read.
 
-    def _build(self, epoch: int, previous: Snapshot | None = None) -> Snapshot:
-        snapshot = self._build_snapshot(epoch, previous)
+        Never from replayed history: a process that connects after members left is not told
+        of their old changes, and ``wait_for`` sees only the members there now (the same
+        ring every process that applied the changes up to that revision holds).
+        """
+        revision, records = self._read()
+        self._records = {r.key: r for r in records}
+        return self._build(revision)
+
+    def _base(self) -> int:
+        record = self._records.get(self._base_key)
+        try:
+            return decode_base(record)
+        except ConfigError as error:
+            self._skip(record, str(error))  # type: ignore[arg-type]
+            return 0
+
+    def _skip(self, record: Record, reason: str) -> None:
+        """Log a skipped record once per write of it (every store skips the same ones)."""
+        if (record.key, record.mod_revision) not in self._logged:
+            self._logged.add((record.key, record.mod_revision))
+            _log.warning(
+                "skipping record %s (revision %d): %s", record.key, record.mod_revision, reason
+            )
+
+    def _build(self, revision: int, previous: Snapshot | None = None) -> Snapshot:
+        snapshot = self._build_snapshot(revision, previous)
         ttls = [m.ttl_s for m in snapshot.members.values()]
         within = min(ttls) / 2 if ttls else _DEFAULT_WITHIN_S
         if within < self._default_within_s:
@@ -233,30 +236,52 @@ class Store:
         self._default_within_s = within
         return snapshot
 
-    def _build_snapshot(self, epoch: int, previous: Snapshot | None) -> Snapshot:
+    def _build_snapshot(self, revision: int, previous: Snapshot | None) -> Snapshot:
         members: dict[str, MemberInfo] = {}
         table: Placement | None = None
-        for key, record in self._records.items():
-            try:
-                if key == self._table_key:
-                    table = decode_table(record.value)
-                else:
-                    info = self._decode(record)
-                    members[info.name] = info
-            except (ConfigError, ValueError) as error:
-                _log.warning("ignoring unreadable record %s: %s", key, error)
-        return Snapshot.build(epoch, members, table, previous)
+        skipped: list[SkippedRecord] = []
+        for key, record in sorted(self._records.items()):
+            if key == self._base_key:
+                continue
+            found = self._decode(record)
+            if isinstance(found, ConfigError):
+                self._skip(record, str(found))
+                skipped.append(SkippedRecord(key, record.mod_revision, str(found)))
+            elif isinstance(found, MemberInfo):
+                members[found.name] = found
+            else:
+                table = found
+        epoch = self._base() + revision
+        try:
+            return Snapshot.build(
+                epoch, members, table, previous, revision=revision, skipped=tuple(skipped)
+            )
+        except Exception:
+            # Valid records always build; should one not, rebuild from scratch (a pure
+            # function of the records) rather than from `previous`, which is this store's own.
+            _log.exception("deriving the ring at epoch %d failed; building it afresh", epoch)
+            return Snapshot.build(epoch, members, table, revision=revision, skipped=tuple(skipped))
 
-    def _decode(self, record: Record) -> MemberInfo:
-        """Decode a member record once per write (N watchers each decode every change)."""
+    def _decode(self, record: Record) -> MemberInfo | Placement | ConfigError:
+        """Decode a record once per write (N watchers each decode every change)."""
         cached = self._decoded.get(record.key)
         if cached is None or cached[0] != record.mod_revision:
-            cached = (record.mod_revision, decode_member(record.value, record.lease))
+            found: MemberInfo | Placement | ConfigError
+            try:
+                if record.key == self._table_key:
+                    found = decode_table_record(record.key, record.value)
+                else:
+                    found = decode_member_record(
+                        record.key, record.value, record.lease, self._members_prefix
+                    )
+            except ConfigError as error:
+                found = error
+            cached = (record.mod_revision, found)
             self._decoded[record.key] = cached
         return cached[1]
 
     def _start_watch(self, *, replacing: WatchHandle | None = None) -> None:
-        """Watch from the next epoch; calls from any earlier watch are dropped from now on."""
+        """Watch from the next revision; calls from any earlier watch are dropped from now on."""
         with self._watch_lock:
             self._generation += 1
             generation = self._generation
@@ -271,13 +296,21 @@ class Store:
 
             self._watch = self._backend.watch(
                 self._prefix,
-                self._snapshot.epoch + 1,
+                self._snapshot.revision + 1,
                 on_events,
                 on_error,
                 replacing=replacing,
             )
 
     def _on_events(self, events: Sequence[Event]) -> None:
+        # Called by the etcd client, which swallows exceptions: one here must not end the
+        # store's following, so it is logged and the next change rebuilds from the records.
+        try:
+            self._apply(events)
+        except Exception:
+            _log.exception("applying the changes at revision %d failed", events[0].revision)
+
+    def _apply(self, events: Sequence[Event]) -> None:
         with self._lock:
             relevant = [e for e in events if self._relevant(e.key)]
             revision = events[0].revision
@@ -287,23 +320,27 @@ class Store:
                 if marks and self._marks.apply(marks):
                     self._marks_changed()
                 self._lock.notify_all()
-            if self._closed or revision <= self._snapshot.epoch or not relevant:
+            if self._closed or revision <= self._snapshot.revision or not relevant:
                 return
             for event in relevant:
                 if event.kind == "delete":
                     self._records.pop(event.key, None)
+                    self._decoded.pop(event.key, None)
                 else:
                     self._records[event.key] = Record(
                         event.key, event.value, event.revision, 0, event.lease
                     )
-            for event in relevant:
-                if event.kind == "delete":
-                    self._decoded.pop(event.key, None)
             old = self._snapshot
-            self._snapshot = self._build(revision, old)
-            self._history.append(self._snapshot)
+            new = self._build(revision, old)
+            if new.epoch <= old.epoch:
+                # The base went down (deleted or lowered by hand): raise it again, as after a
+                # restore, rather than move this store backwards.
+                self._recover_soon(f"the epoch base fell at revision {revision}")
+                return
+            self._snapshot = new
+            self._history.append(new)
             self._lock.notify_all()
-        self._dispatcher.put(Change(old, self._snapshot))
+        self._dispatcher.put(Change(old, new))
 
     def _on_watch_error(self, error: Exception) -> None:
         if self._closed:
@@ -313,17 +350,68 @@ class Store:
         threading.Thread(target=self._resume, name="ringkit-live-resume", daemon=True).start()
 
     def _resume(self) -> None:
-        """Watch again from the next epoch, on whichever endpoint answers, until closed."""
+        """Watch again from the next revision, on whichever endpoint answers, until closed.
+
+        Before the watch is created again the store checks that etcd still has the history it
+        followed: a restored etcd would accept a watch from a revision it has not reached and
+        stay silent (see :mod:`ringkit.live.restore`).
+        """
         while not self._closed:
             time.sleep(_RESUME_DELAY_S)
             try:
                 if _compacted(self._watch_error):
                     self._reload()
+                self._check_restored()
                 self._start_watch(replacing=self._watch)
+                self._watch_error = None
                 return
             except Exception as error:  # any failure: try again; a store never stops following
                 self._watch_error = error
                 _log.info("resuming the watch failed: %r", error)
+
+    def _check_restored(self) -> None:
+        """Recover when etcd no longer holds the history up to this store's revision."""
+        with self._lock:
+            revision, records = self._snapshot.revision, dict(self._records)
+        reason = restore_reason(self._backend, self._prefix, revision, records, self._relevant)
+        if reason is None and self._cluster_id and self._backend.cluster_id() != self._cluster_id:
+            reason = f"the cluster id changed from {self._cluster_id:x}"
+        if reason is not None:
+            self._recover(reason)
+
+    def _recover_soon(self, reason: str) -> None:
+        threading.Thread(
+            target=self._recover, args=(reason,), name="ringkit-live-recover", daemon=True
+        ).start()
+
+    def _recover(self, reason: str) -> None:
+        """Raise the epoch base above every epoch held, then start from the current records.
+
+        Subscribers are told of one change, from the last epoch before the restore to the
+        first after it. Runs on one thread at a time.
+        """
+        with self._recovering:
+            _log.warning(
+                "etcd at %s was restored or replaced (%s); raising the epoch base above %d",
+                self._backend.describe(),
+                reason,
+                self._snapshot.epoch,
+            )
+            while True:
+                raise_base(self._backend, self._base_key, above_epoch=self._snapshot.epoch)
+                revision, records = self._read()
+                with self._lock:
+                    self._records = {r.key: r for r in records}
+                    self._decoded.clear()
+                    old = self._snapshot
+                    new = self._build(revision, old)
+                    if new.epoch <= old.epoch:
+                        continue  # someone lowered the base between our write and read
+                    self._snapshot = new
+                    self._jumped(new)
+                    self._lock.notify_all()
+                break
+            self._dispatcher.put(Change(old, new))
 
     def _reload(self) -> None:
         """Start again from the current records when etcd compacted the history we needed.
@@ -331,23 +419,29 @@ class Store:
         The records are labelled with the current revision: a new epoch, later than every one
         this process has seen, holding the true state at that revision.
         """
-        revision, records = self._backend.get_prefix(self._prefix)
+        revision, records = self._read()
+        if revision < self._snapshot.revision:
+            self._recover(f"etcd is at revision {revision}, below the store's")
+            return
         with self._lock:
-            if revision <= self._snapshot.epoch:
+            if revision <= self._snapshot.revision:
                 return
-            self._records = {r.key: r for r in records if self._relevant(r.key)}
-            self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
-            self._applied = max(self._applied, revision)
+            self._records = {r.key: r for r in records}
             old = self._snapshot
             self._snapshot = self._build(revision, old)
-            self._history.append(self._snapshot)
-            self._breaks.add(revision)
-            # Members may have left in the history this store skipped: an exclusive gainer
-            # cannot know their owners stopped, so it waits out the longest lease.
-            self.blind_for(self.longest_ttl_s())
+            self._jumped(self._snapshot)
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
-        self._watch_error = None
+
+    def _jumped(self, snapshot: Snapshot) -> None:
+        """Note a snapshot read afresh, not followed: changes in between went unseen.
+
+        Members may have left in that history: an exclusive gainer cannot know that their
+        owners stopped, so it waits out the longest lease; and fencing tokens start again.
+        """
+        self._history.append(snapshot)
+        self._breaks.add(snapshot.epoch)
+        self.blind_for(self.longest_ttl_s())
 
     # -- currency --------------------------------------------------------------------------------
 
@@ -385,6 +479,10 @@ class Store:
         It does once it has applied `revision` or the same records (a change under the
         prefix that the ring does not follow moves the service's revision alone).
         """
+        if revision < self._snapshot.revision:
+            if not self._recovering.locked():  # a restore: recovered once, not per read
+                self._recover_soon(f"etcd answered at revision {revision}, below the store's")
+            return False
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
@@ -394,7 +492,7 @@ class Store:
             )
 
     def rewatch(self) -> None:
-        """Open the watch again from the next epoch, on another endpoint (it went silent)."""
+        """Open the watch again from the next revision, on another endpoint (it went silent)."""
         if not self._closed:
             self._start_watch(replacing=self._watch)
 
@@ -605,15 +703,16 @@ class Store:
         :raises ConfigError: for a placement without a table form
         """
         value = encode_table(placement)
-        ok, record = self._backend.put_unless_newer(self._table_key, value, expect_epoch)
+        base = self._snapshot.epoch - self._snapshot.revision
+        ok, record = self._backend.put_unless_newer(self._table_key, value, expect_epoch - base)
         if not ok:
             raise ViewConflictError(
                 f"table must be unchanged since epoch {expect_epoch} to publish, got a table "
-                f"published at epoch {record.mod_revision} by another controller; read that "
-                "snapshot and plan again",
-                epoch=record.mod_revision,
+                f"published at epoch {base + record.mod_revision} by another controller; read "
+                "that snapshot and plan again",
+                epoch=base + record.mod_revision,
             )
-        return self.wait_for(lambda s: s.epoch >= record.mod_revision)
+        return self.wait_for(lambda s: s.revision >= record.mod_revision)
 
     # -- closing ---------------------------------------------------------------------------------
 
@@ -639,4 +738,5 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        return f"Store({self._url or self._backend.describe()!r}, epoch={self._snapshot.epoch})"
+        shown = redacted(self._url) if self._url else self._backend.describe()
+        return f"Store({shown!r}, epoch={self._snapshot.epoch})"
