@@ -177,11 +177,11 @@ def run_status(args: argparse.Namespace) -> int:
         )
         return 0
     if not rows:
-        print(f"epoch {snapshot.epoch}: no members; confirmed current {confirmed_s:.1f} s ago")
+        print(f"epoch {snapshot.epoch}: no members")
     else:
         out = console()
         out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
-        print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
+    print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
     if snapshot.skipped:
         count = len(snapshot.skipped)
         print(f"{count} records skipped (not valid; the ring goes on without them):")

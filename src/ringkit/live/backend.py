@@ -56,10 +56,6 @@ class Backend(Protocol):
         """Return (the store's revision, the records under `prefix`) now or at `revision`."""
         ...
 
-    def cluster_id(self) -> int:
-        """Return the id of the cluster that answered the last read (0 when unknown)."""
-        ...
-
     def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
         """Return (the store's revision, key → ``mod_revision`` under `prefix`), linearizably.
 
@@ -69,6 +65,10 @@ class Backend(Protocol):
 
         :raises BackendError: when the endpoint did not answer in time or refused
         """
+        ...
+
+    def cluster_id(self) -> int:
+        """Return the id of the cluster that answered the last read (0 when unknown)."""
         ...
 
     def grant(self, ttl_s: float) -> tuple[int, float]:

@@ -57,9 +57,14 @@ class Confirmer:
     """
 
     def __init__(
-        self, store: Confirmed, within_s: Callable[[], float], *, name: str = "store"
+        self,
+        store: Confirmed,
+        within_s: Callable[[], float],
+        *,
+        name: str = "store",
+        on_resume: Callable[[], None] = lambda: None,
     ) -> None:
-        self._store, self._within_s = store, within_s
+        self._store, self._within_s, self._on_resume = store, within_s, on_resume
         self._sent = -float("inf")  # monotonic send time of the last read that confirmed
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -75,6 +80,8 @@ class Confirmer:
     def confirmed(self, sent: float) -> None:
         """Record that what a read sent at monotonic time `sent` returned is held."""
         with self._confirmation:
+            if not self.current():
+                self._on_resume()  # a lapse ends: owners' fencing tokens start again
             if sent > self._sent:
                 self._sent = sent
             self._confirmation.notify_all()

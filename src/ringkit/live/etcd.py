@@ -301,9 +301,6 @@ class EtcdBackend:
         ]
         return int(response.header.revision), records
 
-    def cluster_id(self) -> int:
-        return self._cluster_id
-
     def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
         from pyetcd import etcdrpc, utils
 
@@ -338,6 +335,9 @@ class EtcdBackend:
         self._cluster_id = int(response.header.cluster_id)
         found = {kv.key.decode(): int(kv.mod_revision) for kv in response.kvs}
         return int(response.header.revision), found
+
+    def cluster_id(self) -> int:
+        return self._cluster_id
 
     def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         put = self._tx.put(key, value, lease=lease or None)

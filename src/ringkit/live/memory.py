@@ -101,13 +101,13 @@ class MemoryBackend:
                     )
             return self._revision, [state[k] for k in sorted(state)]
 
-    def cluster_id(self) -> int:
-        return 0  # one process's service is never restored or replaced
-
     def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
         with self._lock:
             found = {k: r.mod_revision for k, r in self._keys.items() if k.startswith(prefix)}
             return self._revision, found
+
+    def cluster_id(self) -> int:
+        return 0  # one process's service is never restored or replaced
 
     def _write(self, key: str, value: bytes, lease: int) -> Record:
         """Put `key` at the next revision (the lock is held)."""

@@ -143,6 +143,8 @@ class Store:
         self._marks_version = 0
         self._history: collections.deque[Snapshot] = collections.deque(maxlen=_HISTORY)
         self._blind_until = 0.0  # monotonic: departures this store did not see end here
+        self._breaks: set[int] = set()  # epochs whose snapshot does not follow the one before
+        self._resumed_epoch = 0  # the epoch at which the store last became current again
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
         self._closed = False
@@ -159,13 +161,15 @@ class Store:
         self._applied = 0  # the highest revision applied (the watch delivers in order)
         self._within_s = _check_within(current_within_s)
         self._default_within_s = _DEFAULT_WITHIN_S
-        self._confirmer = Confirmer(self, self.current_within_s, name=prefix)
+        self._confirmer = Confirmer(
+            self, self.current_within_s, name=prefix, on_resume=self._resumed
+        )
         sent = time.monotonic()
         self._snapshot = self._load()
         self._history.append(self._snapshot)
         self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
         self._start_watch()
-        self._confirmer.confirmed(sent)  # the read at connect is the current state: confirms
+        self._confirmer.confirmed(sent)  # the read at connect is current as of its sending
         self._confirmer.start()
 
     @property
@@ -188,10 +192,14 @@ class Store:
         return key.startswith(self._members_prefix) or key in (self._table_key, self._base_key)
 
     def _read(self) -> tuple[int, list[Record]]:
-        """Read the records under the prefix now (release marks too); note the cluster."""
+        """Read the records under the prefix now; note the cluster that answered.
+
+        The release marks read with them are taken as they are (they only grow).
+        """
         revision, records = self._backend.get_prefix(self._prefix)
         self._cluster_id = self._backend.cluster_id()
         self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
+        self._applied = revision
         return revision, [r for r in records if self._relevant(r.key)]
 
     def _load(self) -> Snapshot:
@@ -425,8 +433,7 @@ class Store:
                     if new.epoch <= old.epoch:
                         continue  # someone lowered the base between our write and read
                     self._snapshot = new
-                    self._history.append(new)
-                    self.blind_for(self.longest_ttl_s())
+                    self._jumped(new)
                     self._recoveries += 1
                     self._lock.notify_all()
                 break
@@ -449,15 +456,21 @@ class Store:
             if revision <= self._snapshot.revision:
                 return
             self._records = {r.key: r for r in records}
-            self._applied = max(self._applied, revision)
             old = self._snapshot
             self._snapshot = self._build(revision, old)
-            self._history.append(self._snapshot)
-            # Members may have left in the history this store skipped: an exclusive gainer
-            # cannot know their owners stopped, so it waits out the longest lease.
-            self.blind_for(self.longest_ttl_s())
+            self._jumped(self._snapshot)
             self._lock.notify_all()
         self._dispatcher.put(Change(old, self._snapshot))
+
+    def _jumped(self, snapshot: Snapshot) -> None:
+        """Note a snapshot read afresh, not followed: changes in between went unseen.
+
+        Members may have left in that history: an exclusive gainer cannot know that their
+        owners stopped, so it waits out the longest lease; and fencing tokens start again.
+        """
+        self._history.append(snapshot)
+        self._breaks.add(snapshot.epoch)
+        self.blind_for(self.longest_ttl_s())
 
     # -- currency --------------------------------------------------------------------------------
 
@@ -504,6 +517,10 @@ class Store:
         It does once it has applied `revision` or the same records (a change under the
         prefix that the ring does not follow moves the service's revision alone).
         """
+        if revision < self._snapshot.revision:
+            if not self._recovering.locked():  # a restore: recovered once, not per read
+                self._recover_soon(f"etcd answered at revision {revision}, below the store's")
+            return False
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
@@ -513,7 +530,7 @@ class Store:
             )
 
     def rewatch(self) -> None:
-        """Open the watch again from the next epoch, on another endpoint (it went silent)."""
+        """Open the watch again from the next revision, on another endpoint (it went silent)."""
         if not self._closed and not self._check_restored():
             self._start_watch(replacing=self._watch)
 
@@ -553,6 +570,18 @@ class Store:
             if history[index].epoch <= epoch:
                 return history[index:]
         return None
+
+    def history(self) -> tuple[list[Snapshot], set[int]]:
+        """The snapshots kept (oldest first) and the epochs where the history is broken."""
+        with self._lock:
+            return list(self._history), set(self._breaks)
+
+    def _resumed(self) -> None:
+        self._resumed_epoch = self._snapshot.epoch
+
+    def resumed_epoch(self) -> int:
+        """The epoch this store held when it last became current after a lapse."""
+        return self._resumed_epoch
 
     def longest_ttl_s(self) -> float:
         """The longest ``ttl_s`` among the latest snapshot's members (0 when none)."""
