@@ -1,7 +1,8 @@
 """etcd restored empty under running stores: epochs only go forward, one ring per epoch.
 
-The etcd is SIGKILLed and started again on an empty data dir with the same flags (it keeps its
-cluster id and counts revisions from 1 again), as after a restore. The running stores notice
+The etcd (one member, or all three of a cluster) is SIGKILLed and started again on empty data
+dirs with the same flags (it keeps its cluster id and counts revisions from 1 again), as after
+a restore. The running stores notice
 when their watch is created again, raise the epoch base above every epoch they held, and move
 on as one change; a store that connects afterwards agrees with them at every epoch.
 """
@@ -15,14 +16,15 @@ import pytest
 
 import ringkit.live
 from ringkit.live import Change, Snapshot, Store
-from tests.servers import EtcdCluster, etcd_server, restart_etcd_member
+from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture
-def etcd_alone() -> Iterator[EtcdCluster]:
-    with etcd_server() as cluster:
+@pytest.fixture(params=[1, 3], ids=["1-member", "3-member"])
+def etcd_alone(request: pytest.FixtureRequest) -> Iterator[EtcdCluster]:
+    """An etcd of its own (it is restored empty): one member, or three restored together."""
+    with etcd_cluster(request.param) as cluster:
         yield cluster
 
 
@@ -48,7 +50,7 @@ def test_a_restore_to_an_empty_etcd_never_moves_an_epoch_back(etcd_alone: EtcdCl
         stores[2].join(f"gone-{i}", ttl_s=2).leave()
     held = max(store.wait_for(lambda s: set(s.members) == {"w1", "w2"}).epoch for store in stores)
 
-    restart_etcd_member(etcd_alone, 0, empty=True)
+    restart_etcd_members(etcd_alone, list(range(len(etcd_alone.processes))), empty=True)
 
     # Members find their leases gone and register again; every store follows the new etcd.
     after = [
