@@ -14,8 +14,9 @@ prefix at the revision it holds is refused as a future revision or returns other
 its own (:func:`restore_reason`). It then raises the base above every epoch it has held
 (:func:`raise_base`), reads the current records, and moves to the new epoch as one change.
 ``ringkit ring restore --store URL --epoch-above N`` raises the base the same way for a
-restore made while no ringkit process ran. (etcd's own guidance for restores is to bump
-revisions, ``etcdutl snapshot restore --bump-revision``, from 3.5 on; 3.4 has no such flag.)
+restore made while no ringkit process ran. (Later etcd 3.5 releases and 3.6 can bump the
+revision at restore, ``etcdutl snapshot restore --bump-revision N --mark-compacted``; etcd 3.4
+cannot, and a restore made without it, or an etcd started empty, still needs the base.)
 
 >>> from ringkit.live.memory import MemoryBackend
 >>> service = MemoryBackend.named("restore-doctest")
