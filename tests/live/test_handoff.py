@@ -169,3 +169,15 @@ def test_fencing_tokens_grow_from_one_owner_to_the_next(store_url: str, handoff:
             assert token is not None and token > second[key]
         assert all(b.fencing_token(key) is None for key in KEYS)
         a.close()
+
+
+def test_a_mark_overwritten_by_hand_is_written_again(store_url: str) -> None:
+    """Without its mark the others would stop waiting for the member: it writes it again."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: store.mark_of("a") is not None)
+        store.backend.put_unless_newer(store.mark_key("a"), b'{"name": "a", "epoch": -1}', 2**62)
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        store.backend.delete(store.mark_key("a"))
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        a.close()

@@ -124,6 +124,10 @@ class ReleaseMarks:
                 changed |= self._put(event.key, event.value, event.lease)
         return changed
 
+    def get(self, name: str) -> tuple[int, int] | None:
+        """Member `name`'s (mark epoch, lease), or None when it keeps no valid mark."""
+        return self._marks.get(name)
+
     def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
         """The lowest mark among the exclusive members other than `excluding` (cap: `epoch`).
 
@@ -340,7 +344,15 @@ class Handoff:
                 _log.exception("on_change callback %r of %s failed", callback, self.name)
 
     def marks_changed(self) -> None:
-        """Other members released more: look again at what this member owns (soon)."""
+        """Marks changed: look again at what this member owns (soon), and at its own mark.
+
+        A mark of this member that someone else overwrote or deleted is written again at once:
+        without it the others would stop waiting for this member.
+        """
+        found = self._store.mark_of(self.name)
+        if self._mark >= 0 and (found is None or found[1] != self._lease or found[0] < self._mark):
+            self._mark = -1  # (a write of ours still under way shows a mark >= ours)
+            self._wake.set()
         self._store.dispatcher.call_soon(self.settle)
 
     # -- releasing -------------------------------------------------------------------------------

@@ -545,6 +545,10 @@ class Store:
         for member in list(self._members):
             member._marks_changed()
 
+    def mark_of(self, name: str) -> tuple[int, int] | None:
+        """Member `name`'s release mark as this store follows it: (epoch, lease), or None."""
+        return self._marks.get(name)
+
     def marks_version(self) -> int:
         """A counter that moves whenever a release mark this store follows changes."""
         return self._marks_version
