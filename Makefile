@@ -6,7 +6,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup setup-dev lint typecheck unit chaos clean
+.PHONY: demo test setup setup-dev lint typecheck unit chaos chaos-live clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ CONFIG ?=
 chaos: setup-dev
 	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS) \
 		$(if $(CONFIG),--config $(CONFIG))
+
+# `make chaos-live`: the ownership checker of the live ring (tests/chaos_live/), by hand: RUNS
+# seeded runs per fault kind and handoff mode, each at most 40 s (25 s of faults plus set-up).
+LIVE_FAULTS ?= graceful,worker_stop,etcd_stop,leader_kill,bad_records
+LIVE_MODES ?= exclusive,default
+chaos-live: setup-dev
+	PYTHONPATH=src:. $(BIN)/python -m tests.chaos_live --runs $(RUNS) --faults $(LIVE_FAULTS) \
+		--modes $(LIVE_MODES)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

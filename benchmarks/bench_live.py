@@ -9,6 +9,10 @@ write to the moment the *last* watcher holds the new ring (each process prints t
 time it got there; one machine, one clock). Reported: median and p99 over the changes.
 
 - ringkit: ``ringkit.live`` stores (a watch, no polling); every watcher is also a member.
+- ringkit exclusive: every watcher joins with ``handoff="exclusive"``, and so does the probe;
+  each join is timed from the moment before the write to the probe *owning* every key of a
+  2,000-key sample that the new ring gives it (every watcher has applied the change, returned
+  from its callbacks and raised its release mark, and the probe has seen the marks).
 - tooz: the same etcd through tooz's etcd3gw driver: ``join_partitioned_group`` in every
   watcher, ``run_watchers()`` every 50 ms (tooz learns of members by polling the group). The
   peer is not a ringkit dependency: ``.venv/bin/pip install tooz etcd3gw`` before running.
@@ -40,11 +44,11 @@ kind, url, name = sys.argv[1], sys.argv[2], sys.argv[3]
 def say(has):
     # One write per line: print() from two threads can interleave text and newline.
     os.write(1, f"{time.time()} {int(has)}\n".encode())
-if kind == "ringkit":
+if kind in ("ringkit", "exclusive"):
     import ringkit.live
     store = ringkit.live.connect(url)
     store.subscribe(lambda change: say("probe" in change.new.ring))
-    store.join(name, ttl_s=10)
+    store.join(name, ttl_s=10, handoff="exclusive" if kind == "exclusive" else "default")
     os.write(1, b"ready\n")
     while True:
         time.sleep(3600)
@@ -157,6 +161,32 @@ def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list
     return latencies
 
 
+def exclusive(url: str, watchers: list[Process], changes: int) -> list[float]:
+    """Join (and leave) an exclusive probe; return the time from each join to owning it all."""
+    import ringkit.live
+
+    keys = [f"key-{i}" for i in range(2000)]
+    store = ringkit.live.connect(url)
+    latencies = []
+    for _ in range(changes):
+        started = time.time()
+        member = store.join("probe", ttl_s=10, handoff="exclusive")
+        ring = store.snapshot().ring
+        gained = [key for key in keys if ring.node_for(key) == "probe"]
+        deadline = time.monotonic() + 10
+        while not all(member.owns(key) for key in gained):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the exclusive probe did not own its arcs within 10 s")
+            time.sleep(0.001)
+        latencies.append(time.time() - started)
+        left = time.time()
+        member.leave()
+        wait_all(watchers, False, left, 10)
+        time.sleep(0.05)
+    store.close()
+    return latencies
+
+
 def crash(url: str, watchers: list[Process], ttl_s: float, repeats: int) -> list[float]:
     latencies = []
     for _ in range(repeats):
@@ -225,6 +255,8 @@ def run(kind: str, url: str, count: int, changes: int) -> list[float]:
     watchers = start(kind, url, count)
     try:
         time.sleep(1.0)  # let every watcher settle on the full group
+        if kind == "exclusive":
+            return exclusive(url, watchers, changes)
         return graceful(kind, url, watchers, changes)
     finally:
         for watcher in watchers:
@@ -261,6 +293,10 @@ def main() -> None:
                   f"{max(ms):>10.1f}", flush=True)  # fmt: skip
 
         show("ringkit graceful", run("ringkit", url, args.watchers, args.changes))
+        show(
+            "ringkit exclusive join (write -> owns all)",
+            run("exclusive", etcd.url("exclusive"), args.watchers, args.changes),
+        )
         if tooz_url is not None:
             show(
                 "tooz partitioner graceful (run_watchers 50 ms)",

@@ -38,6 +38,8 @@ __all__ = [
     "redis_server",
     "require_binary",
     "require_library",
+    "restart_etcd_member",
+    "restart_etcd_members",
     "serve",
     "sigstop",
     "stop",
@@ -362,3 +364,32 @@ def etcd_server(extra: tuple[str, ...] = ()) -> Iterator[EtcdCluster]:
     """Run a one-member etcd on free loopback ports for the duration of the block."""
     with etcd_cluster(1, extra) as cluster:
         yield cluster
+
+
+def restart_etcd_member(cluster: EtcdCluster, index: int = 0, *, empty: bool = False) -> None:
+    """SIGKILL etcd member `index` and start it again with the same flags.
+
+    With `empty`, its data dir is deleted first: the member comes back as an etcd restored
+    from nothing (revision 1, same cluster id), as after a restore onto a fresh machine.
+    """
+    restart_etcd_members(cluster, [index], empty=empty)
+
+
+def restart_etcd_members(cluster: EtcdCluster, indices: list[int], *, empty: bool = False) -> None:
+    """SIGKILL the etcd members `indices` together, start them again, wait until healthy.
+
+    All members of a cluster restarted with `empty` bootstrap it anew with the same flags
+    (same cluster id, revisions from 1), as a restore of the whole cluster does.
+    """
+    for index in indices:
+        cluster.processes[index].kill()
+        cluster.processes[index].wait()
+    for index in indices:
+        command = cluster.commands[index]
+        if empty:
+            shutil.rmtree(command[command.index("--data-dir") + 1], ignore_errors=True)
+        cluster.processes[index] = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    for index in indices:  # a member is healthy only once a quorum runs: start all, then wait
+        _wait_healthy(cluster.client_ports[index], cluster.processes[index])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,6 +69,7 @@ def test_status_json_is_the_snapshot(
     assert main(["ring", "status", "--store", url, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["epoch"] == snapshot.epoch
+    assert 0 <= report["confirmed_age_s"] < 5  # the read at connect confirmed it
     assert report["ring"]["nodes"] == ["w1", "w2"]
     shares = snapshot.ring.shares()
     rows = {row["name"]: row for row in report["members"]}
@@ -96,6 +98,7 @@ def test_status_table_shows_each_member(
     assert main(["ring", "status", "--store", url]) == 0
     out = capsys.readouterr().out
     assert f"live ring at epoch {snapshot.epoch}: 2 in the ring" in out
+    assert re.search(r"confirmed current \d+\.\d s ago", out)
     for name, share in snapshot.ring.shares().items():
         line = next(line for line in out.splitlines() if f" {name} " in line)
         assert "active" in line and f"{share * 100:.1f}%" in line and "160" in line

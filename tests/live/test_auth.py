@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -57,3 +58,32 @@ def test_an_expired_token_is_renewed(secured: EtcdCluster) -> None:
         member = store.join("late", ttl_s=2)
         watcher.wait_for(lambda s: "late" in s.ring, timeout_s=10)
         assert member.owns("k")
+
+
+def test_repr_never_shows_the_password(secured: EtcdCluster) -> None:
+    with ringkit.live.connect(f"etcd://root:s3cret@{secured.endpoints}/auth") as store:
+        assert "s3cret" not in repr(store) and "root" not in repr(store)
+        assert secured.endpoints in repr(store)
+
+
+def test_the_cli_reads_the_password_from_a_file_or_the_environment(
+    secured: EtcdCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Never only from argv, where every user of ``ps`` reads it."""
+    from ringkit.cli import main
+
+    url = f"etcd://root@{secured.endpoints}/auth"
+    secret = tmp_path / "password"
+    secret.write_text("s3cret\n")
+    assert main(["ring", "status", "--store", url, "--etcd-password-file", str(secret)]) == 0
+    assert "no members" in capsys.readouterr().out
+    monkeypatch.setenv("RINGKIT_ETCD_PASSWORD", "s3cret")
+    assert main(["ring", "status", "--store", url, "--json"]) == 0
+    assert '"epoch"' in capsys.readouterr().out
+    monkeypatch.delenv("RINGKIT_ETCD_PASSWORD")
+    assert main(["ring", "status", "--store", url]) == 1
+    error = capsys.readouterr().err
+    assert "etcd user 'root' needs a password" in error and "RINGKIT_ETCD_PASSWORD" in error

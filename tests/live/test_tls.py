@@ -86,10 +86,34 @@ def test_etcds_with_the_servers_ca_joins_and_watches(
         assert {info.state for info in seen.members.values()} == {"active"}
 
 
-def test_etcds_without_the_ca_is_refused_naming_the_host(tls_etcd_url: str) -> None:
-    """The system CAs do not know ours: the handshake fails, reported as unreachable, bounded."""
-    with pytest.raises(BackendError, match=r"etcd at 127\.0\.0\.1:\d+ is unreachable"):
+def test_etcds_without_the_ca_is_refused_naming_the_host_and_cause(tls_etcd_url: str) -> None:
+    """The system CAs do not know ours: the handshake fails, and the message says so."""
+    with pytest.raises(
+        BackendError, match=r"etcd at 127\.0\.0\.1:\d+ is unreachable over TLS: .*unknown CA"
+    ):
         ringkit.live.connect(tls_etcd_url)
+
+
+def test_a_certificate_for_another_name_is_a_name_mismatch(
+    tls_etcd_url: str, certificates: Certificates
+) -> None:
+    """The server's certificate names 127.0.0.1 only: reached as localhost, it must not pass."""
+    url = tls_etcd_url.replace("127.0.0.1", "localhost") + f"?ca={certificates.ca}"
+    with pytest.raises(BackendError, match=r"etcd at localhost:\d+ .*\(name mismatch\)"):
+        ringkit.live.connect(url)
+
+
+@pytest.mark.parametrize("what", ["ca", "cert", "key"])
+def test_a_file_that_is_not_pem_is_a_config_error_naming_it(
+    tls_etcd_url: str, certificates: Certificates, what: str
+) -> None:
+    """``?ca=/dev/zero`` never ends: it is refused after a bounded read, not a MemoryError."""
+    files = {"ca": str(certificates.ca), "cert": str(certificates.client[0]),
+             "key": str(certificates.client[1])}  # fmt: skip
+    files[what] = "/dev/zero"
+    query = "&".join(f"{name}={path}" for name, path in files.items())
+    with pytest.raises(ConfigError, match=rf"{what} file must be a PEM .*, got '/dev/zero'"):
+        ringkit.live.connect(f"{tls_etcd_url}?{query}")
 
 
 def test_a_missing_ca_file_is_a_config_error_naming_it(tls_etcd_url: str) -> None:
@@ -106,5 +130,5 @@ def test_client_certificate_auth(certificates: Certificates) -> None:
         store_url = f"{url}&cert={client_cert}&key={client_key}"
         with ringkit.live.connect(store_url) as store, store.join("a", ttl_s=5):
             assert list(store.snapshot().ring) == ["a"]
-        with pytest.raises(BackendError, match="is unreachable"):
+        with pytest.raises(BackendError, match="is unreachable over TLS: etcd refused the client"):
             ringkit.live.connect(url)  # no client certificate: etcd closes the handshake

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 from typing import Any
+from urllib.parse import quote
 
 from ringkit.errors import ConfigError
 from ringkit.placement import MAX_TOKENS, check_token_count, count_text
@@ -19,6 +21,8 @@ __all__ = [
     "print_json",
     "seed_int",
     "shown_url",
+    "store_password_argument",
+    "store_url_with_password",
     "strategy_list",
     "vnode_counts",
     "vnodes_per_node",
@@ -140,8 +144,9 @@ def shown_url(url: str) -> str:
     >>> shown_url("etcd://ops:s3cret@h1:2379/ring"), shown_url("memory://demo")
     ('etcd://h1:2379/ring', 'memory://demo')
     """
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if "@" in rest else url
+    from ringkit.live.urls import redacted
+
+    return redacted(url)
 
 
 def vnode_counts(text: str) -> list[int]:
@@ -163,3 +168,58 @@ def vnode_counts(text: str) -> list[int]:
             f"vnodes must be at most {MAX_TOKENS:,} (the token limit), got {text!r}"
         )
     return values
+
+
+#: The environment variable the commands read an etcd password from (never from argv).
+PASSWORD_ENV = "RINGKIT_ETCD_PASSWORD"
+
+
+def store_password_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--etcd-password-file`` (the password of the ``user@`` in a store URL)."""
+    parser.add_argument(
+        "--etcd-password-file",
+        metavar="PATH",
+        help=f"read the etcd password of etcd://USER@… from this file (else ${PASSWORD_ENV}); "
+        "a password in the URL itself is visible to every user of `ps`",
+    )
+
+
+def store_url_with_password(url: str, password_file: str | None) -> str:
+    """Return `url` with the password of its ``user@`` filled in from a file or the environment.
+
+    A URL that names a user without a password (``etcd://ops@h1:2379/ring``) takes it from
+    `password_file` (its first line) or else ``$RINGKIT_ETCD_PASSWORD``, so the password never
+    appears in a command line other users can read. Other URLs are returned unchanged.
+
+    >>> store_url_with_password("memory://demo", None)
+    'memory://demo'
+
+    :raises ConfigError: when the file cannot be read, or a user has no password anywhere
+    """
+    scheme, sep, rest = url.partition("://")
+    authority = rest.split("/", 1)[0]
+    if not sep or "@" not in authority or ":" in authority.rpartition("@")[0]:
+        if password_file is not None:
+            raise ConfigError(
+                f"--etcd-password-file needs a store URL with a user and no password "
+                f"(etcd://USER@HOST:PORT/PREFIX), got {shown_url(url)!r}"
+            )
+        return url
+    user, _, host_and_path = rest.partition("@")
+    if password_file is not None:
+        try:
+            with open(password_file, encoding="utf-8") as file:
+                password = file.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(
+                f"--etcd-password-file must be a readable text file, got {password_file!r}: "
+                f"{getattr(error, 'strerror', None) or error}"
+            ) from error
+    elif os.environ.get(PASSWORD_ENV) is not None:
+        password = os.environ[PASSWORD_ENV]
+    else:
+        raise ConfigError(
+            f"etcd user {user!r} needs a password, got none; put it in a file named by "
+            f"--etcd-password-file or in ${PASSWORD_ENV}"
+        )
+    return f"{scheme}://{user}:{quote(password, safe='')}@{host_and_path}"

@@ -1,4 +1,4 @@
-"""``ringkit ring status`` and ``ringkit ring watch``: a live ring as an operator sees it.
+"""``ringkit ring status``, ``watch`` and ``restore``: a live ring as an operator sees it.
 
 ``status`` is Cassandra's ``nodetool ring`` and Grafana dskit's ``/ring`` page for a
 ``ringkit.live`` store: each member's state, zone, weight, token count, exact share of the
@@ -7,6 +7,9 @@ a lease renewal, so the time since the last one is about TTL minus that), at one
 ``watch`` prints one line per new epoch: who joined, left or changed state, and the share of
 the keyspace that moved beside the least any placement could move (``change.movement``). It
 stops after ``--count`` changes or ``--timeout-s`` seconds, or on Ctrl-C (exit status 130).
+``restore`` raises the epoch base after etcd was restored while no process ran
+(:mod:`ringkit.live.restore`). An etcd password comes from ``--etcd-password-file`` or
+``$RINGKIT_ETCD_PASSWORD`` for a URL that names only the user, never from the command line.
 """
 
 from __future__ import annotations
@@ -19,13 +22,20 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json, shown_url
+from ringkit.commands.common import (
+    positive_int,
+    print_json,
+    shown_url,
+    store_password_argument,
+    store_url_with_password,
+)
 from ringkit.commands.output import console, fit, percent
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
+from ringkit.live.restore import BASE_KEY, raise_base
 from ringkit.live.snapshot import snapshot_dict
 
-__all__ = ["describe_change", "register", "status_rows"]
+__all__ = ["describe_change", "register", "run_restore", "status_rows"]
 
 
 def register(subparsers: Any) -> None:
@@ -56,6 +66,21 @@ def register(subparsers: Any) -> None:
         "--timeout-s", type=_seconds, help="stop after this many seconds (default: never)"
     )
     watch.set_defaults(run=run_watch)
+    restore = actions.add_parser(
+        "restore",
+        help="raise the epoch base after restoring etcd while no ringkit process ran",
+        description="Raise the ring's epoch base so that every epoch from now on is above "
+        "--epoch-above (the highest epoch any process may have seen before the restore).",
+    )
+    _store_argument(restore)
+    restore.add_argument(
+        "--epoch-above",
+        type=_epoch,
+        required=True,
+        metavar="N",
+        help="every epoch from now on will be above N",
+    )
+    restore.set_defaults(run=run_restore)
 
 
 def _store_argument(parser: argparse.ArgumentParser) -> None:
@@ -65,6 +90,13 @@ def _store_argument(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="etcd://HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
     )
+    store_password_argument(parser)
+
+
+def _epoch(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an epoch (an integer >= 0), got {text!r}")
+    return int(text)
 
 
 def _seconds(text: str) -> float:
@@ -77,8 +109,9 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _open(url: str) -> Store:
-    """Connect to `url`; errors name the store (a password never shown)."""
+def _open(args: argparse.Namespace) -> Store:
+    """Connect to ``args.store``; errors name the store (a password never shown)."""
+    url = store_url_with_password(args.store, args.etcd_password_file)
     parse_store_url(url)  # a malformed URL: ConfigError naming it
     try:
         return connect(url)
@@ -122,23 +155,50 @@ def _status_table(snapshot: Snapshot, rows: list[dict[str, Any]]) -> Table:
 
 def run_status(args: argparse.Namespace) -> int:
     """Print the members of the ring at ``args.store`` at its current epoch."""
-    store = _open(args.store)
+    store = _open(args)
     try:
         snapshot = store.snapshot()
         rows = status_rows(store, snapshot)
+        confirmed_s = store.confirmed_age_s()
     finally:
         store.close()
     if args.json:
         ring = {"nodes": [node.name for node in snapshot.ring.nodes]}
+        skipped = snapshot_dict(snapshot)["skipped"]
         print_json(
-            {"epoch": snapshot.epoch, "table": snapshot.table, "members": rows, "ring": ring}
+            {
+                "epoch": snapshot.epoch,
+                "table": snapshot.table,
+                "confirmed_age_s": confirmed_s,
+                "members": rows,
+                "ring": ring,
+                "skipped": skipped,
+            }
         )
         return 0
     if not rows:
         print(f"epoch {snapshot.epoch}: no members")
-        return 0
-    out = console()
-    out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
+    else:
+        out = console()
+        out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
+    print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
+    if snapshot.skipped:
+        count = len(snapshot.skipped)
+        print(f"{count} records skipped (not valid; the ring goes on without them):")
+        for record in snapshot.skipped:
+            print(f"  {record.key}: {record.reason}")
+    return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    """Raise the epoch base of ``args.store`` above ``args.epoch_above``."""
+    store = _open(args)
+    try:
+        base = raise_base(store.backend, store.prefix + BASE_KEY, above_epoch=args.epoch_above)
+        snapshot = store.wait_for(lambda s: s.epoch > args.epoch_above)
+    finally:
+        store.close()
+    print(f"epoch base {base}: the ring is at epoch {snapshot.epoch} (above {args.epoch_above})")
     return 0
 
 
@@ -160,15 +220,23 @@ def describe_change(change: Change) -> str:
     movement = change.movement
     least = getattr(movement, "optimum_fraction", movement.moved_fraction)
     return (
-        f"epoch {change.new.epoch}: {', '.join(events) or 'table published'}; "
+        f"epoch {change.new.epoch}: {', '.join(events) or _no_member_event(change)}; "
         f"ring {len(change.new.ring)} members; moved {percent(movement.moved_fraction)} "
         f"of the keyspace (least possible {percent(least)})"
     )
 
 
+def _no_member_event(change: Change) -> str:
+    """What changed at an epoch where no member came, went or changed state."""
+    old, new = change.old, change.new
+    if new.epoch - new.revision != old.epoch - old.revision:
+        return "epoch base raised (etcd restored)"
+    return "table published" if new.table else "member records rewritten"
+
+
 def run_watch(args: argparse.Namespace) -> int:
     """Print a line per change of ``args.store`` until --count, --timeout-s or Ctrl-C."""
-    store = _open(args.store)
+    store = _open(args)
     changes: queue.Queue[Change] = queue.Queue()
     store.subscribe(changes.put)
     deadline = None if args.timeout_s is None else time.monotonic() + args.timeout_s

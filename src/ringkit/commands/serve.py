@@ -19,7 +19,13 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import ringkit.live
-from ringkit.commands.common import positive_int, refuse, shown_url
+from ringkit.commands.common import (
+    positive_int,
+    refuse,
+    shown_url,
+    store_password_argument,
+    store_url_with_password,
+)
 
 if TYPE_CHECKING:
     from ringkit.web.live import LiveView
@@ -47,6 +53,7 @@ def register(subparsers: Any) -> None:
         metavar="URL",
         help="show this live ring (etcd://HOST:PORT/PREFIX or memory://NAME) and follow it",
     )
+    store_password_argument(parser)
     parser.add_argument(
         "--compute-workers",
         type=positive_int,
@@ -128,7 +135,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
     check_port_free(args.host, args.port)
-    live = None if args.store is None else LiveView(ringkit.live.connect(args.store))
+    store_url = (
+        None if args.store is None else store_url_with_password(args.store, args.etcd_password_file)
+    )
+    live = None if store_url is None else LiveView(ringkit.live.connect(store_url))
     what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}

@@ -106,6 +106,9 @@ def work(
     member = store.join(name, ttl_s=ttl_s)
 
     def report(_change: object = None) -> None:
+        # owns() is False while the store is not confirmed current (a read slowed by load):
+        # wait for the confirmation rather than report a worker that owns nothing.
+        store.wait_current(timeout_s=ttl_s)
         while True:  # the tenants of one snapshot, even if a newer one lands meanwhile
             snapshot = store.snapshot()
             owned = [tenant for tenant in tenants if member.owns(tenant)]

@@ -56,6 +56,21 @@ class Backend(Protocol):
         """Return (the store's revision, the records under `prefix`) now or at `revision`."""
         ...
 
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        """Return (the store's revision, key → ``mod_revision`` under `prefix`), linearizably.
+
+        One attempt, answered within `timeout_s` or failed: a store confirming that it is
+        current must not wait on a member that does not answer. After a failure the next call
+        goes to the next endpoint.
+
+        :raises BackendError: when the endpoint did not answer in time or refused
+        """
+        ...
+
+    def cluster_id(self) -> int:
+        """Return the id of the cluster that answered the last read (0 when unknown)."""
+        ...
+
     def grant(self, ttl_s: float) -> tuple[int, float]:
         """Grant a lease of at least `ttl_s` seconds; return (its id, the TTL granted)."""
         ...
@@ -76,6 +91,16 @@ class Backend(Protocol):
         """Write `key` under `lease` if it does not exist.
 
         Return (True, the record written) or (False, the record that holds the key).
+        """
+        ...
+
+    def create_unless_changed(
+        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+    ) -> tuple[bool, Record]:
+        """Write `key` if it does not exist and no key under `prefix` was written after `revision`.
+
+        Return (True, the record written) or (False, the record that holds the key:
+        ``mod_revision`` 0 when the key is absent and a key under `prefix` changed instead).
         """
         ...
 
@@ -104,11 +129,15 @@ class Backend(Protocol):
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> WatchHandle:
         """Call `on_events` with every change under `prefix` from `start_revision` on, in order.
 
         Events of one revision arrive in one call. `on_error` is called once if the watch
         breaks (the service went away, the revision was compacted); no more calls follow.
+        `replacing` is a watch that went silent: the new one is opened on another endpoint
+        when there is one, and the old one is let go.
         """
         ...
 

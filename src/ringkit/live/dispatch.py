@@ -54,15 +54,19 @@ class Subscription:
 class Dispatcher:
     """Calls subscribers with each queued change on one thread, in order.
 
-    Feeding: ``put``. Subscribing: ``subscribe``, ``unsubscribe``. Waiting: ``wait_delivered``.
-    ``close`` (the thread ends after the changes already queued).
+    Feeding: ``put``, ``call_soon``. Subscribing: ``subscribe``, ``unsubscribe``,
+    ``after_delivery``. Waiting: ``wait_delivered``, ``delivered``. ``close`` (the thread ends
+    after the changes already queued).
+
+    `delivered` is the epoch the store started at: every change up to it counts as delivered.
     """
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, delivered: int = 0) -> None:
         self._lock = threading.Condition()
         self._subscribers: list[Subscription] = []
-        self._queue: queue.Queue[Change | None] = queue.Queue()
-        self._delivered = 0
+        self._queue: queue.Queue[Change | Callable[[], None] | None] = queue.Queue()
+        self._delivered = delivered
+        self._hooks: list[Callable[[int], None]] = []
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-dispatch-{name}")
         self._thread.daemon = True
         self._thread.start()
@@ -70,6 +74,31 @@ class Dispatcher:
     def put(self, change: Change) -> None:
         """Queue `change` for every subscriber."""
         self._queue.put(change)
+
+    def call_soon(self, function: Callable[[], None]) -> None:
+        """Call `function` on the dispatcher thread, after the changes queued before it."""
+        self._queue.put(function)
+
+    def after_delivery(self, hook: Callable[[int], None]) -> Callable[[], None]:
+        """Call `hook(epoch)` once every subscriber has been called for each epoch.
+
+        Returns a function that removes the hook. The hook runs on the dispatcher thread and
+        must not block (a release mark's writer only wakes its own thread).
+        """
+        with self._lock:
+            self._hooks.append(hook)
+
+        def remove() -> None:
+            with self._lock:
+                if hook in self._hooks:
+                    self._hooks.remove(hook)
+
+        return remove
+
+    @property
+    def delivered(self) -> int:
+        """The epoch every subscriber has been called for (the store's start, at first)."""
+        return self._delivered
 
     def subscribe(
         self,
@@ -101,6 +130,12 @@ class Dispatcher:
 
     def _run(self) -> None:
         while (change := self._queue.get()) is not None:
+            if callable(change):
+                try:
+                    change()
+                except Exception:  # a member's bookkeeping must not stop the changes
+                    _log.exception("live ring task %r failed", change)
+                continue
             with self._lock:
                 subscribers = list(self._subscribers)
             for subscription in subscribers:
@@ -111,8 +146,11 @@ class Dispatcher:
                 except Exception:  # a subscriber's bug must not stop the others
                     _log.exception("live ring subscriber %r failed", subscription.callback)
             with self._lock:
-                self._delivered = change.new.epoch
+                self._delivered = max(self._delivered, change.new.epoch)
                 self._lock.notify_all()
+                hooks = list(self._hooks)
+            for hook in hooks:
+                hook(self._delivered)
         with self._lock:
             subscribers = list(self._subscribers)
         for subscription in subscribers:

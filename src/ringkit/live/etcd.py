@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ringkit.errors import BackendError, ConfigError
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, WatchHandle
 from ringkit.live.urls import StoreURL
 
 __all__ = ["EtcdBackend"]
@@ -29,6 +29,24 @@ RPC_TIMEOUT_S = 2.0
 CALL_DEADLINE_S = 6.0
 #: How soon an endpoint that failed is tried again (pyetcd's default is 300 s).
 ENDPOINT_RETRY_S = 0.5
+#: gRPC keepalive: etcd answers a client that pings more often than its
+#: ``--grpc-keepalive-min-time`` (5 s by default) with GOAWAY, and refuses pings on a channel
+#: without a call; a ping that is not answered within the timeout closes the channel, which
+#: breaks its calls and the watch on it (a member that stopped answering is then left).
+KEEPALIVE_TIME_S = 5.0
+KEEPALIVE_TIMEOUT_S = 2.0
+#: Metadata that asks etcd to cancel a watch when its member loses the leader, as etcd's own
+#: ``clientv3.WithRequireLeader`` does (a member cut off from the quorum holds no news).
+REQUIRE_LEADER = ("hasleader", "true")
+
+
+def _channel_options() -> list[tuple[str, int]]:
+    return [
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_S * 1000)),
+        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+        ("grpc.keepalive_permit_without_calls", 0),
+        ("grpc.http2.max_pings_without_data", 0),
+    ]
 
 
 def _import_client() -> Any:
@@ -41,16 +59,30 @@ def _import_client() -> Any:
     return pyetcd
 
 
+#: A PEM file larger than this is not a certificate or key (``?ca=/dev/zero`` would never end).
+_MAX_PEM_BYTES = 1 << 20
+_PEM_MARKERS = {"ca": b"-----BEGIN CERTIFICATE-----", "cert": b"-----BEGIN CERTIFICATE-----",
+                "key": b"PRIVATE KEY-----"}  # fmt: skip
+
+
 def _read_file(url: StoreURL, what: str, path: str | None) -> bytes | None:
+    """Read the PEM file `path` of the URL's `what` (ca, cert, key), checked to be one."""
     if path is None:
         return None
     try:
         with open(path, "rb") as file:
-            return file.read()
+            data = file.read(_MAX_PEM_BYTES + 1)
     except OSError as error:
         raise ConfigError(
             f"etcds:// {what} file must be readable, got {path!r}: {error.strerror or error}"
         ) from error
+    kind = "private key" if what == "key" else "certificate"
+    if len(data) > _MAX_PEM_BYTES or _PEM_MARKERS[what] not in data:
+        raise ConfigError(
+            f"etcds:// {what} file must be a PEM {kind}, got {path!r} "
+            f"({'over 1 MiB' if len(data) > _MAX_PEM_BYTES else 'no PEM ' + kind + ' in it'})"
+        )
+    return data
 
 
 def _tls_credentials(grpc: Any, url: StoreURL) -> Any:
@@ -68,19 +100,58 @@ def _details(error: BaseException) -> str:
     return str(details() if callable(details) else error) or type(error).__name__
 
 
+#: What gRPC's TLS says, and what it means to the person who wrote the URL.
+_TLS_CAUSES = (
+    ("CERTIFICATE_VERIFY_FAILED", "etcd's certificate is not signed by a CA this client trusts "
+     "(unknown CA); pass ?ca=PATH, the CA that signed it"),
+    ("Hostname Verification", "etcd's certificate does not name the host in the URL (name "
+     "mismatch); use a host name or IP address its subjectAltName lists"),
+    ("Peer name", "etcd's certificate does not name the host in the URL (name mismatch); use "
+     "a host name or IP address its subjectAltName lists"),
+    ("TSI_DATA_CORRUPTED", "etcd refused the client certificate (or its absence); pass "
+     "cert=PATH&key=PATH signed by a CA in etcd's --trusted-ca-file"),
+    ("CERTIFICATE_REQUIRED", "etcd requires a client certificate; pass cert=PATH&key=PATH"),
+    ("BAD_CERTIFICATE", "etcd refused the client certificate; pass cert=PATH&key=PATH "
+     "signed by a CA in etcd's --trusted-ca-file"),
+)  # fmt: skip
+
+
+def _tls_cause(error: BaseException | None) -> str | None:
+    """The cause of a failed TLS handshake, read from gRPC's error (or the one it replaced)."""
+    seen = 0
+    while error is not None and seen < 5:
+        text = _details(error)
+        for marker, cause in _TLS_CAUSES:
+            if marker in text:
+                return cause
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
+
+
 def _token_expired(error: BaseException) -> bool:
     """Whether etcd refused the call for an expired or unknown auth token."""
     return "invalid auth token" in _details(error)
 
 
 class _Watch:
-    def __init__(self, backend: EtcdBackend, watch_id: int) -> None:
-        self._backend, self._id = backend, watch_id
+    """A watch on one endpoint's stream; once cancelled, its callbacks are dropped."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.watch_id: int | None = None
+        self.watcher: Any = None
+        self.endpoint = ""
+        self.cancelled = False
 
     def cancel(self) -> None:
-        # The stream may be gone already: then there is nothing to cancel.
-        with contextlib.suppress(Exception):
-            self._backend._client.cancel_watch(self._id)
+        self.cancelled = True
+        # NOTE: only a stream still in use is told: pyetcd's request queue of a stream it let
+        # go (after a failover) is read by no one, and a put there can block for good.
+        watcher, watch_id = self.watcher, self.watch_id
+        if watcher is None or watch_id is None or self._client._stubs.get("watcher") is not watcher:
+            return
+        with contextlib.suppress(Exception):  # the stream may be gone already
+            watcher.cancel(watch_id)
 
 
 class EtcdBackend:
@@ -95,11 +166,17 @@ class EtcdBackend:
         import grpc
 
         self._url = url
+        self._cluster_id = 0
         self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
         credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
             pyetcd.Endpoint(
-                host, port, secure=url.tls, creds=credentials, time_retry=ENDPOINT_RETRY_S
+                host,
+                port,
+                secure=url.tls,
+                creds=credentials,
+                time_retry=ENDPOINT_RETRY_S,
+                opts=_channel_options(),
             )
             for host, port in url.endpoints
         ]
@@ -111,6 +188,8 @@ class EtcdBackend:
                 password=url.password,
                 failover=True,
             )
+            # The URL's first endpoint first (pyetcd picks one at random), as etcdctl does.
+            self._client._current_endpoint_label = endpoints[0].netloc
         except self._errors as error:
             if self._transient(error):
                 raise self._unreachable(error) from error
@@ -123,7 +202,20 @@ class EtcdBackend:
             # travels as "token" metadata on every call, which is what etcd reads.
             self._client.call_credentials = None
         self._tx = self._client.transactions
+        self._client.get_watcher = self._leader_watcher
         self._call(lambda: self._client.status())  # fail now, not at the first join
+
+    def _leader_watcher(self) -> Any:
+        """pyetcd's watcher for the current endpoint, its stream asking for a leader."""
+        from pyetcd import etcdrpc, watch
+
+        client = self._client
+        return watch.Watcher(
+            etcdrpc.WatchStub(client.channel),
+            timeout=client.timeout,
+            call_credentials=client.call_credentials,
+            metadata=(*(client.metadata or ()), REQUIRE_LEADER),
+        )
 
     def describe(self) -> str:
         hosts = ", ".join(f"{host}:{port}" for host, port in self._url.endpoints)
@@ -144,6 +236,7 @@ class EtcdBackend:
         """
         deadline = time.monotonic() + CALL_DEADLINE_S
         renewed = False
+        tls_failures = 0
         while True:
             try:
                 return function()
@@ -155,6 +248,13 @@ class EtcdBackend:
                 if not self._transient(error):
                     raise BackendError(
                         f"{self.describe()} refused the call: {_details(error)}"
+                    ) from error
+                cause = _tls_cause(error) if self._url.tls else None
+                tls_failures += cause is not None
+                # Every endpoint refused the handshake: retrying will not change a certificate.
+                if cause is not None and tls_failures >= len(self._url.endpoints):
+                    raise BackendError(
+                        f"{self.describe()} is unreachable over TLS: {cause}"
                     ) from error
                 if time.monotonic() >= deadline:
                     raise self._unreachable(error) from error
@@ -194,17 +294,57 @@ class EtcdBackend:
     def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
         options = {"revision": revision} if revision else {}
         response = self._call(lambda: self._client.get_prefix_response(prefix, **options))
+        self._cluster_id = int(response.header.cluster_id)
         records = [
             Record(kv.key.decode(), kv.value, kv.mod_revision, kv.create_revision, kv.lease)
             for kv in response.kvs
         ]
         return int(response.header.revision), records
 
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        from pyetcd import etcdrpc, utils
+
+        client = self._client
+        request = etcdrpc.RangeRequest(
+            key=prefix.encode(),
+            range_end=utils.prefix_range_end(prefix.encode()),
+            keys_only=True,
+            serializable=False,  # linearizable: answered only with the leader's agreement
+        )
+        for renewed in (False, True):
+            try:
+                response = client.kvstub.Range(
+                    request,
+                    timeout_s,
+                    credentials=client.call_credentials,
+                    metadata=client.metadata,
+                )
+                break
+            except self._errors as error:
+                if self._url.user and not renewed and _token_expired(error):
+                    self._renew_token()
+                    continue
+                if self._transient(error) and len(client.endpoints) > 1:
+                    # The next read goes to the next endpoint that has not failed lately.
+                    client.endpoint_in_use.fail()
+                    client._clear_old_stubs()
+                raise BackendError(
+                    f"{self.describe()} did not confirm the ring within {timeout_s:g} s: "
+                    f"{_details(error)}"
+                ) from error
+        self._cluster_id = int(response.header.cluster_id)
+        found = {kv.key.decode(): int(kv.mod_revision) for kv in response.kvs}
+        return int(response.header.revision), found
+
+    def cluster_id(self) -> int:
+        return self._cluster_id
+
     def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         put = self._tx.put(key, value, lease=lease or None)
+        compares = compare if isinstance(compare, list) else [compare]
         ok, responses = self._call(
             lambda: self._client.transaction(
-                compare=[compare], success=[put], failure=[self._tx.get(key)]
+                compare=compares, success=[put], failure=[self._tx.get(key)]
             )
         )
         if ok:
@@ -218,6 +358,16 @@ class EtcdBackend:
 
     def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
         return self._txn(self._tx.create(key) == 0, key, value, lease)
+
+    def create_unless_changed(
+        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+    ) -> tuple[bool, Record]:
+        from pyetcd import utils
+
+        # A compare over a key range holds when it holds for every key in it (etcd's Txn).
+        end = utils.prefix_range_end(prefix.encode())
+        unchanged = self._tx.mod(prefix.encode(), range_end=end) < revision + 1
+        return self._txn([self._tx.create(key) == 0, unchanged], key, value, lease)
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         return self._txn(self._tx.mod(key) == mod_revision, key, value, lease)
@@ -258,14 +408,19 @@ class EtcdBackend:
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> _Watch:
-        failed = [False]
+        handle = _Watch(self._client)
+        if isinstance(replacing, _Watch):
+            replacing.cancel()
+            self._leave_endpoint(replacing.endpoint)
 
         def callback(response: Any) -> None:
-            if failed[0]:
+            if handle.cancelled:
                 return
             if isinstance(response, Exception) or not hasattr(response, "events"):
-                failed[0] = True
+                handle.cancelled = True
                 on_error(response if isinstance(response, Exception) else RuntimeError("closed"))
                 return
             batch: list[Event] = []
@@ -283,6 +438,8 @@ class EtcdBackend:
 
         def create() -> int:
             try:
+                watcher = self._client.watcher
+                handle.endpoint = self._client._current_endpoint_label
                 watch_id: int = self._client.add_watch_prefix_callback(
                     prefix, callback, start_revision=max(1, start_revision)
                 )
@@ -291,9 +448,18 @@ class EtcdBackend:
                 # create that stream may be wedged, so the retry must open a fresh one.
                 self._client._clear_old_stubs()
                 raise
+            handle.watcher = watcher
             return watch_id
 
-        return _Watch(self, self._call(create))
+        handle.watch_id = self._call(create)
+        return handle
+
+    def _leave_endpoint(self, endpoint: str) -> None:
+        """Move the client off `endpoint` (a silent watch was there) when there is another."""
+        client = self._client
+        if len(client.endpoints) > 1 and client._current_endpoint_label == endpoint:
+            client.endpoint_in_use.fail()
+            client._clear_old_stubs()
 
     def close(self) -> None:
         with contextlib.suppress(*self._errors):  # closing a channel that already failed

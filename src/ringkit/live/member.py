@@ -15,20 +15,23 @@ ring shows it active again, ``owns`` answers False: it never acts on ownership i
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ringkit.errors import BackendError, ConfigError, DuplicateNodeError, RingkitError
 from ringkit.hashing import Key
 from ringkit.live.change import Change, MemberChange
-from ringkit.live.snapshot import MemberInfo, decode_member
+from ringkit.live.handoff import HANDOFFS, Handoff
+from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member
 from ringkit.nodes import Node
 from ringkit.ring import HashRing, check_vnodes
 from ringkit.strategies.allocation import allocate_tokens
@@ -38,6 +41,10 @@ if TYPE_CHECKING:
     from ringkit.live.store import Store
 
 __all__ = ["Member", "choose_tokens"]
+
+_log = logging.getLogger("ringkit.live")
+#: Allocated joins planned again when other joins keep winning the race to write first.
+_ALLOCATION_ATTEMPTS = 20
 
 
 def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int, ...]:
@@ -52,27 +59,60 @@ def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int,
     return tuple(sorted(int(t) for t in HashRing([node], vnodes=vnodes).tokens.tolist()))
 
 
+def _newer_than(revision: int, snapshot: Snapshot) -> bool:
+    return snapshot.revision > revision
+
+
+def _check_wait(wait_s: object) -> float:
+    if (
+        isinstance(wait_s, bool)
+        or not isinstance(wait_s, (int, float))
+        or not 0 <= wait_s < math.inf
+    ):
+        raise ConfigError(f"wait_s must be a finite number >= 0, got {wait_s!r}")
+    return float(wait_s)
+
+
 def _check_ttl(ttl_s: object) -> float:
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)) or not ttl_s >= 1:
         raise ConfigError(f"ttl_s must be a number >= 1, got {ttl_s!r}")
     return float(ttl_s)
 
 
+def _check_handoff(handoff: object, replicas: object, release_timeout_s: object) -> None:
+    if handoff not in HANDOFFS:
+        raise ConfigError(f"handoff must be one of {', '.join(HANDOFFS)}, got {handoff!r}")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ConfigError(f"replicas must be an int >= 1, got {replicas!r}")
+    timeout = release_timeout_s
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not 0 < timeout < math.inf
+    ):
+        raise ConfigError(f"release_timeout_s must be a number > 0 or None, got {timeout!r}")
+
+
 class Member:
     """This process's membership of a live ring, made by ``store.join``.
 
-    Looking up: ``owns``, ``state``, ``info``. Following: ``on_change``. Changing state:
+    Looking up: ``owns``, ``state``, ``info``, ``handoff``, ``replicas``. Following:
+    ``on_change``. Changing state:
     ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit);
     ``abandon`` stops renewing without a word, as a crash does.
     """
 
-    def __init__(self, store: Store, info: MemberInfo) -> None:
+    def __init__(
+        self, store: Store, info: MemberInfo, *, replicas: int = 1, handoff: Handoff | None = None
+    ) -> None:
         self._store, self._info = store, info
+        self._replicas, self._handoff = replicas, handoff
         self._lock = threading.RLock()
         self._deadline = 0.0  # monotonic time by which the lease surely still holds
         self._mod_revision = 0
         self._closed = False
         self._dropped_count = 0
+        self._resumed_epoch = 0  # the epoch at which the lease was last confirmed after a lapse
         self._wake = threading.Event()
         self._subscriptions: list[Subscription] = []
         self._heartbeat: threading.Thread | None = None
@@ -91,33 +131,129 @@ class Member:
         ready: bool,
         vnodes: int,
         allocate: bool,
+        handoff: str = "default",
+        replicas: int = 1,
+        release_timeout_s: float | None = None,
+        wait_s: float = 0.0,
     ) -> Member:
         """Register a member (see ``Store.join``)."""
         node = Node(name, weight=weight, zone=zone)
         ttl = _check_ttl(ttl_s)
-        ring = store.snapshot().ring if allocate else None
-        tokens = choose_tokens(node, vnodes=vnodes, ring=ring)
+        _check_handoff(handoff, replicas, release_timeout_s)
+        wait = _check_wait(wait_s)
+        planned = store.snapshot()
+        tokens = choose_tokens(node, vnodes=vnodes, ring=planned.ring if allocate else None)
         holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         state = "active" if ready else "joining"
         info = MemberInfo(name, state, zone, float(weight), data, tokens, ttl, 0, holder)
-        member = cls(store, info)
-        member._register()
+        member = cls(store, info, replicas=replicas)
+        if handoff == "exclusive":
+            member._handoff = Handoff(
+                store,
+                name,
+                replicas=replicas,
+                release_timeout_s=ttl if release_timeout_s is None else float(release_timeout_s),
+                give_up=member._give_up,
+            )
+            # Subscribed before the record exists: the change that adds it is reported too.
+            member._subscriptions.append(store.subscribe(member._handoff.relay))
+        store._members.append(member)
+        try:
+            member._register_waiting(wait, node, vnodes, planned if allocate else None)
+        except BaseException:
+            store._members.remove(member)
+            member.close()
+            raise
         member._heartbeat = threading.Thread(target=member._beat, name=f"ringkit-live-{name}")
         member._heartbeat.daemon = True
         member._heartbeat.start()
         # Return once this process's snapshot shows the member (owns() is then meaningful).
-        store.wait_for(lambda s: s.epoch >= member._mod_revision)
+        try:
+            store.wait_for(lambda s: s.revision >= member._mod_revision)
+            store.wait_current(timeout_s=member._info.ttl_s)
+        except BaseException:
+            member.close()  # a join that fails leaves no record behind it under a live lease
+            raise
         return member
 
     # -- the lease -------------------------------------------------------------------------------
 
-    def _register(self) -> None:
-        """Take a lease and create the record; refuse a name a live member holds."""
+    def _register_waiting(
+        self, wait_s: float, node: Node, vnodes: int, planned: Snapshot | None
+    ) -> None:
+        """Register; while another lease holds the name, wait up to `wait_s` for it to end.
+
+        A supervisor that restarts a crashed worker under the same name within the old
+        lease's TTL would otherwise be refused until the lease runs out; the wait follows the
+        store's watch (the old record's deletion), not a timer.
+        """
+        deadline = time.monotonic() + wait_s
+        name = self.name
+        while True:
+            try:
+                if planned is not None:
+                    self._register_allocated(node, vnodes, planned)
+                else:
+                    self._register()
+                return
+            except DuplicateNodeError:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+                # After the wait, one more try: then the error names the holder and its lease.
+                with contextlib.suppress(TimeoutError):
+                    self._store.wait_for(lambda s: name not in s.members, timeout_s=remaining)
+                time.sleep(0.01)  # a record skipped as invalid is not in members: do not spin
+
+    def _register_allocated(self, node: Node, vnodes: int, planned: Snapshot) -> None:
+        """Register with tokens allocated against `planned`, again until no join raced ours.
+
+        The record is created only if no member record was written since the ring it was
+        planned on (compare-and-swap on the members' revisions); two joins planned on one
+        ring would otherwise take the same tokens, and one would own nothing for good.
+        """
+        for _ in range(_ALLOCATION_ATTEMPTS):
+            if self._register(planned_revision=planned.revision):
+                return
+            planned = self._store.wait_for(partial(_newer_than, planned.revision))
+            tokens = choose_tokens(node, vnodes=vnodes, ring=planned.ring)
+            self._info = replace(self._info, tokens=tokens)
+        raise BackendError(
+            f"member {self.name!r} must find the ring unchanged between planning its tokens and "
+            f"writing them, got {_ALLOCATION_ATTEMPTS} concurrent changes; join again"
+        )
+
+    def _register(self, *, planned_revision: int | None = None) -> bool:
+        """Take a lease and create the record; refuse a name a live member holds.
+
+        With `planned_revision`, only if no member record was written after it: return False
+        (nothing left behind) when one was.
+        """
         backend = self._store.backend
         started = time.monotonic()
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
-        ok, record = backend.create(self._store.member_key(info.name), info.encode(), lease)
+        try:
+            if self._handoff is not None:
+                self._handoff.start(lease)  # the mark first: a store that sees the record has it
+            key = self._store.member_key(info.name)
+            if planned_revision is None:
+                ok, record = backend.create(key, info.encode(), lease)
+            else:
+                ok, record = backend.create_unless_changed(
+                    key,
+                    info.encode(),
+                    lease,
+                    prefix=self._store.member_key(""),
+                    revision=planned_revision,
+                )
+        except BaseException:
+            with contextlib.suppress(BackendError):  # else it ends by itself after its TTL
+                backend.revoke(lease)
+            raise
+        if not ok and record.mod_revision == 0:
+            backend.revoke(lease)  # another member's record was written: plan again
+            return False
         if not ok and record.lease != lease:
             backend.revoke(lease)
             left = backend.time_to_live(record.lease) if record.lease else math.inf
@@ -133,6 +269,7 @@ class Member:
         with self._lock:
             self._info, self._mod_revision = info, record.mod_revision
             self._deadline = started + ttl
+        return True
 
     def _beat(self) -> None:
         """Renew the lease every third of its TTL; rejoin when it turns out to be gone."""
@@ -146,6 +283,8 @@ class Member:
                 ttl = self._store.backend.keepalive(self._info.lease)
                 if ttl > 0:
                     with self._lock:
+                        if self._deadline <= time.monotonic():  # in doubt until now
+                            self._resumed_epoch = self._store.snapshot().epoch
                         self._deadline = started + ttl
                     continue
                 with self._lock:
@@ -183,6 +322,7 @@ class Member:
             and seen.state == "active"
             and time.monotonic() < self._deadline
             and not self._closed
+            and self._store.is_current()
         )
 
     @property
@@ -194,27 +334,113 @@ class Member:
             return "dropped"
         return seen.state
 
-    def owns(self, key: Key, *, replicas: int = 1) -> bool:
+    @property
+    def handoff(self) -> str:
+        """``default`` or ``exclusive`` (see ``Store.join``)."""
+        return "default" if self._handoff is None else "exclusive"
+
+    @property
+    def replicas(self) -> int:
+        """The copies per key this member was joined with (``owns``' default)."""
+        return self._replicas
+
+    def _check_replicas(self, replicas: int | None) -> int:
+        if replicas is None:
+            return self._replicas
+        if self._handoff is not None and replicas != self._replicas:
+            raise ConfigError(
+                f"replicas of an exclusive member must be the {self._replicas} it joined with, "
+                f"got {replicas!r}; join another member for another count"
+            )
+        return replicas
+
+    def owns(self, key: Key, *, replicas: int | None = None) -> bool:
         """Return whether this member is among `key`'s first `replicas` distinct nodes.
 
-        False whenever the member cannot be sure: not active in the latest snapshot, or its
-        lease may have run out (no renewal confirmed within its TTL). Runtime: O(log T).
+        False whenever the member cannot be sure: not active in the latest snapshot, its
+        lease may have run out (no renewal confirmed within its TTL), or its store has not been
+        confirmed current within ``store.current_within_s()``. An exclusive member also needs
+        every other exclusive member to have released the epoch it gained `key` at.
+        `replicas` defaults to the count the member joined with. Runtime: O(log T), times the
+        epochs not yet released for an exclusive member.
+
+        :raises ConfigError: for an exclusive member asked with another `replicas`
         """
+        count = self._check_replicas(replicas)
         if not self._current():
             return False
-        ring = self._store.snapshot().ring
-        return self.name in ring.nodes_for(key, replicas)
+        snapshot = self._store.snapshot()
+        if self._handoff is not None:
+            return self._handoff.owns(key, snapshot)
+        return self.name in snapshot.ring.nodes_for(key, count)
+
+    def owns_many(self, keys: Iterable[Key], *, replicas: int | None = None) -> list[bool]:
+        """Return ``owns(key, replicas=replicas)`` for each key, in order, at one instant.
+
+        Every answer comes from one check of the member's lease and store and one snapshot,
+        so a change that lands during the call cannot split the keys between two rings; each
+        answer is the one ``owns`` gives for that snapshot. Runtime: O(K log T), vectorised
+        for one replica in the default mode.
+
+        :raises ConfigError: for an exclusive member asked with another `replicas`
+        """
+        count = self._check_replicas(replicas)
+        keys = list(keys)
+        if not self._current():
+            return [False] * len(keys)
+        snapshot = self._store.snapshot()
+        if self._handoff is not None:
+            return [self._handoff.owns(key, snapshot) for key in keys]
+        ring = snapshot.ring
+        if count == 1:
+            return [owner == self.name for owner in ring.node_for_many(keys)] if keys else []
+        return [self.name in ring.nodes_for(key, count) for key in keys]
+
+    def fencing_token(self, key: Key) -> int | None:
+        """Return the epoch at which this member's current interval of owning `key` began.
+
+        None when ``owns(key)`` is False. The interval starts at the first epoch of the latest
+        unbroken run of snapshots in which the member holds `key`, or later when its store or
+        lease was in doubt since; so successive owners of a key get strictly increasing
+        tokens (the next owner gains it at a later epoch), in both handoff modes. Storage
+        that refuses a write whose token is below the highest it has seen for the key stops a
+        paused former owner (Kleppmann 2016, "How to do distributed locking"; Chubby's
+        sequencers). Runtime: O(H log T) for H snapshots in the run.
+        """
+        if not self.owns(key):
+            return None
+        history, breaks = self._store.history()
+        start = None
+        for snapshot in reversed(history):
+            ring = snapshot.ring
+            if not len(ring) or self.name not in ring.nodes_for(key, self._replicas):
+                break
+            start = snapshot.epoch
+            if snapshot.epoch in breaks:
+                break
+        if start is None:
+            return None
+        return max(start, self._store.resumed_epoch(), self._resumed_epoch)
 
     # -- following -------------------------------------------------------------------------------
 
     def on_change(
-        self, callback: Callable[[MemberChange], None], *, replicas: int = 1
-    ) -> Subscription:
+        self, callback: Callable[[MemberChange], None], *, replicas: int | None = None
+    ) -> Subscription | None:
         """Call `callback` with the arcs this member gained and lost, at every epoch that moves any.
 
         The arcs are ``diff(old.ring, new.ring, replicas=replicas).gained(name)`` / ``.lost``,
-        as owner or replica; called on the store's dispatcher thread, in epoch order.
+        as owner or replica; called on the store's dispatcher thread, in epoch order. For an
+        exclusive member, lost arcs come when the epoch is applied and gained arcs once they
+        are owned (never wait in the callback for ownership: the release waits for it);
+        returns None then, the member's closing ends the calls.
+
+        :raises ConfigError: for an exclusive member asked with another `replicas`
         """
+        replicas = self._check_replicas(replicas)
+        if self._handoff is not None:
+            self._handoff.subscribe(callback)
+            return None
 
         def relay(change: Change) -> None:
             names = {node.name for node in change.old.ring.nodes}
@@ -243,7 +469,7 @@ class Member:
     # -- changing state --------------------------------------------------------------------------
 
     def _set_state(self, state: str) -> int:
-        """Write this member's record with `state`; return the epoch of the write."""
+        """Write this member's record with `state`; return the revision of the write."""
         with self._lock:
             info = replace(self._info, state=state)
             ok, record = self._store.backend.swap(
@@ -260,8 +486,8 @@ class Member:
     def ready(self) -> None:
         """Move from ``joining`` to ``active``: the member enters the ring."""
         if self._info.state == "joining":
-            epoch = self._set_state("active")
-            self._store.wait_for(lambda s: s.epoch >= epoch)
+            revision = self._set_state("active")
+            self._store.wait_for(lambda s: s.revision >= revision)
 
     def leave(self, *, timeout_s: float = 10.0) -> None:
         """Leave gracefully: ``leaving`` (out of the ring), hand over, then drop the lease.
@@ -271,8 +497,14 @@ class Member:
         """
         if self._closed:
             return
-        epoch = self._set_state("leaving")
-        self._store.wait_delivered(epoch, timeout_s=timeout_s)
+        revision = self._set_state("leaving")
+        try:
+            snap = self._store.wait_for(lambda s: s.revision >= revision, timeout_s=timeout_s)
+            self._store.wait_delivered(snap.epoch, timeout_s=timeout_s)
+            if self._handoff is not None:
+                self._handoff.leave_mark(snap.epoch)  # gainers need not wait for the revoke
+        except TimeoutError:
+            pass  # the handoff could not be confirmed in time: leave anyway
         self.close()
 
     def close(self) -> None:
@@ -281,6 +513,8 @@ class Member:
             return
         self._closed = True
         self._wake.set()
+        if self._handoff is not None:
+            self._handoff.stop()
         for subscription in self._subscriptions:
             subscription.cancel()
         with contextlib.suppress(BackendError):  # else the lease runs out by itself
@@ -296,9 +530,23 @@ class Member:
         """
         self._closed = True
         self._wake.set()
+        if self._handoff is not None:
+            self._handoff.stop()
         for subscription in self._subscriptions:
             subscription.cancel()
         self._heartbeat = None
+
+    def _marks_changed(self) -> None:
+        if self._handoff is not None and not self._closed:
+            self._handoff.marks_changed()
+
+    def _give_up(self, reason: str) -> None:
+        """Stop for good: revoke the lease so that gainers need not wait for its TTL."""
+        if self._closed:
+            return
+        _log.warning("member %s gives up its lease: %s; join again", self.name, reason)
+        self.error = BackendError(f"member {self.name!r} gave up its lease: {reason}")
+        self.close()
 
     def __enter__(self) -> Member:
         return self

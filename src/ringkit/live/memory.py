@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ringkit.errors import BackendError
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, WatchHandle
 
 __all__ = ["MemoryBackend"]
 
@@ -101,6 +101,14 @@ class MemoryBackend:
                     )
             return self._revision, [state[k] for k in sorted(state)]
 
+    def read_revisions(self, prefix: str, *, timeout_s: float) -> tuple[int, dict[str, int]]:
+        with self._lock:
+            found = {k: r.mod_revision for k, r in self._keys.items() if k.startswith(prefix)}
+            return self._revision, found
+
+    def cluster_id(self) -> int:
+        return 0  # one process's service is never restored or replaced
+
     def _write(self, key: str, value: bytes, lease: int) -> Record:
         """Put `key` at the next revision (the lock is held)."""
         self._revision += 1
@@ -127,6 +135,20 @@ class MemoryBackend:
         with self._lock:
             current = self._keys.get(key)
             return self.swap(key, value, lease, 0) if current is None else (False, current)
+
+    def create_unless_changed(
+        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+    ) -> tuple[bool, Record]:
+        with self._lock:
+            current = self._keys.get(key)
+            if current is not None:
+                return False, current
+            changed = any(
+                r.mod_revision > revision for k, r in self._keys.items() if k.startswith(prefix)
+            )
+            if changed:
+                return False, Record(key, b"", 0, 0, 0)
+            return self.swap(key, value, lease, 0)
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         with self._lock:
@@ -200,7 +222,11 @@ class MemoryBackend:
         start_revision: int,
         on_events: Callable[[Sequence[Event]], None],
         on_error: Callable[[Exception], None],
+        *,
+        replacing: WatchHandle | None = None,
     ) -> _Watch:
+        if replacing is not None:
+            replacing.cancel()
         watch = _Watch(prefix, max(1, start_revision), on_events, self._lock)
         watch.thread = threading.Thread(target=self._deliver, args=(watch,), name="memory-watch")
         watch.thread.daemon = True

@@ -30,6 +30,7 @@ from ringkit.strategies.fixed import FixedPartitions
 __all__ = [
     "STATES",
     "MemberInfo",
+    "SkippedRecord",
     "Snapshot",
     "decode_member",
     "decode_table",
@@ -77,6 +78,16 @@ class MemberInfo:
             "holder": self.holder,
         }
         return json.dumps(fields, sort_keys=True).encode()
+
+
+@dataclass(frozen=True, slots=True)
+class SkippedRecord:
+    """A record a store ignored (see :mod:`ringkit.live.records`): its key, the revision of its
+    last write, and why."""
+
+    key: str
+    mod_revision: int
+    reason: str
 
 
 def decode_member(value: bytes, lease: int) -> MemberInfo:
@@ -165,12 +176,17 @@ class Snapshot:
     ``epoch``: the etcd revision of the last change under the store's prefix (a counter of
     the same kind for ``memory://``). ``members``: name → :class:`MemberInfo`, every state.
     ``ring``: the :class:`HashRing` of the active members, or the published table.
+    ``revision``: the etcd revision the snapshot was read at; the epoch is the ring's *epoch
+    base* plus it (:mod:`ringkit.live.restore`; the base is 0 until etcd is restored).
+    ``skipped``: the records under the prefix that were not valid, and why.
     """
 
     epoch: int
     members: Mapping[str, MemberInfo]
     ring: Placement
     table: bool = False
+    revision: int = 0
+    skipped: tuple[SkippedRecord, ...] = ()
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -180,23 +196,28 @@ class Snapshot:
         members: Mapping[str, MemberInfo],
         table: Placement | None,
         previous: Snapshot | None = None,
+        *,
+        revision: int | None = None,
+        skipped: tuple[SkippedRecord, ...] = (),
     ) -> Snapshot:
         """Return the snapshot of these members (and table) at `epoch`.
 
         With `previous`, a ring that differs from its ring by a few members is derived from it
         by ``remove`` / ``add`` with the members' tokens (an equal ring, built in O(T) instead
         of O(T log T) and without re-checking every token: the cost of a change in each of N
-        watching processes). Runtime: O(T log T), or O(T + c·V log V) for c changed members.
+        watching processes). `revision` defaults to `epoch`. Runtime: O(T log T), or
+        O(T + c·V log V) for c changed members.
         """
         frozen = MappingProxyType(dict(sorted(members.items())))
+        revision = epoch if revision is None else revision
         if table is not None:
-            return cls(epoch, frozen, table, True)
+            return cls(epoch, frozen, table, True, revision, skipped)
         active = {name: m for name, m in frozen.items() if m.state == "active"}
         ring = _derive(previous, active) if previous is not None else None
         if ring is None:
             tokens: dict[str | Node, Iterable[int]] = {m.node: m.tokens for m in active.values()}
             ring = HashRing.from_tokens(tokens) if tokens else _empty_ring()
-        return cls(epoch, frozen, ring)
+        return cls(epoch, frozen, ring, False, revision, skipped)
 
     @property
     def active(self) -> tuple[str, ...]:
@@ -248,6 +269,10 @@ def snapshot_dict(snapshot: Snapshot) -> dict[str, Any]:
         "epoch": snapshot.epoch,
         "table": snapshot.table,
         "members": members,
+        "skipped": [
+            {"key": s.key, "mod_revision": s.mod_revision, "reason": s.reason}
+            for s in snapshot.skipped
+        ],
         "ring": {
             "nodes": [node.name for node in ring.nodes],
             "space": ring.space if isinstance(ring, HashRing) else None,

@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, unquote
 
 from ringkit.errors import ConfigError
 
-__all__ = ["SCHEMES", "StoreURL", "parse_store_url"]
+__all__ = ["SCHEMES", "StoreURL", "parse_store_url", "redacted"]
 
 SCHEMES = ("etcd", "etcds", "memory")
 _DEFAULT_PORT = 2379
@@ -144,3 +144,13 @@ def parse_store_url(url: str) -> StoreURL:
         cert_file=files.get("cert"),
         key_file=files.get("key"),
     )
+
+
+def redacted(url: str) -> str:
+    """Return a store URL without its credentials, to show (a repr, a log line, CLI output).
+
+    >>> redacted("etcd://ops:s3cret@h1:2379/ring"), redacted("memory://demo")
+    ('etcd://h1:2379/ring', 'memory://demo')
+    """
+    scheme, sep, rest = url.partition("://")
+    return f"{scheme}{sep}{rest.rpartition('@')[2]}" if "@" in rest else url

@@ -1,0 +1,417 @@
+"""Exclusive handoff: at most R members answer ``owns(key)`` True at any instant.
+
+In the default mode a gaining member owns an arc as soon as its own watch delivers the epoch,
+while the losing member may not have applied it yet. ``store.join(..., handoff="exclusive")``
+closes that gap the way Kafka's cooperative rebalancing and Apache Helix's state transitions
+do (a partition is assigned only once its previous owner has revoked it), with etcd records:
+
+- every exclusive member keeps a *release mark*, ``PREFIX/released/NAME`` under its own lease:
+  the highest epoch E for which it has applied every change up to E and every ``on_change``
+  call for the arcs it lost up to E has returned. The mark only grows, and never changes the
+  epoch or the ring;
+- a member owns an arc it gained at epoch E only once every *other* exclusive member with a
+  live record has a mark ≥ E, or its record has gone at a revision this store applied (its
+  lease ended, or it left after raising its mark). Waiting only for the member that lost the
+  arc is not enough: after A → B at E1 and B → C at E2, C must not own while a slow A still
+  answers from before E1;
+- a member whose release stays pending for ``release_timeout_s`` (its callbacks hang, or its
+  store is not current) revokes its own lease, so a gainer waits at most that plus a TTL.
+
+``owns`` checks a key against every ring from the *settled* epoch (the lowest mark among the
+others) to the latest: the member must hold the key in all of them. ``on_change`` reports lost
+arcs when the epoch is applied and gained arcs once owned, computed on key-space regions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from ringkit.errors import BackendError, ConfigError
+from ringkit.live.backend import Event, Record
+from ringkit.live.change import Change, MemberChange, movement_between
+from ringkit.ring import Arc, HashRing
+
+if TYPE_CHECKING:
+    from ringkit.hashing import Key
+    from ringkit.live.snapshot import MemberInfo, Snapshot
+    from ringkit.live.store import Store
+
+__all__ = ["HANDOFFS", "MARKS_FOLDER", "Handoff", "ReleaseMarks", "decode_mark", "encode_mark"]
+
+_log = logging.getLogger("ringkit.live")
+
+#: The handoff modes of ``store.join``.
+HANDOFFS = ("default", "exclusive")
+#: Where release marks live under a store's prefix.
+MARKS_FOLDER = "released/"
+_SPACE = 2**64
+#: How often a member looks at its pending release (and writes its mark if it lags).
+_RELEASE_POLL_S = 0.05
+
+
+def encode_mark(name: str, epoch: int) -> bytes:
+    """Return the stored release mark of member `name` at `epoch`."""
+    return json.dumps({"epoch": epoch, "name": name}, sort_keys=True).encode()
+
+
+def decode_mark(value: bytes, name: str) -> int:
+    """Return the epoch of a release mark stored under member `name`'s key.
+
+    >>> decode_mark(encode_mark("w1", 7), "w1")
+    7
+
+    :raises ConfigError: when it is not a mark, names another member, or its epoch is not an
+        int >= 0
+    """
+    try:
+        raw = json.loads(value)
+    except ValueError as error:
+        raise ConfigError(f"release mark must be JSON, got {value[:80]!r}") from error
+    if not isinstance(raw, dict) or raw.get("name") != name:
+        raise ConfigError(f"release mark of {name!r} must name it, got {value[:80]!r}")
+    epoch = raw.get("epoch")
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+        raise ConfigError(f"release mark epoch must be an int >= 0, got {epoch!r}")
+    return epoch
+
+
+class ReleaseMarks:
+    """The release marks a store follows: member name → (epoch, lease), validated.
+
+    Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``.
+    """
+
+    def __init__(self) -> None:
+        self._marks: dict[str, tuple[int, int]] = {}
+        self._warned: set[tuple[str, bytes]] = set()
+
+    def _name(self, key: str) -> str:
+        return key.rpartition(MARKS_FOLDER)[2]
+
+    def _put(self, key: str, value: bytes, lease: int) -> bool:
+        name = self._name(key)
+        try:
+            epoch = decode_mark(value, name)
+        except ConfigError as error:
+            if (key, value) not in self._warned:  # once per bad value, not per event
+                self._warned.add((key, value))
+                _log.warning("ignoring release mark %s: %s", key, error)
+            return self._marks.pop(name, None) is not None
+        if self._marks.get(name) == (epoch, lease):
+            return False
+        self._marks[name] = (epoch, lease)
+        return True
+
+    def load(self, records: Iterable[Record]) -> None:
+        """Start again from the marks `records` hold."""
+        self._marks = {}
+        for record in records:
+            self._put(record.key, record.value, record.lease)
+
+    def apply(self, events: Sequence[Event]) -> bool:
+        """Apply watch events on mark keys; return whether any mark changed."""
+        changed = False
+        for event in events:
+            if event.kind == "delete":
+                changed |= self._marks.pop(self._name(event.key), None) is not None
+            else:
+                changed |= self._put(event.key, event.value, event.lease)
+        return changed
+
+    def get(self, name: str) -> tuple[int, int] | None:
+        """Member `name`'s (mark epoch, lease), or None when it keeps no valid mark."""
+        return self._marks.get(name)
+
+    def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
+        """The lowest mark among the exclusive members other than `excluding` (cap: `epoch`).
+
+        A member keeps a mark iff it is exclusive; one held under another lease than its
+        record's (it rejoined and has not marked yet) counts as 0.
+        """
+        settled = epoch
+        for name, info in members.items():
+            mark = self._marks.get(name)
+            if name == excluding or mark is None:
+                continue
+            settled = min(settled, mark[0] if mark[1] == info.lease else 0)
+        return settled
+
+
+# -- regions of the key space: sorted, disjoint (lo, hi] intervals --------------------------------
+
+Region = list[tuple[int, int]]
+
+
+def _region(arcs: Iterable[Arc]) -> Region:
+    intervals: Region = []
+    for arc in arcs:
+        if arc.length >= _SPACE or (arc.start == arc.end and arc.length):
+            return [(-1, _SPACE - 1)]
+        if arc.start < arc.end:
+            intervals.append((arc.start, arc.end))
+        else:  # wraps past the top of the circle
+            intervals += [(arc.start, _SPACE - 1), (-1, arc.end)]
+    return _union(intervals)
+
+
+def _union(intervals: Region) -> Region:
+    merged: Region = []
+    for lo, hi in sorted(i for i in intervals if i[0] < i[1]):
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _intersect(one: Region, other: Region) -> Region:
+    found: Region = []
+    i = j = 0
+    while i < len(one) and j < len(other):
+        lo, hi = max(one[i][0], other[j][0]), min(one[i][1], other[j][1])
+        if lo < hi:
+            found.append((lo, hi))
+        if one[i][1] < other[j][1]:
+            i += 1
+        else:
+            j += 1
+    return found
+
+
+def _subtract(one: Region, other: Region) -> Region:
+    return _intersect(one, _complement(other))
+
+
+def _complement(region: Region) -> Region:
+    gaps: Region = []
+    start = -1
+    for lo, hi in region:
+        if lo > start:
+            gaps.append((start, lo))
+        start = hi
+    if start < _SPACE - 1:
+        gaps.append((start, _SPACE - 1))
+    return gaps
+
+
+def _arcs(region: Region, name: str) -> tuple[Arc, ...]:
+    """The region as arcs of `name`, one arc where it wraps past the top of the circle."""
+    if region == [(-1, _SPACE - 1)]:
+        return (Arc(0, 0, name, _SPACE),)
+    parts = list(region)
+    if len(parts) > 1 and parts[0][0] == -1 and parts[-1][1] == _SPACE - 1:
+        (_, end), (start, _) = parts.pop(0), parts.pop()
+        parts.append((start, end - _SPACE))
+    return tuple(
+        Arc(lo % _SPACE, hi % _SPACE, name, hi - lo) for lo, hi in sorted(parts, key=lambda p: p[1])
+    )
+
+
+class Handoff:
+    """One exclusive member's side of the handoff: ownership, its mark, its callbacks.
+
+    Asking: ``owns``, ``settled_rings``. Following: ``relay`` (an ``on_change`` callback).
+    Releasing: ``start``, ``write_mark``, ``leave_mark``, ``stop``.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        name: str,
+        *,
+        replicas: int,
+        release_timeout_s: float,
+        give_up: Callable[[str], None],
+    ) -> None:
+        self._store, self.name, self.replicas = store, name, replicas
+        self._release_timeout_s, self._give_up = release_timeout_s, give_up
+        self._lease = 0
+        self._mark = -1
+        self._mark_revision = 0
+        self._cache: tuple[object, ...] = ()
+        self._rings: list[Snapshot] | None = None
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._callbacks: list[Callable[[MemberChange], None]] = []
+        self._regions: dict[int, Region] = {}
+        self._reported: Region = []
+        self._latest: Change | None = None
+        self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
+        self._thread = threading.Thread(target=self._run, name=f"ringkit-live-release-{name}")
+        self._thread.daemon = True
+
+    # -- owning ----------------------------------------------------------------------------------
+
+    def settled_rings(self, snapshot: Snapshot) -> list[Snapshot] | None:
+        """The snapshots from the settled epoch to `snapshot`, or None when nothing is owned."""
+        key = (snapshot.epoch, self._store.marks_version(), self._store.blind_s() > 0)
+        if key != self._cache:
+            rings = None
+            if not key[2]:
+                settled = min(self._store.settled_epoch(self.name), snapshot.epoch)
+                rings = self._store.history_since(settled)
+                if rings is not None:
+                    rings = [ring for ring in rings if ring.epoch <= snapshot.epoch]
+            self._cache, self._rings = key, rings
+        return self._rings
+
+    def owns(self, key: Key, snapshot: Snapshot) -> bool:
+        """Whether this member held `key` in every ring from the settled epoch on."""
+        rings = self.settled_rings(snapshot)
+        if not rings:
+            return False
+        return all(
+            len(s.ring) > 0 and self.name in s.ring.nodes_for(key, self.replicas) for s in rings
+        )
+
+    # -- reporting -------------------------------------------------------------------------------
+
+    def subscribe(self, callback: Callable[[MemberChange], None]) -> None:
+        """Call `callback` with lost arcs when applied and gained arcs once owned."""
+        self._callbacks.append(callback)
+
+    def relay(self, change: Change) -> None:
+        """On the dispatcher thread: report what `change` took away, then what is now owned."""
+        self._latest = change
+        previous = self._regions.get(change.old.epoch)
+        if previous is None:
+            previous = self._region_of(change.old)
+        region = self._region_after(previous, change)
+        self._regions[change.new.epoch] = region
+        lost = _intersect(self._reported, _complement(region))
+        if lost:
+            self._reported = _subtract(self._reported, lost)
+            self._report(change, (), _arcs(lost, self.name))
+        self.settle()
+
+    def settle(self) -> None:
+        """On the dispatcher thread: report the arcs that became owned since the last report."""
+        change = self._latest
+        if change is None or self._store.blind_s() > 0 or not self._regions:
+            return
+        settled = self._store.settled_epoch(self.name)
+        held = [epoch for epoch in self._regions if epoch <= settled]
+        if not held:
+            return
+        start = max(held)
+        for epoch in [e for e in self._regions if e < start]:
+            del self._regions[epoch]
+        owned = self._regions[start]
+        for epoch, region in self._regions.items():
+            if epoch > start:
+                owned = _intersect(owned, region)
+        gained = _subtract(owned, self._reported)
+        if gained:
+            self._reported = _union(self._reported + gained)
+            self._report(change, _arcs(gained, self.name), ())
+
+    def _region_of(self, snapshot: Snapshot) -> Region:
+        ring = snapshot.ring
+        if self.name not in {node.name for node in ring.nodes}:
+            return []
+        if isinstance(ring, HashRing) and self.replicas == 1:
+            return _region(ring.arcs(self.name))
+        empty = HashRing.from_tokens({}, space=ring.space if isinstance(ring, HashRing) else _SPACE)
+        try:
+            return _region(movement_between(empty, ring, replicas=self.replicas).gained(self.name))
+        except ConfigError:  # a table diff cannot segment: its arcs come with each change
+            return []
+
+    def _region_after(self, previous: Region, change: Change) -> Region:
+        if self.name not in {node.name for node in change.new.ring.nodes}:
+            return []
+        movement = change.movement_for(self.replicas)
+        names = set(movement.nodes_before) | set(movement.nodes_after)
+        if self.name not in names:
+            return previous
+        gained, lost = _region(movement.gained(self.name)), _region(movement.lost(self.name))
+        return _union(_subtract(previous, lost) + gained)
+
+    def _report(self, change: Change, gained: tuple[Arc, ...], lost: tuple[Arc, ...]) -> None:
+        report = MemberChange(
+            self.name, change.old.epoch, change.new.epoch, self.replicas, gained, lost, change
+        )
+        for callback in list(self._callbacks):
+            try:
+                callback(report)
+            except Exception:  # one callback's bug must not stop the handoff
+                _log.exception("on_change callback %r of %s failed", callback, self.name)
+
+    def marks_changed(self) -> None:
+        """Marks changed: look again at what this member owns (soon), and at its own mark.
+
+        A mark of this member that someone else overwrote or deleted is written again at once:
+        without it the others would stop waiting for this member.
+        """
+        found = self._store.mark_of(self.name)
+        if self._mark >= 0 and (found is None or found[1] != self._lease or found[0] < self._mark):
+            self._mark = -1  # (a write of ours still under way shows a mark >= ours)
+            self._wake.set()
+        self._store.dispatcher.call_soon(self.settle)
+
+    # -- releasing -------------------------------------------------------------------------------
+
+    def start(self, lease: int) -> None:
+        """Write the first mark under `lease` (before the member's record), then follow."""
+        self._lease, self._mark, self._mark_revision = lease, -1, 0
+        self.write_mark(self._store.dispatcher.delivered)
+        if not self._thread.is_alive():
+            self._thread.start()
+
+    def write_mark(self, epoch: int) -> None:
+        """Raise the release mark to `epoch` (never lowers it).
+
+        :raises BackendError: when the service cannot be reached
+        """
+        if epoch <= self._mark:
+            return
+        backend, key = self._store.backend, self._store.mark_key(self.name)
+        value = encode_mark(self.name, epoch)
+        ok, record = backend.swap(key, value, self._lease, self._mark_revision)
+        if not ok:  # written by an earlier lease of ours, or by hand: take it over
+            ok, record = backend.swap(key, value, self._lease, record.mod_revision)
+        if not ok:
+            raise BackendError(f"release mark {key!r} changed while it was written; retrying")
+        self._mark, self._mark_revision = epoch, record.mod_revision
+
+    def leave_mark(self, epoch: int) -> None:
+        """Raise the mark to the leaving epoch (its callbacks have returned)."""
+        with contextlib.suppress(BackendError):  # the lease then ends by itself
+            self.write_mark(epoch)
+
+    def _run(self) -> None:
+        """Write the mark as deliveries advance; give up when a release hangs too long."""
+        pending_since: float | None = None
+        while not self._stopped.is_set():
+            self._wake.wait(_RELEASE_POLL_S)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            target = self._store.dispatcher.delivered
+            with contextlib.suppress(BackendError):
+                self.write_mark(target)
+            lagging = self._mark < self._store.snapshot().epoch or not self._store.is_current()
+            if not lagging:
+                pending_since = None
+                continue
+            pending_since = pending_since if pending_since is not None else time.monotonic()
+            if time.monotonic() - pending_since > self._release_timeout_s:
+                reason = (
+                    f"release pending past release_timeout_s {self._release_timeout_s:g} s "
+                    f"(mark {self._mark}, epoch {self._store.snapshot().epoch}, store current: "
+                    f"{self._store.is_current()})"
+                )
+                pending_since = None
+                self._give_up(reason)
+
+    def stop(self) -> None:
+        """Stop writing marks (the member closed)."""
+        self._stopped.set()
+        self._wake.set()
+        self._remove_hook()

@@ -1,0 +1,60 @@
+"""``python -m tests.chaos_live``: the long ownership-checker runs (``make chaos-live``), by hand.
+
+For each fault kind and handoff mode, `--runs` seeded runs of at most `--load-s` seconds of
+faults; one line per run and a total per kind. Exits 1 when an exclusive run shows an overlap,
+a token error, or (graceful changes) a key unowned for longer than ``ttl_s + 1 s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.chaos_live.run import FAULTS, RunResult, Settings, run_once
+
+
+def failed(result: RunResult, settings: Settings) -> bool:
+    """Whether `result` breaks what its mode promises."""
+    verdict = result.verdict
+    if result.handoff != "exclusive":
+        return bool(verdict.token_errors)
+    too_long = result.fault == "graceful" and verdict.longest_gap_s > settings.ttl_s + 1
+    return bool(verdict.overlaps or verdict.token_errors or too_long)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.chaos_live")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--faults", default=",".join(FAULTS))
+    parser.add_argument("--modes", default="exclusive,default")
+    parser.add_argument("--load-s", type=float, default=25.0)
+    args = parser.parse_args(argv)
+    settings = Settings(load_s=args.load_s)
+    bad = 0
+    for fault in args.faults.split(","):
+        for mode in args.modes.split(","):
+            results = []
+            for seed in range(args.runs):
+                with tempfile.TemporaryDirectory(prefix="ringkit-chaos-live-") as folder:
+                    result = run_once(mode, fault, seed, settings, Path(folder))
+                print(result.line, flush=True)
+                results.append(result)
+                bad += failed(result, settings)
+            overlaps = sum(len(r.verdict.overlaps) for r in results)
+            longest = max((r.verdict.longest_overlap_s for r in results), default=0.0)
+            print(
+                f"== {mode} {fault}: {len(results)} runs, "
+                f"{sum(len(r.faults) for r in results)} faults, "
+                f"{sum(r.verdict.runs for r in results)} ownership runs, {overlaps} overlaps "
+                f"(longest {longest:.3f} s), "
+                f"{sum(len(r.verdict.token_errors) for r in results)} token errors, longest gap "
+                f"{max((r.verdict.longest_gap_s for r in results), default=0):.2f} s",
+                flush=True,
+            )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""Check the ownership history of a live ring: overlaps, fencing tokens, keys left unowned.
+
+Each member process samples ``owns(key)`` and writes its *runs* of True answers (worker.py): a
+run's span goes from the end of its first True call to the start of its last, the time in
+which the member surely owned the key (a call that answered True began before it returned, so
+nothing narrower is certain). Every process of one machine reads the same CLOCK_MONOTONIC, so
+spans of different processes compare directly, as Jepsen's histories compare invocation and
+completion times.
+
+- An *overlap* is a time in which more than ``replicas`` members surely owned one key: a
+  violation for ``handoff="exclusive"``; for the default mode, its longest is reported against
+  the documented bound.
+- Tokens: sorted by start, a key's runs never get a lower token, and a run by another member
+  than the run before it gets a strictly higher one.
+- A *gap* is a time in which no member surely owned a key, between two of its runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Overlap", "Run", "Verdict", "check", "load_runs"]
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """A member surely owned `key` from `start` to `end` (monotonic seconds) with `token`."""
+
+    member: str
+    key: str
+    start: float
+    end: float
+    token: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """`members` surely owned `key` together for `seconds`, from `start`."""
+
+    key: str
+    members: tuple[str, ...]
+    start: float
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the checker found in one run's history."""
+
+    runs: int
+    overlaps: list[Overlap] = field(default_factory=list)
+    token_errors: list[str] = field(default_factory=list)
+    gaps: list[tuple[str, float, float]] = field(default_factory=list)  # key, start, seconds
+
+    @property
+    def longest_overlap_s(self) -> float:
+        return max((o.seconds for o in self.overlaps), default=0.0)
+
+    @property
+    def longest_gap_s(self) -> float:
+        return max((seconds for _, _, seconds in self.gaps), default=0.0)
+
+
+def load_runs(paths: Iterable[Path]) -> list[Run]:
+    """Read runs from workers' files; of the lines of one run (checkpoints) keep the longest."""
+    longest: dict[tuple[str, str, float], Run] = {}
+    for path in paths:
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines():
+            try:
+                raw = json.loads(line)
+            except ValueError:
+                continue  # the last line of a killed process may be cut short
+            run = Run(raw["member"], raw["key"], raw["start"], raw["end"], raw["token"])
+            identity = (run.member, run.key, run.start)
+            if identity not in longest or longest[identity].end < run.end:
+                longest[identity] = run
+    return sorted(longest.values(), key=lambda r: (r.key, r.start))
+
+
+def _overlaps(key: str, runs: list[Run], replicas: int) -> list[Overlap]:
+    """Times when more than `replicas` members held `key`, by a sweep over span edges."""
+    edges = sorted(
+        [(r.start, 1, r.member) for r in runs if r.end > r.start]
+        + [(r.end, -1, r.member) for r in runs if r.end > r.start]
+    )
+    found: list[Overlap] = []
+    holding: dict[str, int] = defaultdict(int)
+    since: float | None = None
+    # Sorted, an end comes before a start at one instant: touching spans do not overlap.
+    for time, step, member in edges:
+        owners = tuple(sorted(m for m, count in holding.items() if count > 0))
+        if len(owners) > replicas and since is not None and time > since:
+            last = found[-1] if found else None
+            if last is not None and last.start + last.seconds == since:  # one stretch
+                names = tuple(sorted(set(last.members) | set(owners)))
+                found[-1] = Overlap(key, names, last.start, time - last.start)
+            else:
+                found.append(Overlap(key, owners, since, time - since))
+        holding[member] += step
+        since = time
+    return found
+
+
+def _token_errors(key: str, runs: list[Run]) -> list[str]:
+    errors: list[str] = []
+    previous: Run | None = None
+    for run in runs:
+        if run.token is None:
+            continue
+        if previous is not None and previous.token is not None:
+            if run.token < previous.token:
+                errors.append(f"{key}: token fell from {previous.token} to {run.token}")
+            elif run.member != previous.member and run.token <= previous.token:
+                errors.append(
+                    f"{key}: {run.member} took over from {previous.member} with token "
+                    f"{run.token}, not above {previous.token}"
+                )
+        previous = run
+    return errors
+
+
+def _gaps(key: str, runs: list[Run]) -> list[tuple[str, float, float]]:
+    gaps: list[tuple[str, float, float]] = []
+    covered: float | None = None
+    for run in sorted(runs, key=lambda r: r.start):
+        if covered is not None and run.start > covered:
+            gaps.append((key, covered, run.start - covered))
+        covered = run.end if covered is None else max(covered, run.end)
+    return gaps
+
+
+def check(runs: list[Run], *, replicas: int = 1) -> Verdict:
+    """Check every key's runs (see the module docstring)."""
+    by_key: dict[str, list[Run]] = defaultdict(list)
+    for run in runs:
+        by_key[run.key].append(run)
+    verdict = Verdict(len(runs))
+    for key, mine in sorted(by_key.items()):
+        mine.sort(key=lambda r: r.start)
+        verdict.overlaps.extend(_overlaps(key, mine, replicas))
+        verdict.token_errors.extend(_token_errors(key, mine))
+        verdict.gaps.extend(_gaps(key, mine))
+    return verdict

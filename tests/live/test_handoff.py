@@ -1,0 +1,183 @@
+"""Exclusive handoff: a gainer owns only once every other member has released the epoch.
+
+Run on memory:// and a real etcd (``store_url``). Each test holds a loser's ``on_change`` (its
+release) and checks that the gainer does not own the moved keys meanwhile, the property that
+the default mode does not have (there the gainer owns as soon as its own watch delivers).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import ringkit.live
+from ringkit.errors import ConfigError
+from ringkit.live import MemberChange
+
+pytestmark = pytest.mark.timeout(60)
+
+KEYS = [f"tenant-{i}" for i in range(200)]
+
+
+def wait_until(
+    condition: Callable[[], bool], timeout_s: float = 10.0, what: Callable[[], object] = str
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"condition not reached in time: {what()}"
+        time.sleep(0.01)
+
+
+def hold(gate: threading.Event, change: MemberChange) -> None:
+    """A release that takes until `gate` is set (at most 10 s): work on lost arcs finishing."""
+    if change.lost:
+        gate.wait(10)
+
+
+def test_a_gainer_owns_only_after_the_loser_released(store_url: str) -> None:
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        assert all(a.owns(key) for key in KEYS)  # alone: nobody to wait for
+        release = threading.Event()
+        lost_by_a: list[MemberChange] = []
+
+        def hand_over(change: MemberChange) -> None:
+            if change.lost:
+                lost_by_a.append(change)
+                release.wait(10)  # a's work on the lost tenants is still finishing
+
+        a.on_change(hand_over)
+        gained_at: list[float] = []
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        b.on_change(lambda change: gained_at.append(time.monotonic()) if change.gained else None)
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        assert moved
+        wait_until(lambda: bool(lost_by_a))
+        time.sleep(0.3)  # b's store has long applied the epoch; a has not released it
+        assert not any(b.owns(key) for key in moved) and not gained_at
+        assert not any(a.owns(key) for key in moved)  # the loser stopped at once
+        released = time.monotonic()
+        release.set()
+        wait_until(lambda: all(b.owns(key) for key in moved))
+        wait_until(lambda: bool(gained_at))
+        assert gained_at[0] >= released  # gained arcs are reported only once owned
+        assert not any(a.owns(key) for key in moved)
+        b.leave()
+        wait_until(lambda: all(a.owns(key) for key in KEYS))
+
+
+def test_every_other_member_must_release_not_only_the_loser(store_url: str) -> None:
+    """A → B at E1, B → C at E2: C must not own while a slow A has not released E1 or E2."""
+    with (
+        ringkit.live.connect(store_url) as store_a,
+        ringkit.live.connect(store_url) as store_b,
+        ringkit.live.connect(store_url) as store_c,
+    ):
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        release = threading.Event()
+        a.on_change(lambda change: hold(release, change))
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        c = store_c.join("c", ttl_s=5, handoff="exclusive")
+        ring = store_c.snapshot().ring
+        of_c = [key for key in KEYS if ring.node_for(key) == "c"]
+        time.sleep(0.3)
+        assert not any(c.owns(key) for key in of_c)
+        release.set()
+        wait_until(lambda: all(c.owns(key) for key in of_c))
+        for key in KEYS:  # at most one owner once settled
+            assert sum(m.owns(key) for m in (a, b, c)) <= 1
+        for member in (a, b, c):
+            member.close()
+
+
+def test_a_release_that_hangs_revokes_the_losers_lease(store_url: str) -> None:
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=2, handoff="exclusive", release_timeout_s=1)
+        never = threading.Event()
+        a.on_change(lambda change: hold(never, change))
+        b = store_b.join("b", ttl_s=2, handoff="exclusive")
+        # a gives up after 1 s: its lease is revoked, its record goes, b owns everything.
+        wait_until(
+            lambda: all(b.owns(key) for key in KEYS),
+            timeout_s=10,
+            what=lambda: (
+                a.error,
+                store_b.snapshot(),
+                store_b.settled_epoch("b"),
+                store_b.is_current(),
+                b.state,
+            ),
+        )
+        assert a.error is not None and "release_timeout_s" in str(a.error)
+        assert not any(a.owns(key) for key in KEYS)
+        never.set()
+        again = store_a.join("a", ttl_s=2, handoff="exclusive")  # it may join again
+        wait_until(lambda: any(again.owns(key) for key in KEYS))
+        again.close()
+        b.close()
+
+
+def test_replicas_are_fixed_at_join(store_url: str) -> None:
+    with ringkit.live.connect(store_url) as store:
+        member = store.join("a", ttl_s=5, handoff="exclusive", replicas=2)
+        assert member.owns("k") and member.owns("k", replicas=2) and member.replicas == 2
+        with pytest.raises(ConfigError, match="replicas of an exclusive member must be the 2"):
+            member.owns("k", replicas=1)
+        with pytest.raises(ConfigError, match="replicas of an exclusive member must be the 2"):
+            member.on_change(lambda change: None, replicas=3)
+        member.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"handoff": "strict"}, "handoff must be one of default, exclusive, got 'strict'"),
+        ({"replicas": 0}, "replicas must be an int >= 1, got 0"),
+        ({"release_timeout_s": 0}, "release_timeout_s must be a number > 0 or None, got 0"),
+    ],
+)
+def test_bad_handoff_options_are_refused(options: dict[str, object], message: str) -> None:
+    store = ringkit.live.connect("memory://handoff-bad")
+    with pytest.raises(ConfigError, match=message):
+        store.join("a", ttl_s=5, **options)  # type: ignore[arg-type]
+    store.close()
+
+
+@pytest.mark.parametrize("handoff", ["default", "exclusive"])
+def test_fencing_tokens_grow_from_one_owner_to_the_next(store_url: str, handoff: str) -> None:
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff=handoff)
+        first = {key: a.fencing_token(key) for key in KEYS}
+        join_epoch = store_a.snapshot().epoch
+        assert set(first.values()) == {join_epoch}
+        b = store_b.join("b", ttl_s=5, handoff=handoff)
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        wait_until(lambda: all(b.owns(key) for key in moved))
+        wait_until(lambda: not any(a.owns(key) for key in moved))
+        second = {key: b.fencing_token(key) for key in moved}
+        assert all(a.fencing_token(key) is None for key in moved)
+        assert all(token is not None and token > join_epoch for token in second.values())
+        kept = [key for key in KEYS if key not in moved]
+        assert all(a.fencing_token(key) == join_epoch for key in kept)  # uninterrupted
+        b.leave()
+        wait_until(lambda: all(a.owns(key) for key in moved))
+        for key in moved:
+            token = a.fencing_token(key)
+            assert token is not None and token > second[key]
+        assert all(b.fencing_token(key) is None for key in KEYS)
+        a.close()
+
+
+def test_a_mark_overwritten_by_hand_is_written_again(store_url: str) -> None:
+    """Without its mark the others would stop waiting for the member: it writes it again."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: store.mark_of("a") is not None)
+        store.backend.put_unless_newer(store.mark_key("a"), b'{"name": "a", "epoch": -1}', 2**62)
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        store.backend.delete(store.mark_key("a"))
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        a.close()
