@@ -249,7 +249,9 @@ class _Reader:
                 self._close(section, settings, servers)
                 section, settings, servers = self._open(number, words)
                 continue
-            if section in ("defaults", "backend", "listen", "wanted"):
+            if section is not None and section.startswith(
+                ("defaults", "backend", "listen", "wanted")
+            ):
                 settings = self._directive(number, words, settings, servers, section)
         self._close(section, settings, servers)
         return self._backend()
@@ -445,7 +447,17 @@ def _hashing(
         settings.allbackups,
         key_part,
     )
-    backend.ids()  # refuses an id used twice
+    seen: dict[int, ConfiguredServer] = {}
+    for server in servers:
+        if server.id is not None and server.id in seen:
+            first = seen[server.id]
+            raise fail(
+                server.line,
+                f"servers {first.name!r} (line {first.line}) and "
+                f"{server.name!r} both have id {server.id}",
+            )
+        if server.id is not None:
+            seen[server.id] = server
     return backend
 
 

@@ -88,6 +88,8 @@ def _directives(path: Path, text: str) -> Iterator[tuple[list[str], int, str]]:
     start = 0
     for token, line in _tokens(text):
         if token in (";", "{", "}"):
+            if token == "}" and words:
+                raise ConfigError(f"{path}:{start}: directive {words[0]!r} has no ';' at the end")
             yield words, start or line, token
             words, start = [], 0
         else:
