@@ -44,7 +44,9 @@ def ports() -> Iterator[dict[str, int]]:
         yield found
 
 
-def _config(servers: Sequence[str], hash_type: str, ports: dict[str, int]) -> ConfigFor:
+def _config(
+    servers: Sequence[str], hash_type: str, ports: dict[str, int], balance: str = "hdr(X-Key)"
+) -> ConfigFor:
     """HAProxy's file: backend ``be`` hashing ``X-Key``; each server line ``NAME [params]``."""
     lines = []
     for line in servers:
@@ -57,7 +59,7 @@ def _config(servers: Sequence[str], hash_type: str, ports: dict[str, int]) -> Co
             "defaults\n    mode http\n    timeout connect 5s\n    timeout client 30s\n"
             "    timeout server 30s\n"
             f"frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n"
-            f"backend be\n    balance hdr(X-Key)\n    hash-type {hash_type}\n"
+            f"backend be\n    balance {balance}\n    hash-type {hash_type}\n"
             + "\n".join(lines)
             + "\n"
         )
@@ -151,6 +153,29 @@ def test_plan_predicts_exactly_the_requests_that_move(
     moved = {key: (b, a) for key, b, a in zip(KEYS, before, after, strict=True) if b != a}
     assert moved == predicted
     assert moved  # the change moved something, so the equality says something
+
+
+@pytest.mark.parametrize(
+    ("balance", "request_for"),
+    [
+        # HAProxy hashes the path up to its 2nd-level directory, the query left out
+        ("uri depth 2", lambda key: f"/api/{key}/profile?session={len(key)}"),
+        ("uri whole", lambda key: f"/items/{key}?page=2"),
+        # the key is the parameter's value
+        ("url_param uid", lambda key: f"/search?q=x&uid={key}"),
+    ],
+)
+def test_uri_and_url_param_keys_are_cut_as_haproxy_cuts_them(
+    balance: str, request_for: Callable[[str], str], ports: dict[str, int]
+) -> None:
+    keys = [f"user-{i}" for i in range(3_000)]
+    requests = [request_for(key) for key in keys]
+    servers = ["s1", "s2 weight 2", "s3"]
+    with proxy("haproxy", _config(servers, "consistent", ports, balance)) as running:
+        answered = route(running.port, requests, header=None)
+        layout = haproxy_from_config(running.config, backend="be")
+    wanted = keys if balance.startswith("url_param") else requests
+    assert answered == layout.node_for_many(wanted)
 
 
 def test_runtime_state_drives_the_layout(ports: dict[str, int]) -> None:
