@@ -216,3 +216,31 @@ def _admin(socket_path: Path, command: str) -> str:
         while chunk := sock.recv(4096):
             chunks.append(chunk)
     return b"".join(chunks).decode()
+
+
+def test_a_runtime_add_server_moves_what_plan_predicted_from_the_socket(
+    ports: dict[str, int], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``plan --socket`` then the runtime API's ``add server`` (explicit id), no reload."""
+    keys = KEYS[:4_000]
+    keys_file = tmp_path / "keys.txt"
+    keys_file.write_text("".join(f"{key}\n" for key in keys))
+    servers = ["s1 id 1", "s2 id 2 weight 2", "s3 id 3"]
+    with proxy("haproxy", _config(servers, "consistent", ports)) as running:
+        before = route(running.port, keys)
+        socket_args = ["--socket", str(running.socket), "--backend", "be"]
+        add = ["--add", f"s5=127.0.0.1:{ports['s5']},weight=3"]
+        assert main(["plan", "--mode", "haproxy", *socket_args, *add]) == 1
+        assert "needs id=N with --socket" in capsys.readouterr().err
+        add[1] += ",id=40"
+        plan = ["plan", "--mode", "haproxy", *socket_args, "--hash-type", "consistent", *add]
+        assert main([*plan, "--keys-file", str(keys_file), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        predicted = {row["key"]: (row["from"], row["to"]) for row in report["moved_keys"]}
+        answer = _admin(running.socket, f"add server be/s5 127.0.0.1:{ports['s5']} id 40 weight 3")
+        assert "New server registered" in answer, answer
+        _admin(running.socket, "enable server be/s5")
+        after = route(running.port, keys)
+    moved = {key: (b, a) for key, b, a in zip(keys, before, after, strict=True) if b != a}
+    assert moved == predicted
+    assert {destination for _, destination in moved.values()} == {"s5"}
