@@ -286,21 +286,29 @@ def run(args: argparse.Namespace) -> int:
         "hasher": None if hasher is None else hasher.name,
         "seed": args.seed,
     }
-    if args.mode is not None:
-        report["change"]["weight"] = args.weight
     report["notes"] = degenerate_notes(
         report["replicas"], len(report["nodes_before"]), len(report["nodes_after"])
-    ) + getattr(args, "proxy_notes", [])
-    if args.keys_file is not None:
-        report["moved_keys"] = [
-            {"key": key, "from": source, "to": destination}
-            for key, source, destination in movement.moved_keys(keys)
-        ]
+    )
+    _add_proxy_and_key_file_parts(report, args, movement, keys)
     if args.json:
         print_json(report)
         return 0
     _render(report, args.top)
     return 0
+
+
+def _add_proxy_and_key_file_parts(
+    report: dict[str, Any], args: argparse.Namespace, movement: Movement, keys: list[str]
+) -> None:
+    """Add a proxy change's weights and notes, and the moved keys of a ``--keys-file``."""
+    if args.mode is not None:
+        report["change"]["weight"] = args.weight
+        report["notes"] += getattr(args, "proxy_notes", [])
+    if args.keys_file is not None:
+        report["moved_keys"] = [
+            {"key": key, "from": source, "to": destination}
+            for key, source, destination in movement.moved_keys(keys)
+        ]
 
 
 def read_keys(path: str) -> list[str]:

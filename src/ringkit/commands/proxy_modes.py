@@ -17,12 +17,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ringkit.compat import Continuum, HAProxyRing, NginxServer
-from ringkit.compat.haproxy_config import (
-    ConfiguredServer,
-    HAProxyBackend,
-    read_haproxy_backend,
-    runtime_backend,
-)
+from ringkit.compat.haproxy_backend import ConfiguredServer, HAProxyBackend, runtime_backend
+from ringkit.compat.haproxy_config import read_haproxy_backend
 from ringkit.compat.haproxy_state import read_servers_state
 from ringkit.compat.nginx_config import NginxUpstream, read_nginx_upstream
 from ringkit.errors import ConfigError
