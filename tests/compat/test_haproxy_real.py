@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ringkit.compat import haproxy_from_config
 from ringkit.compat.haproxy_config import read_haproxy_backend
 from ringkit.compat.haproxy_state import read_servers_state
 from tests.proxies import ConfigFor, Proxy, backends, proxy, route
+from tests.servers import free_port
 
 NAMES = ("s1", "s2", "s3", "s4", "s5")
 
@@ -198,6 +200,27 @@ def test_runtime_state_drives_the_layout(ports: dict[str, int]) -> None:
     assert answered == layout.node_for_many(KEYS[:3_000])
     # The same as removing the server's points from the file's layout (ids kept).
     assert layout.node_for_many(KEYS[:3_000]) == full.remove("s2").node_for_many(KEYS[:3_000])
+
+
+def test_a_server_down_by_health_check_leaves_the_tree(ports: dict[str, int]) -> None:
+    """A server whose checks fail is DOWN: its points leave, the other keys stay put."""
+    closed = {**ports, "dead": free_port()}  # nothing listens there
+    servers = ["s1", "dead check inter 100ms fall 1 rise 1", "s2 weight 2", "s3"]
+    with proxy("haproxy", _config(servers, "consistent", closed)) as running:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = read_servers_state(str(running.socket), "be")
+            if not next(s for s in state if s.name == "dead").usable:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("HAProxy never marked the closed server DOWN")
+        answered = route(running.port, KEYS[:3_000])
+        backend = read_haproxy_backend(running.config, backend="be")
+    assert answered == backend.layout(down=["dead"]).node_for_many(KEYS[:3_000])
+    assert answered == backend.with_runtime(state).layout().node_for_many(KEYS[:3_000])
+    full = backend.layout().node_for_many(KEYS[:3_000])
+    assert all(a == f for a, f in zip(answered, full, strict=True) if f != "dead")
 
 
 def test_a_request_without_the_header_is_round_robin(ports: dict[str, int]) -> None:
