@@ -12,13 +12,16 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ringkit.cli import main
-from ringkit.compat import nginx_from_config
+from ringkit.compat import nginx, nginx_from_config
+from ringkit.compat.nginx_config import read_nginx_upstream
 from tests.proxies import ConfigFor, Proxy, backends, proxy, route
+from tests.servers import free_port
 
 NAMES = ("n1", "n2", "n3", "n4", "n5")
 KEYS = [f"user-{i}-{random.Random(i).getrandbits(40):x}" for i in range(9_900)] + [
@@ -113,6 +116,20 @@ def test_plan_predicts_exactly_the_requests_that_move(
     named = {key: tuple(_names(list(pair), ports)) for key, pair in predicted.items()}
     assert moved == named
     assert moved
+
+
+def test_a_server_that_refuses_connections_is_walked_past_like_a_down_one(
+    ports: dict[str, int],
+) -> None:
+    """nginx retries a failed peer on the next points' server: the layout with it ``down``."""
+    closed = {**ports, "dead": free_port()}  # nothing listens there
+    servers = ["n1", "dead", "n2 weight=2", "n3"]
+    with proxy("nginx", _config(servers, closed)) as running:
+        answered = route(running.port, KEYS[:3_000])
+        upstream = read_nginx_upstream(running.config, upstream="pool")
+    dead = f"127.0.0.1:{closed['dead']}"
+    walked = nginx([replace(e.server, down=e.server.address == dead) for e in upstream.servers])
+    assert answered == _names(walked.node_for_many(KEYS[:3_000]), ports)
 
 
 def test_an_empty_key_is_round_robin(ports: dict[str, int]) -> None:
