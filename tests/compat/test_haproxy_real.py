@@ -3,7 +3,7 @@
 A real ``haproxy`` (Debian's) listens on loopback in front of small backends that answer with
 their own name; 10,000 requests with distinct ``X-Key`` headers go through it, and every answer
 must be the server ``haproxy_from_config`` names for the same file. Then the pool changes (a
-server added, one removed, a weight changed; HAProxy restarted with the new file) and the
+server added, one removed, a weight changed; HAProxy reloaded with the new file) and the
 requests that changed backend must be exactly the keys ``ringkit plan`` listed.
 """
 
@@ -38,6 +38,8 @@ def _keys(count: int) -> list[str]:
 
 
 KEYS = _keys(10_000)
+# A pool change is checked on half of them: two passes of requests per change.
+CHANGE_KEYS = KEYS[::2]
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +121,7 @@ def _plan(
     running: Proxy, arguments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, tuple[str, str]]:
     keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("".join(f"{key}\n" for key in KEYS))
+    keys_file.write_text("".join(f"{key}\n" for key in CHANGE_KEYS))
     status = main(
         [
             "plan",
@@ -148,11 +150,11 @@ def test_plan_predicts_exactly_the_requests_that_move(
     arguments = [argument.format(**ports) for argument in arguments]
     hash_type = "consistent crc32"
     with proxy("haproxy", _config(BASE, hash_type, ports)) as running:
-        before = route(running.port, KEYS)
+        before = route(running.port, CHANGE_KEYS)
         predicted = _plan(running, arguments, tmp_path, capsys)
-        running.restart(_config(edit(BASE, ports), hash_type, ports))
-        after = route(running.port, KEYS)
-    moved = {key: (b, a) for key, b, a in zip(KEYS, before, after, strict=True) if b != a}
+        running.reload(_config(edit(BASE, ports), hash_type, ports))
+        after = route(running.port, CHANGE_KEYS)
+    moved = {key: (b, a) for key, b, a in zip(CHANGE_KEYS, before, after, strict=True) if b != a}
     assert moved == predicted
     assert moved  # the change moved something, so the equality says something
 

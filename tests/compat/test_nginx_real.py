@@ -3,7 +3,7 @@
 A real ``nginx`` (Debian's nginx-light) proxies to small backends that answer with their own
 name; 10,000 requests with distinct ``X-Key`` headers must each reach the server
 ``nginx_from_config`` names for the same file. Then the upstream changes (a server added, one
-removed, a weight changed; nginx restarted with the new file) and the requests that changed
+removed, a weight changed; nginx reloaded with the new file) and the requests that changed
 backend must be exactly the keys ``ringkit plan`` listed.
 """
 
@@ -27,6 +27,8 @@ NAMES = ("n1", "n2", "n3", "n4", "n5")
 KEYS = [f"user-{i}-{random.Random(i).getrandbits(40):x}" for i in range(9_900)] + [
     f"ключ-{i}-é" for i in range(100)
 ]
+# A pool change is checked on half of them: two passes of requests per change.
+CHANGE_KEYS = KEYS[::2]
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +93,7 @@ def _plan(
     running: Proxy, arguments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, tuple[str, str]]:
     keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("".join(f"{key}\n" for key in KEYS))
+    keys_file.write_text("".join(f"{key}\n" for key in CHANGE_KEYS))
     config = ["--config", str(running.config), "--upstream", "pool"]
     status = main(
         ["plan", "--mode", "nginx", *config, *arguments, "--keys-file", str(keys_file), "--json"]
@@ -108,11 +110,11 @@ def test_plan_predicts_exactly_the_requests_that_move(
     arguments, edit = CHANGES[change]
     arguments = [argument.format(**ports) for argument in arguments]
     with proxy("nginx", _config(BASE, ports)) as running:
-        before = route(running.port, KEYS)
+        before = route(running.port, CHANGE_KEYS)
         predicted = _plan(running, arguments, tmp_path, capsys)
-        running.restart(_config(edit(BASE), ports))
-        after = route(running.port, KEYS)
-    moved = {key: (b, a) for key, b, a in zip(KEYS, before, after, strict=True) if b != a}
+        running.reload(_config(edit(BASE), ports))
+        after = route(running.port, CHANGE_KEYS)
+    moved = {key: (b, a) for key, b, a in zip(CHANGE_KEYS, before, after, strict=True) if b != a}
     named = {key: tuple(_names(list(pair), ports)) for key, pair in predicted.items()}
     assert moved == named
     assert moved
