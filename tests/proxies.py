@@ -12,6 +12,7 @@ A missing binary skips the test locally and fails it under ``CI=true`` (tests/se
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import subprocess
@@ -167,7 +168,15 @@ def proxy(kind: str, text_for: ConfigFor) -> Iterator[Proxy]:
 def _children(pid: int) -> set[int]:
     """Return the pids of `pid`'s child processes (its workers)."""
     path = Path(f"/proc/{pid}/task/{pid}/children")
-    return {int(child) for child in path.read_text().split()} if path.exists() else set()
+    if path.exists():
+        return {int(child) for child in path.read_text().split()}
+    # Kernels without CONFIG_PROC_CHILDREN: the parent pid is field 4 of /proc/PID/stat.
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
 
 
 def route(
