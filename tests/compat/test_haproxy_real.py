@@ -269,3 +269,26 @@ def test_a_runtime_add_server_moves_what_plan_predicted_from_the_socket(
     moved = {key: (b, a) for key, b, a in zip(keys, before, after, strict=True) if b != a}
     assert moved == predicted
     assert {destination for _, destination in moved.values()} == {"s5"}
+
+
+def test_a_server_added_at_runtime_without_an_id_is_refused_by_name(
+    ports: dict[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HAProxy 2.6 reports such a server's id (3 here) but places its points as for id 0."""
+    with proxy("haproxy", _config(["s1", "s2"], "consistent", ports)) as running:
+        _admin(running.socket, f"add server be/s5 127.0.0.1:{ports['s5']}")
+        _admin(running.socket, "enable server be/s5")
+        argv = [
+            "lookup",
+            "k",
+            "--mode",
+            "haproxy",
+            "--config",
+            str(running.config),
+            "--backend",
+            "be",
+            "--socket",
+            str(running.socket),
+        ]
+        assert main(argv) == 1
+    assert "server 's5' was added at runtime without an id" in capsys.readouterr().err
