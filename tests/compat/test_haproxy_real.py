@@ -292,3 +292,16 @@ def test_a_server_added_at_runtime_without_an_id_is_refused_by_name(
         ]
         assert main(argv) == 1
     assert "server 's5' was added at runtime without an id" in capsys.readouterr().err
+
+
+def test_a_runtime_weight_change_routes_as_the_socket_state_says(ports: dict[str, int]) -> None:
+    """``set server ... weight`` adds or drops points j >= 16 × weight; the socket sees it."""
+    keys = KEYS[:3_000]
+    with proxy("haproxy", _config(["s1", "s2 weight 4", "s3"], "consistent", ports)) as running:
+        _admin(running.socket, "set server be/s2 weight 1")
+        _admin(running.socket, "set server be/s3 weight 6")
+        state = read_servers_state(str(running.socket), "be")
+        answered = route(running.port, keys)
+        backend = read_haproxy_backend(running.config, backend="be").with_runtime(state)
+    assert {s.name: s.weight for s in state} == {"s1": 1, "s2": 1, "s3": 6}
+    assert answered == backend.layout().node_for_many(keys)
