@@ -11,7 +11,8 @@ runtime servers, is put right by the next pass. HAProxy's management guide (mana
   its points by that number), then ``enable server`` (a new server starts in maintenance);
 - a member leaves (its state is ``leaving``, or its record is gone): ``set server … state
   drain`` (weight 0: its points leave the ring, its current sessions go on), then once it has
-  no sessions, or after ``drain_timeout_s``, ``state maint`` and ``del server``;
+  no sessions ``state maint`` and ``del server``; sessions still open after
+  ``drain_timeout_s`` are ended with ``shutdown sessions server`` first;
 - a weight or an address changes: ``set server … weight`` / ``addr``.
 
 With ``slots=True`` the backend instead declares ``disabled`` servers with fixed ids (for
@@ -291,9 +292,14 @@ class HAProxyController:
                 started = self._draining.setdefault(name, now)
                 if sessions is None:
                     sessions = self._runtime.sessions(self._backend_name)
-                if sessions.get(name, 0) and now - started < self._drain_timeout_s:
+                left = sessions.get(name, 0)
+                if left and now - started < self._drain_timeout_s:
                     continue
                 sent.append(self._send(f"set server {path} state maint", "drained"))
+                if left:  # past drain_timeout_s: end them, as HAProxy's on-marked-down does
+                    sent.append(
+                        self._send(f"shutdown sessions server {path}", f"{left} sessions left")
+                    )
             if not self._slots:
                 try:
                     sent.append(self._send(f"del server {path}", "removed", "Server deleted."))
