@@ -1,4 +1,4 @@
-"""Exact layouts of other systems: ketama, uhashring, Envoy ring hash and maglev, Cassandra, Redis.
+"""Exact layouts of other systems: ketama, uhashring, Envoy, HAProxy, nginx, Cassandra, Redis.
 
 Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
 source; docs/compatibility.md says what was checked against what.
@@ -16,8 +16,10 @@ from ringkit.compat._continuum import Continuum
 from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
 from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
+from ringkit.compat.haproxy import HAProxyRing, HAProxyServer, haproxy
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.maglev import envoy_maglev
+from ringkit.compat.nginx import NginxServer, nginx
 from ringkit.compat.pylibmc_behaviors import from_pylibmc_behaviors
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 from ringkit.compat.uhashring import UhashringRing, uhashring
@@ -26,6 +28,9 @@ __all__ = [
     "KETAMA_VARIANTS",
     "CassandraRing",
     "Continuum",
+    "HAProxyRing",
+    "HAProxyServer",
+    "NginxServer",
     "RedisCluster",
     "TokenRange",
     "UhashringRing",
@@ -34,7 +39,9 @@ __all__ = [
     "envoy_ring",
     "from_pylibmc_behaviors",
     "guava_consistent_hash",
+    "haproxy",
     "ketama",
+    "nginx",
     "redis_cluster",
     "redis_slot",
     "uhashring",
