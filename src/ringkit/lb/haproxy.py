@@ -33,6 +33,7 @@ import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
+from ringkit.compat.haproxy import HAProxyRing, HAProxyServer, haproxy
 from ringkit.errors import BackendError, ConfigError
 from ringkit.lb.follow import Follower, Reading, read_members
 from ringkit.lb.ids import assign_ids, ids_key, read_ids
@@ -75,8 +76,8 @@ class HAProxyController:
     """Keeps HAProxy's `backend` holding exactly the live ring's proxied members.
 
     Running: ``start`` (follow the store in a thread), ``close``, also a context manager.
-    One pass now: ``reconcile``. Reading: ``servers`` (what the proxy routes by, for
-    ``ringkit.compat``'s HAProxy layout), ``last_error``.
+    One pass now: ``reconcile``. Reading: ``servers`` (what the proxy routes by), ``layout``
+    (``ringkit.compat``'s HAProxy layout of them), ``last_error``.
     """
 
     def __init__(
@@ -133,6 +134,23 @@ class HAProxyController:
     def servers(self) -> tuple[ProxyServer, ...]:
         """The servers the backend routes to after the last pass, sorted by name."""
         return self._servers
+
+    def layout(
+        self, *, hash_function: str | None = None, avalanche: bool | None = None
+    ) -> HAProxyRing:
+        """The backend's own layout over :meth:`servers`: where HAProxy sends each key.
+
+        ``ringkit.compat.haproxy`` of the servers with their ids and weights; give the
+        backend's `hash_function` and `avalanche` as its configuration does. Not the live
+        ring's tokens: ``Member.owns`` does not predict the proxy's choice.
+
+        :raises ConfigError: when the backend has no servers
+        """
+        servers = [
+            HAProxyServer(s.name, id=s.id, weight=s.weight, address=s.address)
+            for s in self._servers
+        ]
+        return haproxy(servers, hash_function=hash_function, avalanche=avalanche)
 
     def reconcile(self) -> list[str]:
         """Run one pass now; return the commands it sent that changed something.

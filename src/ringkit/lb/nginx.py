@@ -29,6 +29,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+from ringkit.compat import Continuum
+from ringkit.compat.nginx import NginxServer, nginx
 from ringkit.errors import BackendError, ConfigError
 from ringkit.lb.follow import Follower, read_members
 from ringkit.lb.pool import NGINX_WEIGHTS, PoolServer, proxied
@@ -55,7 +57,8 @@ class NginxController:
     """Keeps the upstream file `upstream_file` holding the live ring's proxied members.
 
     Running: ``start``, ``close``, a context manager. One pass now: ``reconcile``.
-    Reading: ``servers`` (the pool nginx was last reloaded with), ``last_error``.
+    Reading: ``servers`` (the pool nginx was last reloaded with), ``layout`` (its
+    ``ringkit.compat`` nginx layout), ``last_error``.
     """
 
     def __init__(
@@ -103,6 +106,13 @@ class NginxController:
     def servers(self) -> tuple[PoolServer, ...]:
         """The servers nginx was last reloaded with, sorted by member."""
         return self._servers
+
+    def layout(self) -> Continuum:
+        """The upstream's own layout over :meth:`servers` (``ringkit.compat.nginx``).
+
+        :raises ConfigError: when nginx has not been loaded with servers yet
+        """
+        return nginx([NginxServer(s.address, weight=s.weight) for s in self._servers])
 
     def _pass(self) -> None:
         self.reconcile()
