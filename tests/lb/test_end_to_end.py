@@ -22,6 +22,7 @@ from ringkit.lb.pool import PoolServer
 from tests.lb.proxies import LoadLoop, haproxy, name_servers, nginx, owner_of, wait_until
 from tests.servers import EtcdCluster, etcd_server
 
+pytestmark = pytest.mark.timeout(120)
 KEYS = [f"user-{i}" for i in range(300)]
 _prefixes = itertools.count()
 

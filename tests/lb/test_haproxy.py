@@ -16,6 +16,7 @@ from ringkit.lb import HAProxyController, HAProxyRuntime
 from ringkit.live import Store
 from tests.lb.proxies import HAProxy, haproxy, name_servers, owner_of
 
+pytestmark = pytest.mark.timeout(120)
 _names = itertools.count()
 
 
