@@ -17,9 +17,11 @@ from ringkit.compat.cassandra import CassandraRing, TokenRange, cassandra_ring
 from ringkit.compat.envoy import envoy_ring
 from ringkit.compat.guava import guava_consistent_hash
 from ringkit.compat.haproxy import HAProxyRing, HAProxyServer, haproxy
+from ringkit.compat.haproxy_config import haproxy_from_config
 from ringkit.compat.ketama import KETAMA_VARIANTS, ketama
 from ringkit.compat.maglev import envoy_maglev
 from ringkit.compat.nginx import NginxServer, nginx
+from ringkit.compat.nginx_config import nginx_from_config
 from ringkit.compat.pylibmc_behaviors import from_pylibmc_behaviors
 from ringkit.compat.redis_cluster import RedisCluster, redis_cluster, redis_slot
 from ringkit.compat.uhashring import UhashringRing, uhashring
@@ -40,8 +42,10 @@ __all__ = [
     "from_pylibmc_behaviors",
     "guava_consistent_hash",
     "haproxy",
+    "haproxy_from_config",
     "ketama",
     "nginx",
+    "nginx_from_config",
     "redis_cluster",
     "redis_slot",
     "uhashring",

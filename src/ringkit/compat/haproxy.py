@@ -35,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.compat._continuum import Continuum
-from ringkit.compat.haproxy_hash import HAPROXY_HASHES, full_hash, hash_many_haproxy
+from ringkit.compat.haproxy_hash import HAPROXY_HASHES, KEY_HASHES, full_hash, hash_many_haproxy
 from ringkit.errors import ConfigError, DuplicateNodeError
 from ringkit.hashing import Hasher, Key
 from ringkit.nodes import Node
@@ -139,15 +139,21 @@ def server_points(server_id: int, weight: int) -> list[int]:
     return [full_hash((base + j) & 0xFFFFFFFF) for j in range(POINTS_PER_WEIGHT * weight)]
 
 
-def _key_hasher(function: str, avalanche: bool) -> Hasher:
-    core = HAPROXY_HASHES[function]
-    if not avalanche:
-        return Hasher(f"haproxy_{function}", core, 32)
+KeyPart = Callable[[bytes], bytes]
 
-    def hashed(data: bytes, core: Callable[[bytes], int] = core) -> int:
-        return full_hash(core(data))
 
-    return Hasher(f"haproxy_{function}_avalanche", hashed, 32)
+def _key_hasher(function: str, avalanche: bool, key_part: KeyPart | None) -> Hasher:
+    core = KEY_HASHES[function]
+    name = f"haproxy_{function}" + ("_avalanche" if avalanche else "")
+    if key_part is None and not avalanche:
+        return Hasher(name, core, 32)
+    part: KeyPart = key_part or bytes
+
+    def hashed(data: bytes) -> int:
+        value = core(part(data))
+        return full_hash(value) if avalanche else value
+
+    return Hasher(name, hashed, 32)
 
 
 def _midpoints(
@@ -185,6 +191,7 @@ class HAProxyRing(Continuum):
         *,
         hash_function: str,
         avalanche: bool,
+        key_part: KeyPart | None = None,
     ) -> None:
         ids = assign_ids(servers)
         points: list[int] = []
@@ -208,12 +215,13 @@ class HAProxyRing(Continuum):
         self._specs = servers
         self._hash_function = hash_function
         self._avalanche = avalanche
+        self._key_part = key_part
         nodes = tuple(Node(s.name, weight=s.weight, address=s.address) for s in servers)
         super().__init__(
             nodes,
             ends,
             cell_owners,
-            hasher=_key_hasher(hash_function, avalanche),
+            hasher=_key_hasher(hash_function, avalanche, key_part),
             rebuild=self._rebuild_nodes,
             kind="haproxy backend",
         )
@@ -226,7 +234,9 @@ class HAProxyRing(Continuum):
         Runtime: O(total key bytes) vectorised, O(K log P) for the search.
         """
         batch = keys if isinstance(keys, Sequence) else list(keys)
-        hashes = hash_many_haproxy(batch, self._hash_function, avalanche=self._avalanche)
+        hashes = hash_many_haproxy(
+            batch, self._hash_function, avalanche=self._avalanche, key_part=self._key_part
+        )
         indices = self.owner_indices_for_hashes(hashes.astype(np.uint64))
         result: list[str] = np.array(self._names, dtype=object)[indices].tolist()
         return result
@@ -247,7 +257,10 @@ class HAProxyRing(Continuum):
             if node.name in self:
                 raise DuplicateNodeError(f"server {node.name!r} is already in the haproxy backend")
             return type(self)(
-                (*self._specs, node), hash_function=self._hash_function, avalanche=self._avalanche
+                (*self._specs, node),
+                hash_function=self._hash_function,
+                avalanche=self._avalanche,
+                key_part=self._key_part,
             )
         return super().add(node)
 
@@ -281,7 +294,7 @@ class HAProxyRing(Continuum):
 
     @property
     def hash_function(self) -> str:
-        """The key hash: ``"sdbm"``, ``"djb2"``, ``"wt6"`` or ``"crc32"``."""
+        """The key hash: ``"sdbm"``, ``"djb2"``, ``"wt6"``, ``"crc32"`` (``"source"``: an IP)."""
         return self._hash_function
 
     @property

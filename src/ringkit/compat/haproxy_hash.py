@@ -16,6 +16,7 @@ vectorised forms hash a batch of keys one byte column at a time with numpy, for
 
 from __future__ import annotations
 
+import ipaddress
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
@@ -23,6 +24,7 @@ from types import MappingProxyType
 import numpy as np
 import numpy.typing as npt
 
+from ringkit.errors import ConfigError
 from ringkit.hashing import Key, encode_key
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "full_hash_many",
     "hash_many_haproxy",
     "sdbm",
+    "source",
     "wt6",
 ]
 
@@ -88,8 +91,32 @@ def full_hash(a: int) -> int:
     return (a * 3221225473) & _M32
 
 
+def source(data: bytes) -> int:
+    """Return ``balance source``'s hash of a client address: its 32-bit words XORed.
+
+    HAProxy's ``get_server_sh`` hashes no bytes: it XORs the address's big-endian words.
+
+    >>> source(b"10.0.0.1") == 0x0A000001
+    True
+
+    :raises ConfigError: when `data` is not an IPv4 or IPv6 address
+    """
+    try:
+        packed = ipaddress.ip_address(data.decode()).packed
+    except (ValueError, UnicodeDecodeError):
+        raise ConfigError(f"balance source hashes a client IP address, got {data!r}") from None
+    h = 0
+    for first in range(0, len(packed), 4):
+        h ^= int.from_bytes(packed[first : first + 4], "big")
+    return h
+
+
 HAPROXY_HASHES: Mapping[str, Callable[[bytes], int]] = MappingProxyType(
     {"sdbm": sdbm, "djb2": djb2, "wt6": wt6, "crc32": crc32}
+)
+# What a backend's key goes through before the tree: a function above, or ``balance source``.
+KEY_HASHES: Mapping[str, Callable[[bytes], int]] = MappingProxyType(
+    {**HAPROXY_HASHES, "source": source}
 )
 
 
@@ -171,8 +198,16 @@ _COLUMN_HASHES: Mapping[str, Callable[[npt.NDArray[np.uint8], list[int]], UInt32
 }
 
 
-def hash_many_haproxy(keys: Sequence[Key], function: str, *, avalanche: bool) -> UInt32Array:
-    """Return HAProxy's hash of every key (`function` a name of ``HAPROXY_HASHES``).
+def hash_many_haproxy(
+    keys: Sequence[Key],
+    function: str,
+    *,
+    avalanche: bool,
+    key_part: Callable[[bytes], bytes] | None = None,
+) -> UInt32Array:
+    """Return HAProxy's hash of every key (`function` a name of ``KEY_HASHES``).
+
+    `key_part` cuts each key to what the backend hashes (the URI's part for ``balance uri``).
 
     sdbm, djb2 and wt6 run one byte column at a time over all keys still that long; crc32 is
     zlib's C loop per key. Runtime: O(total bytes) numpy steps, O(longest key) Python steps.
@@ -182,7 +217,11 @@ def hash_many_haproxy(keys: Sequence[Key], function: str, *, avalanche: bool) ->
     True
     """
     data = [key.encode() if type(key) is str else encode_key(key) for key in keys]
-    if function == "crc32":
+    if key_part is not None:
+        data = [key_part(item) for item in data]
+    if function not in _COLUMN_HASHES:
+        hashes = np.fromiter(map(KEY_HASHES[function], data), dtype=np.uint32, count=len(data))
+    elif function == "crc32":
         hashes = np.fromiter(map(zlib.crc32, data), dtype=np.uint32, count=len(data))
     else:
         matrix, active, order = _byte_columns(data)

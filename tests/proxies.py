@@ -1,0 +1,179 @@
+"""Real HAProxy and nginx on loopback, in front of small backends that answer their own name.
+
+``backends(names)`` runs one nginx serving each name on its own free port (``return 200
+NAME``); ``proxy("haproxy" | "nginx", text_for)`` runs the proxy with the configuration
+``text_for(listen_port, admin_socket)`` and can restart it with another one (a reload whose
+end is known: the old process has exited and the new one listens). ``route(port, keys)`` sends
+one keep-alive request per key and returns the name of the backend that answered each.
+
+A missing binary skips the test locally and fails it under ``CI=true`` (tests/servers.py).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO
+
+from tests.servers import (
+    STARTS_ON_FREE_PORTS,
+    distinct_free_ports,
+    require_binary,
+    stop,
+    wait_for_port,
+)
+
+__all__ = ["Proxy", "backends", "nginx_main", "proxy", "route"]
+
+ConfigFor = Callable[[int, Path], str]
+
+
+def nginx_main(directory: Path, http_body: str) -> str:
+    """Return an nginx main configuration that keeps every file under `directory`."""
+    temp = "\n".join(
+        f"  {kind}_temp_path {directory}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return (
+        f"daemon off;\nmaster_process on;\nworker_processes 1;\npid {directory}/nginx.pid;\n"
+        f"error_log {directory}/error.log warn;\nevents {{ worker_connections 512; }}\n"
+        f"http {{\n  access_log off;\n{temp}\n{http_body}\n}}\n"
+    )
+
+
+@contextmanager
+def backends(names: Sequence[str]) -> Iterator[dict[str, int]]:
+    """Run one nginx answering ``NAME`` on each name's port; yield ``{name: port}``."""
+    binary = require_binary("nginx", "nginx-light")
+    for attempt in range(STARTS_ON_FREE_PORTS):
+        ports = dict(zip(names, distinct_free_ports(len(names)), strict=True))
+        servers = "\n".join(
+            f"  server {{ listen 127.0.0.1:{port}; keepalive_requests 100000; "
+            f'location / {{ return 200 "{name}"; }} }}'
+            for name, port in ports.items()
+        )
+        with tempfile.TemporaryDirectory() as directory:
+            process, log = _start_nginx(binary, Path(directory), servers)
+            try:
+                try:
+                    for port in ports.values():
+                        wait_for_port(port, process, log=log)
+                except RuntimeError:
+                    if attempt + 1 == STARTS_ON_FREE_PORTS:
+                        raise
+                    continue
+                yield ports
+                return
+            finally:
+                stop(process)
+
+
+def _start_nginx(
+    binary: str, directory: Path, http_body: str
+) -> tuple[subprocess.Popen[bytes], Path]:
+    config = directory / "nginx.conf"
+    config.write_text(nginx_main(directory, http_body))
+    command = [binary, "-p", str(directory), "-c", str(config), "-e", str(directory / "error.log")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return process, directory / "error.log"
+
+
+class Proxy:
+    """A running proxy: its listening port, admin socket, config file; ``restart(text_for)``."""
+
+    def __init__(self, kind: str, directory: Path, text_for: ConfigFor) -> None:
+        self.kind = kind
+        self.directory = directory
+        self.socket = directory / "admin.sock"
+        self.config = directory / ("haproxy.cfg" if kind == "haproxy" else "nginx.conf")
+        self.port = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._text_for = text_for
+
+    def start(self, text_for: ConfigFor | None = None) -> None:
+        """Start the proxy (on a fresh port the first time, the same one after)."""
+        self._text_for = text_for or self._text_for
+        binary = require_binary(self.kind, "haproxy" if self.kind == "haproxy" else "nginx-light")
+        for attempt in range(STARTS_ON_FREE_PORTS if not self.port else 1):
+            port = self.port or distinct_free_ports(1)[0]
+            text = self._text_for(port, self.socket)
+            log = self.directory / ("haproxy.log" if self.kind == "haproxy" else "error.log")
+            if self.kind == "haproxy":
+                self.config.write_text(text)
+                command = [binary, "-db", "-f", str(self.config)]
+                with log.open("wb") as sink:
+                    process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
+            else:
+                process, log = _start_nginx(binary, self.directory, text)
+            try:
+                wait_for_port(port, process, log=log)
+            except RuntimeError:
+                stop(process)
+                if attempt + 1 == STARTS_ON_FREE_PORTS or self.port:
+                    raise
+                continue
+            self._process, self.port = process, port
+            return
+
+    def restart(self, text_for: ConfigFor) -> None:
+        """Stop the proxy, wait for it to exit, and start it with another configuration."""
+        self.stop()
+        self.start(text_for)
+
+    def stop(self) -> None:
+        """Stop the proxy if it runs."""
+        if self._process is not None:
+            stop(self._process)
+            self._process = None
+
+
+@contextmanager
+def proxy(kind: str, text_for: ConfigFor) -> Iterator[Proxy]:
+    """Run ``haproxy`` or ``nginx`` with ``text_for(port, admin_socket)`` for the block."""
+    with tempfile.TemporaryDirectory() as directory:
+        running = Proxy(kind, Path(directory), text_for)
+        running.start()
+        try:
+            yield running
+        finally:
+            running.stop()
+
+
+def route(
+    port: int, keys: Sequence[str | None], *, header: str = "X-Key", batch: int = 500
+) -> list[str]:
+    """Send one GET per key (in `header`; None: no header) and return who answered each.
+
+    Requests are pipelined on keep-alive connections, `batch` at a time (both proxies answer
+    pipelined requests in order); the answer is the body, the backend's name.
+    """
+    answers: list[str] = []
+    for first in range(0, len(keys), batch):
+        chunk = keys[first : first + batch]
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"".join(_request(key, header) for key in chunk))
+            reader = sock.makefile("rb")
+            answers.extend(_answer(reader, key) for key in chunk)
+    return answers
+
+
+def _request(key: str | None, header: str) -> bytes:
+    line = "" if key is None else f"{header}: {key}\r\n"
+    return f"GET / HTTP/1.1\r\nHost: test\r\n{line}\r\n".encode()
+
+
+def _answer(reader: BinaryIO, key: str | None) -> str:
+    status = reader.readline().split()
+    length = 0
+    while (line := reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    body = reader.read(length).decode()
+    if len(status) < 2 or status[1] != b"200":
+        raise AssertionError(f"proxy answered {status!r} for key {key!r}: {body}")
+    return body
