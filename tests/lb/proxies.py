@@ -1,12 +1,12 @@
-"""Real proxies for the controller's tests: HAProxy and nginx on loopback, backends that answer
-their own name, and a bounded load loop that records which backend answered each key.
+"""What the controller's tests add to tests/proxies.py: backends in threads that answer their
+own name (one can be stopped, and counts its requests), the proxies' configurations, and a
+bounded load loop that records which backend answered each key and every failure.
 """
 
 from __future__ import annotations
 
 import http.client
 import http.server
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -14,15 +14,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.servers import free_port, require_binary, stop, wait_for_port
+from tests.proxies import ConfigFor, Proxy, proxy
+from tests.servers import require_binary
 
 __all__ = [
-    "HAProxy",
     "LoadLoop",
     "NameServer",
     "haproxy",
+    "haproxy_config",
     "name_servers",
-    "nginx",
+    "nginx_reload_command",
+    "nginx_upstream",
     "owner_of",
     "wait_until",
 ]
@@ -81,7 +83,7 @@ def name_servers(names: Sequence[str]) -> Iterator[dict[str, NameServer]]:
         for name in names:
             httpd = _QuietServer(("127.0.0.1", 0), _Handler)
             httpd.name, httpd.hits = name, 0  # type: ignore[attr-defined]
-            thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+            thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
             thread.start()
             servers[name] = NameServer(name, httpd, thread)
         yield servers
@@ -153,97 +155,54 @@ class LoadLoop:
         self._thread.join(30)
 
 
-@dataclass
-class HAProxy:
-    """A running HAProxy: its frontend port, admin socket, config and process."""
-
-    port: int
-    socket: Path
-    config: Path
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        binary = require_binary("haproxy", "haproxy")
-        self.socket.unlink(missing_ok=True)
-        self.process = subprocess.Popen(
-            [binary, "-db", "-f", str(self.config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        wait_for_port(self.port, self.process)
-        wait_until(self.socket.exists, timeout_s=10, what="the admin socket appears")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop(self.process)
-            self.process = None
-
-    def restart(self) -> None:
-        """Stop and start again: servers added at runtime are gone, as after a reload."""
-        self.stop()
-        self.start()
-
-
-def haproxy_config(port: int, socket: Path, servers: Sequence[str] = ()) -> str:
-    """A backend ``be`` hashing header X-Key consistently (sdbm + avalanche, HAProxy's default)."""
-    lines = "".join(f"    {line}\n" for line in servers)
-    return (
-        "global\n"
-        f"    stats socket {socket} level admin\n"
-        "defaults\n"
-        "    mode http\n"
-        "    timeout connect 2s\n"
-        "    timeout client 10s\n"
-        "    timeout server 10s\n"
-        "backend be\n"
-        f"    balance hdr({KEY_HEADER})\n"
-        "    hash-type consistent\n"
-        f"{lines}"
-        "frontend fe\n"
-        f"    bind 127.0.0.1:{port}\n"
-        "    default_backend be\n"
-    )
-
-
-@contextmanager
-def haproxy(folder: Path, servers: Sequence[str] = ()) -> Iterator[HAProxy]:
-    """Run HAProxy with `haproxy_config` in `folder` for the block (`servers`: config lines)."""
-    port = free_port()
-    socket = folder / "admin.sock"
-    config = folder / "haproxy.cfg"
-    config.write_text(haproxy_config(port, socket, servers))
-    proxy = HAProxy(port, socket, config)
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
-
-
-@contextmanager
-def nginx(folder: Path, upstream_file: Path) -> Iterator[tuple[int, list[str]]]:
-    """Run nginx hashing ``$http_x_key`` consistently over the servers `upstream_file` holds.
-
-    Yields its port and the reload command for the controller.
+def haproxy_config(servers: Sequence[str] = ()) -> ConfigFor:
+    """A backend ``be`` hashing header X-Key consistently (sdbm + avalanche, HAProxy's default),
+    with an admin socket and `servers` (configuration lines) declared in it.
     """
-    binary = require_binary("nginx", "nginx-light")
-    port = free_port()
-    config = folder / "nginx.conf"
-    config.write_text(
-        f"daemon off;\npid {folder}/nginx.pid;\nerror_log {folder}/error.log;\n"
-        "events { worker_connections 256; }\n"
-        "http {\n"
-        f"    access_log off;\n    client_body_temp_path {folder}/body;\n"
-        f"    proxy_temp_path {folder}/proxy;\n"
-        "    upstream app {\n        hash $http_x_key consistent;\n"
-        f"        include {upstream_file};\n    }}\n"
-        f"    server {{\n        listen 127.0.0.1:{port};\n"
-        "        location / { proxy_pass http://app; }\n    }\n}\n"
-    )
-    base = [binary, "-p", str(folder), "-c", str(config)]
-    process = subprocess.Popen(base, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_for_port(port, process, log=folder / "error.log")
-        yield port, [*base, "-s", "reload"]
-    finally:
-        stop(process)
+    lines = "".join(f"    {line}\n" for line in servers)
+
+    def text_for(port: int, socket: Path) -> str:
+        return (
+            f"global\n    stats socket {socket} level admin\n"
+            "defaults\n    mode http\n    timeout connect 2s\n"
+            "    timeout client 10s\n    timeout server 10s\n"
+            f"backend be\n    balance hdr({KEY_HEADER})\n    hash-type consistent\n{lines}"
+            f"frontend fe\n    bind 127.0.0.1:{port}\n    default_backend be\n"
+        )
+
+    return text_for
+
+
+@contextmanager
+def haproxy(servers: Sequence[str] = ()) -> Iterator[Proxy]:
+    """Run HAProxy with :func:`haproxy_config` for the block."""
+    with proxy("haproxy", haproxy_config(servers)) as running:
+        yield running
+
+
+def nginx_upstream(upstream_file: Path) -> ConfigFor:
+    """nginx hashing ``$http_x_key`` consistently over the servers `upstream_file` holds."""
+
+    def text_for(port: int, socket: Path) -> str:
+        return (
+            f"  upstream app {{ hash $http_x_key consistent; include {upstream_file}; }}\n"
+            f"  server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://app; }} }}"
+        )
+
+    return text_for
+
+
+def nginx_reload_command(running: Proxy) -> list[str]:
+    """The command that reloads `running` (an nginx started by ``proxy("nginx", …)``)."""
+    folder = running.directory
+    return [
+        require_binary("nginx", "nginx-light"),
+        "-p",
+        str(folder),
+        "-c",
+        str(running.config),
+        "-e",
+        str(folder / "error.log"),
+        "-s",
+        "reload",
+    ]

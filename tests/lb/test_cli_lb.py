@@ -28,7 +28,7 @@ def store_url() -> Iterator[str]:
 def test_haproxy_once_prints_the_commands_and_the_servers(
     store_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with name_servers(["a"]), haproxy(tmp_path) as proxy:
+    with name_servers(["a"]), haproxy() as proxy:
         args = ["lb", "haproxy", "--store", store_url, "--socket", str(proxy.socket)]
         assert main([*args, "--backend", "be", "--once"]) == 0
         assert capsys.readouterr().out.splitlines() == [

@@ -14,7 +14,8 @@ import ringkit.live
 from ringkit.errors import BackendError, ConfigError
 from ringkit.lb import HAProxyController, HAProxyRuntime
 from ringkit.live import Store
-from tests.lb.proxies import HAProxy, haproxy, name_servers, owner_of
+from tests.lb.proxies import haproxy, haproxy_config, name_servers, owner_of
+from tests.proxies import Proxy
 
 pytestmark = pytest.mark.timeout(120)
 _names = itertools.count()
@@ -33,19 +34,19 @@ def backends() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture
-def proxy(tmp_path: Path) -> Iterator[HAProxy]:
-    with haproxy(tmp_path) as running:
+def proxy() -> Iterator[Proxy]:
+    with haproxy() as running:
         yield running
 
 
-def _states(proxy: HAProxy) -> dict[str, tuple[int, int, int]]:
+def _states(proxy: Proxy) -> dict[str, tuple[int, int, int]]:
     """Server name → (id, weight, admin state) as HAProxy reports them."""
     runtime = HAProxyRuntime(str(proxy.socket))
     return {s.name: (s.id, s.weight, s.admin_state) for s in runtime.servers("be")}
 
 
 def test_a_member_joins_with_an_explicit_id_and_a_second_pass_sends_nothing(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     store.join("a", data={"address": backends["a"]}, weight=3)
     controller = HAProxyController(store, str(proxy.socket), "be")
@@ -60,7 +61,7 @@ def test_a_member_joins_with_an_explicit_id_and_a_second_pass_sends_nothing(
 
 
 def test_a_leaving_member_is_drained_then_put_in_maintenance_then_deleted(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     store.join("a", data={"address": backends["a"]})
     b = store.join("b", data={"address": backends["b"]})
@@ -74,7 +75,7 @@ def test_a_leaving_member_is_drained_then_put_in_maintenance_then_deleted(
 
 
 def test_drain_waits_for_sessions_up_to_the_timeout(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     store.join("a", data={"address": backends["a"]})
     b = store.join("b", data={"address": backends["b"]})
@@ -97,14 +98,14 @@ def test_drain_waits_for_sessions_up_to_the_timeout(
 
 
 def test_servers_come_back_with_the_same_ids_after_haproxy_restarts(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     for name in ("a", "b"):
         store.join(name, data={"address": backends[name]})
     controller = HAProxyController(store, str(proxy.socket), "be")
     controller.reconcile()
     before = _states(proxy)
-    proxy.restart()  # runtime servers are lost, as on a reload
+    proxy.restart(haproxy_config())  # runtime servers are lost, as on a reload
     assert _states(proxy) == {}
     assert len(controller.reconcile()) == 4
     assert _states(proxy) == before
@@ -113,7 +114,7 @@ def test_servers_come_back_with_the_same_ids_after_haproxy_restarts(
 
 
 def test_weight_and_address_changes_are_applied_in_place(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     a = store.join("a", data={"address": backends["a"]})
     controller = HAProxyController(store, str(proxy.socket), "be")
@@ -128,7 +129,7 @@ def test_weight_and_address_changes_are_applied_in_place(
 
 
 def test_a_pool_with_a_weight_haproxy_cannot_take_is_refused_and_nothing_changes(
-    store: Store, backends: dict[str, str], proxy: HAProxy
+    store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     store.join("a", data={"address": backends["a"]}, weight=0.5)
     controller = HAProxyController(store, str(proxy.socket), "be")
@@ -142,7 +143,7 @@ def test_a_pool_with_a_weight_haproxy_cannot_take_is_refused_and_nothing_changes
 def test_servers_of_the_configuration_are_left_alone_and_their_ids_not_reused(
     store: Store, backends: dict[str, str], tmp_path: Path
 ) -> None:
-    with haproxy(tmp_path, [f"server static {backends['c']} id 1"]) as proxy:
+    with haproxy([f"server static {backends['c']} id 1"]) as proxy:
         store.join("a", data={"address": backends["a"]})
         controller = HAProxyController(store, str(proxy.socket), "be")
         assert controller.reconcile()[0] == f"add server be/a {backends['a']} id 2 weight 1"
@@ -153,7 +154,7 @@ def test_pre_declared_slots_are_filled_and_freed(
     store: Store, backends: dict[str, str], tmp_path: Path
 ) -> None:
     slots = [f"server slot{i} 127.0.0.1:1 id {100 + i} disabled" for i in (1, 2)]
-    with haproxy(tmp_path, slots) as proxy:
+    with haproxy(slots) as proxy:
         a = store.join("a", data={"address": backends["a"]}, weight=2)
         controller = HAProxyController(store, str(proxy.socket), "be", slots=True)
         port = backends["a"].rpartition(":")[2]
@@ -184,7 +185,7 @@ def test_a_socket_that_does_not_answer_is_a_bounded_error_naming_it(
         assert time.monotonic() - started < 5
 
 
-def test_a_backend_haproxy_does_not_have_is_named(store: Store, proxy: HAProxy) -> None:
+def test_a_backend_haproxy_does_not_have_is_named(store: Store, proxy: Proxy) -> None:
     controller = HAProxyController(store, str(proxy.socket), "nope")
     with pytest.raises(BackendError, match="has no backend 'nope'"):
         controller.reconcile()
