@@ -82,3 +82,15 @@ def test_bad_numbers_are_usage_errors(flag: list[str], capsys: pytest.CaptureFix
     with pytest.raises(SystemExit) as exit_info:
         main(["lb", "haproxy", "--store", "memory://x", "--socket", "s", "--backend", "b", *flag])
     assert exit_info.value.code == 2
+
+
+def test_haproxy_follows_until_the_timeout_and_logs_what_it_did(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with haproxy() as proxy:
+        args = ["lb", "haproxy", "--store", store_url, "--socket", str(proxy.socket)]
+        assert main([*args, "--backend", "be", "--timeout-s", "0.5"]) == 0
+        err = capsys.readouterr().err
+        assert f"following {store_url}" in err
+        assert "backend be: add server be/a 127.0.0.1:9 id 1 weight 2 (member a joined)" in err
+        assert "not proxying member 'b' must have data" in err

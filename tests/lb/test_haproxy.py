@@ -14,7 +14,7 @@ import ringkit.live
 from ringkit.errors import BackendError, ConfigError
 from ringkit.lb import HAProxyController, HAProxyRuntime
 from ringkit.live import Store
-from tests.lb.proxies import haproxy, haproxy_config, name_servers, owner_of
+from tests.lb.proxies import haproxy, haproxy_config, name_servers, owner_of, wait_until
 from tests.proxies import Proxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -189,3 +189,22 @@ def test_a_backend_haproxy_does_not_have_is_named(store: Store, proxy: Proxy) ->
     controller = HAProxyController(store, str(proxy.socket), "nope")
     with pytest.raises(BackendError, match="has no backend 'nope'"):
         controller.reconcile()
+
+
+def test_the_background_thread_puts_servers_back_after_haproxy_restarts(
+    store: Store, backends: dict[str, str], proxy: Proxy
+) -> None:
+    store.join("a", data={"address": backends["a"]})
+    with HAProxyController(store, str(proxy.socket), "be", resync_s=0.2) as controller:
+        wait_until(lambda: bool(controller.servers()), what="a is added")
+        proxy.restart(haproxy_config())
+
+        def back() -> bool:
+            try:  # the new process may not listen on the admin socket yet
+                return _states(proxy).get("a", (0, 0, 1))[2] == 0
+            except BackendError:
+                return False
+
+        wait_until(back, what="a is back")
+        assert owner_of(proxy.port, "k") == "a"
+        assert controller.last_error is None

@@ -13,9 +13,11 @@ prints what it changed and exits. The etcd password goes in the store URL, as fo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ringkit.commands.common import shown_url
@@ -124,13 +126,25 @@ def _open(url: str) -> Store:
         raise BackendError(f"cannot read the live ring: {error}") from error
 
 
-def _follow(controller: HAProxyController | NginxController, args: argparse.Namespace) -> int:
-    """Run `controller` in the background until --timeout-s or Ctrl-C."""
+@contextlib.contextmanager
+def _logging_to_stderr(enabled: bool) -> Iterator[None]:
+    """Show the controller's log (what it did, what it refused) on stderr while following."""
+    logger = logging.getLogger("ringkit.lb")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger = logging.getLogger("ringkit.lb")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
+    level = logger.level
+    if enabled:
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def _follow(controller: HAProxyController | NginxController, args: argparse.Namespace) -> int:
+    """Run `controller` in the background until --timeout-s or Ctrl-C."""
     print(f"following {shown_url(args.store)}", file=sys.stderr, flush=True)
     try:
         with controller:
@@ -138,15 +152,13 @@ def _follow(controller: HAProxyController | NginxController, args: argparse.Name
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130
-    finally:
-        logger.removeHandler(handler)
     return 0
 
 
 def run_haproxy(args: argparse.Namespace) -> int:
     """Keep HAProxy's ``args.backend`` in step with ``args.store``."""
     store = _open(args.store)
-    try:
+    with contextlib.closing(store), _logging_to_stderr(not args.once):
         controller = HAProxyController(
             store,
             args.socket,
@@ -164,14 +176,12 @@ def run_haproxy(args: argparse.Namespace) -> int:
             print(f"backend {args.backend}: {servers or 'no servers'}")
             return 0
         return _follow(controller, args)
-    finally:
-        store.close()
 
 
 def run_nginx(args: argparse.Namespace) -> int:
     """Keep the upstream file ``args.upstream_file`` in step with ``args.store``."""
     store = _open(args.store)
-    try:
+    with contextlib.closing(store), _logging_to_stderr(not args.once):
         controller = NginxController(
             store,
             args.upstream_file,
@@ -185,5 +195,3 @@ def run_nginx(args: argparse.Namespace) -> int:
             print(f"{'reloaded' if reloaded else 'unchanged'}: {servers or 'no servers'}")
             return 0
         return _follow(controller, args)
-    finally:
-        store.close()

@@ -58,7 +58,8 @@ class Follower:
     """Calls `step()` on its own thread after every change of `store` and every `resync_s`.
 
     `step` returns the seconds until it wants to run again (None: at the next change or
-    resync). A :class:`RingkitError` it raises is logged and the thread goes on.
+    resync). An error it raises is logged (with its traceback when it is not a
+    :class:`RingkitError`) and the thread goes on: a controller never stops following.
     ``start``, ``wake``, ``close``.
     """
 
@@ -72,7 +73,7 @@ class Follower:
         self._stopped = threading.Event()
         self._subscription: Subscription | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.last_error: RingkitError | None = None
+        self.last_error: Exception | None = None
 
     def start(self) -> None:
         """Subscribe to the store and start the thread (its first pass runs at once)."""
@@ -90,9 +91,12 @@ class Follower:
             try:
                 delay = self._step()
                 self.last_error = None
-            except RingkitError as error:
+            except RingkitError as error:  # etcd or the proxy away, a pool refused: said, retried
                 self.last_error = error
                 _log.error("%s: %s", self._thread.name, error)
+            except Exception as error:  # a bug must not stop the proxy's pool from following
+                self.last_error = error
+                _log.exception("%s: unexpected error; retrying", self._thread.name)
             self._wakeup.wait(self._resync_s if delay is None else min(delay, self._resync_s))
 
     def close(self, timeout_s: float = 10.0) -> None:
