@@ -144,12 +144,13 @@ def proxy(kind: str, text_for: ConfigFor) -> Iterator[Proxy]:
 
 
 def route(
-    port: int, keys: Sequence[str | None], *, header: str = "X-Key", batch: int = 500
+    port: int, keys: Sequence[str | None], *, header: str | None = "X-Key", batch: int = 500
 ) -> list[str]:
     """Send one GET per key (in `header`; None: no header) and return who answered each.
 
-    Requests are pipelined on keep-alive connections, `batch` at a time (both proxies answer
-    pipelined requests in order); the answer is the body, the backend's name.
+    With `header` None each key is the request's path instead. Requests are pipelined on
+    keep-alive connections, `batch` at a time (both proxies answer pipelined requests in
+    order); the answer is the body, the backend's name.
     """
     answers: list[str] = []
     for first in range(0, len(keys), batch):
@@ -161,7 +162,9 @@ def route(
     return answers
 
 
-def _request(key: str | None, header: str) -> bytes:
+def _request(key: str | None, header: str | None) -> bytes:
+    if header is None:
+        return f"GET {key} HTTP/1.1\r\nHost: test\r\n\r\n".encode()
     line = "" if key is None else f"{header}: {key}\r\n"
     return f"GET / HTTP/1.1\r\nHost: test\r\n{line}\r\n".encode()
 

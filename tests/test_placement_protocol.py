@@ -12,7 +12,15 @@ import numpy as np
 import pytest
 
 from ringkit import BoundedLoad, HashRing, Node, Placement, UnknownNodeError, UnsupportedError
-from ringkit.compat import cassandra_ring, envoy_maglev, envoy_ring, ketama, redis_cluster
+from ringkit.compat import (
+    cassandra_ring,
+    envoy_maglev,
+    envoy_ring,
+    haproxy,
+    ketama,
+    nginx,
+    redis_cluster,
+)
 from ringkit.hashing import Hasher, hash_many
 from ringkit.placement import PlacementBase, Segmentation
 from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
@@ -29,6 +37,9 @@ BUILDERS: dict[str, Callable[[], Placement]] = {
     "compat.ketama": lambda: ketama([f"{name}:11211" for name in NAMES]),
     "compat.envoy_ring": lambda: envoy_ring(NAMES),
     "compat.envoy_maglev": lambda: envoy_maglev(NAMES, table_size=251),
+    "compat.haproxy": lambda: haproxy(NAMES),
+    "compat.haproxy_crc32": lambda: haproxy(NAMES, hash_function="crc32"),
+    "compat.nginx": lambda: nginx([f"{name}:80" for name in NAMES]),
     "compat.cassandra_ring": lambda: cassandra_ring({"a": [-6e18], "b": [0], "c": [6e18]}),
     "compat.redis_cluster": lambda: redis_cluster(
         {"a": ["0-5000"], "b": ["5001-10000"], "c": ["10001-16383"]}

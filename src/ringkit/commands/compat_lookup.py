@@ -27,9 +27,10 @@ def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--mode``, ``--servers``, ``--unweighted`` and ``--key-hash`` to ``lookup``."""
     parser.add_argument(
         "--mode",
-        choices=("ring", *COMPAT_MODES),
+        choices=("ring", *COMPAT_MODES, "haproxy", "nginx"),
         default="ring",
-        help="place the key as another system does (default: ring)",
+        help="place the key as another system does (default: ring); haproxy and nginx read "
+        "--config (or --socket)",
     )
     parser.add_argument(
         "--servers",

@@ -14,6 +14,13 @@ from typing import Any
 
 from ringkit.commands.common import node_list, positive_int, print_json, vnodes_per_node
 from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
+from ringkit.commands.proxy_modes import (
+    PROXY_MODES,
+    add_proxy_arguments,
+    load_pool,
+    print_proxy_report,
+    proxy_report,
+)
 from ringkit.errors import ConfigError
 from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
 from ringkit.placement import Placement
@@ -66,6 +73,7 @@ def register(subparsers: Any) -> None:
         help="length of the preference list to show, also given to the strategy (default: 1)",
     )
     add_compat_arguments(parser)
+    add_proxy_arguments(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(run=run)
 
@@ -113,6 +121,12 @@ def lookup_report(placement: Placement, key: str, replicas: int) -> dict[str, An
 
 def run(args: argparse.Namespace) -> int:
     """Print the lookup report for ``args.key``."""
+    if args.mode in PROXY_MODES:
+        return _run_proxy(args)
+    for flag in ("config", "backend", "upstream", "socket", "hash_type"):
+        if getattr(args, flag) is not None:
+            option = "--" + flag.replace("_", "-")
+            raise ConfigError(f"{option} is for --mode haproxy or nginx, not {args.mode!r}")
     if args.mode != "ring" or args.servers is not None:
         return _run_compat(args)
     options = StrategyOptions(vnodes=args.vnodes, hasher=args.hasher, replicas=args.replicas)
@@ -134,6 +148,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"owner    {report['owner']}")
     if (args.replicas or 1) > 1:
         print(f"replicas {', '.join(report['preference_list'])}")
+    return 0
+
+
+def _run_proxy(args: argparse.Namespace) -> int:
+    for flag, name in (*_PLACEMENT_FLAGS, ("--servers", "servers"), ("--key-hash", "key_hash")):
+        if getattr(args, name) is not None:
+            raise ConfigError(f"{flag} is not for --mode {args.mode}: the pool comes from --config")
+    if args.unweighted or (args.replicas or 1) > 1:
+        raise ConfigError(f"--mode {args.mode} routes each request to one server, with its weight")
+    report = proxy_report(load_pool(args), args.key)
+    if args.json:
+        print_json(report)
+    else:
+        print_proxy_report(report)
     return 0
 
 

@@ -30,6 +30,12 @@ from ringkit.commands.common import (
     vnodes_per_node,
 )
 from ringkit.commands.output import fit
+from ringkit.commands.proxy_modes import (
+    PROXY_MODES,
+    add_proxy_arguments,
+    load_pool,
+    renumbering_notes,
+)
 from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
 from ringkit.movement.plan import (
@@ -59,8 +65,39 @@ def register(subparsers: Any) -> None:
     )
     add = parser.add_argument
     add("--nodes", type=node_list, default=["A", "B", "C"], help="nodes before (default: A,B,C)")
-    add("--add", type=node_list, default=[], help="comma-separated nodes to add")
-    add("--remove", type=node_list, default=[], help="comma-separated nodes to remove")
+    add(
+        "--add",
+        action="append",
+        default=[],
+        help="comma-separated nodes to add; --mode haproxy: NAME=ADDR[,id=N][,weight=W], "
+        "nginx: ADDR[,weight=W] (repeat for more servers)",
+    )
+    add(
+        "--remove",
+        action="append",
+        default=[],
+        help="comma-separated nodes to remove (--mode haproxy|nginx: a server, repeatable)",
+    )
+    add(
+        "--weight",
+        action="append",
+        default=[],
+        metavar="NAME=W",
+        help="--mode haproxy|nginx: change a server's weight (repeatable)",
+    )
+    add(
+        "--mode",
+        choices=PROXY_MODES,
+        default=None,
+        help="plan a change to an HAProxy backend or nginx upstream read from --config/--socket",
+    )
+    add_proxy_arguments(parser)
+    add(
+        "--keys-file",
+        metavar="FILE",
+        help="the keys to place, one per line (instead of a seeded --keys sample); the keys "
+        "that move are listed",
+    )
     add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
     add(
         "--vnodes",
@@ -101,7 +138,42 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
+def _node_lists(args: argparse.Namespace) -> None:
+    """Split ``--add A,B`` / ``--remove C`` into node names for a placement (not a proxy)."""
+    for name in ("add", "remove"):
+        try:
+            setattr(args, name, [node for text in getattr(args, name) for node in node_list(text)])
+        except argparse.ArgumentTypeError as error:
+            raise refuse(f"--{name}: {error}") from None
+
+
+def _proxy_placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
+    given = {
+        "--strategy": args.strategy != "ring",
+        "--vnodes": args.vnodes,
+        "--hasher": args.hasher,
+        "--replicas": args.replicas,
+    }
+    for flag, value in given.items():
+        if value:
+            raise refuse(f"{flag} is not for --mode {args.mode}: the proxy has its own layout")
+    if not (args.add or args.remove or args.weight):
+        raise refuse("nothing to plan: give --add, --remove and/or --weight")
+    pool = load_pool(args)
+    old, new = pool.layout(), pool.changed(args.add, args.remove, args.weight).layout()
+    args.proxy_notes = renumbering_notes(old, new)
+    return old, new
+
+
 def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
+    if args.mode in PROXY_MODES:
+        return _proxy_placements(args)
+    for flag in ("config", "backend", "upstream", "socket", "hash_type"):
+        if getattr(args, flag) is not None:
+            raise refuse(f"--{flag.replace('_', '-')} is for --mode haproxy or nginx")
+    if args.weight:
+        raise refuse("--weight is for --mode haproxy or nginx")
+    _node_lists(args)
     if not args.add and not args.remove:
         raise refuse("nothing to plan: give --add and/or --remove")
     # Only the options given: a strategy refuses one it does not use (--vnodes for modulo).
@@ -174,11 +246,14 @@ def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[A
 def run(args: argparse.Namespace) -> int:
     """Print the movement report and plan for the membership change in `args`."""
     old, new = _placements(args)
+    given = read_keys(args.keys_file) if args.keys_file is not None else []
+    if args.keys_file is not None:
+        args.keys = len(given)
     keys: list[str] = []
     holder: dict[str, Movement] = {}
 
     def sample() -> None:
-        keys.extend(_keys(args.keys, args.seed))
+        keys.extend(_keys(args.keys, args.seed) if args.keys_file is None else given)
 
     def measure() -> Movement:
         holder["movement"] = diff(old, new, replicas=args.replicas or 1, keys=keys)
@@ -206,7 +281,7 @@ def run(args: argparse.Namespace) -> int:
     report["change"] = {
         "add": args.add,
         "remove": args.remove,
-        "strategy": args.strategy,
+        "strategy": args.mode or args.strategy,
         "vnodes": None if ring is None else ring.vnodes,
         "hasher": None if hasher is None else hasher.name,
         "seed": args.seed,
@@ -214,11 +289,42 @@ def run(args: argparse.Namespace) -> int:
     report["notes"] = degenerate_notes(
         report["replicas"], len(report["nodes_before"]), len(report["nodes_after"])
     )
+    _add_proxy_and_key_file_parts(report, args, movement, keys)
     if args.json:
         print_json(report)
         return 0
     _render(report, args.top)
     return 0
+
+
+def _add_proxy_and_key_file_parts(
+    report: dict[str, Any], args: argparse.Namespace, movement: Movement, keys: list[str]
+) -> None:
+    """Add a proxy change's weights and notes, and the moved keys of a ``--keys-file``."""
+    if args.mode is not None:
+        report["change"]["weight"] = args.weight
+        report["notes"] += getattr(args, "proxy_notes", [])
+    if args.keys_file is not None:
+        report["moved_keys"] = [
+            {"key": key, "from": source, "to": destination}
+            for key, source, destination in movement.moved_keys(keys)
+        ]
+
+
+def read_keys(path: str) -> list[str]:
+    """Return the keys of `path`, one per line (the line without its end), none empty.
+
+    :raises ConfigError: when the file cannot be read or holds no key
+    """
+    try:
+        with open(path, encoding="utf-8", newline="") as file:
+            keys = [line.rstrip("\r\n") for line in file]
+    except (OSError, UnicodeDecodeError) as error:
+        raise refuse(f"cannot read --keys-file {path!r}: {error}") from None
+    keys = [key for key in keys if key]
+    if not keys:
+        raise refuse(f"--keys-file {path!r} holds no key")
+    return keys
 
 
 def degenerate_notes(replicas: int, before: int, after: int) -> list[str]:
@@ -274,6 +380,7 @@ def _render(report: dict[str, Any], top: int) -> None:
     change = report["change"]
     before, after = report["nodes_before"], report["nodes_after"]
     steps = [f"+{n}" for n in change["add"]] + [f"-{n}" for n in change["remove"]]
+    steps += [f"{n}" for n in change.get("weight", [])]
     hasher = f", hasher {change['hasher']}" if change["hasher"] else ""
     console.print(
         f"{change['strategy']}: {len(before)} -> {_plural(len(after), 'node')} "
@@ -289,6 +396,8 @@ def _render(report: dict[str, Any], top: int) -> None:
     console.print(fit(pairs, console.width, names=("source", "destination")))
     transfers = _transfer_table(report["largest_transfers"][:top])
     console.print(fit(transfers, console.width, names=("source", "destination")))
+    if "moved_keys" in report:
+        console.print(fit(_moved_table(report["moved_keys"], top), console.width))
     plan = report["plan"]
     console.print(
         f"plan: {_plural(plan['transfers'], 'transfer')} in {_plural(plan['waves'], 'wave')} "
@@ -298,6 +407,15 @@ def _render(report: dict[str, Any], top: int) -> None:
         f"{_count(plan['total_keys'])} keys, {_count(plan['total_bytes'])} bytes, "
         f"about {plan['duration_s']:,.1f} s"
     )
+
+
+def _moved_table(moved: list[dict[str, str]], top: int) -> Table:
+    table = Table(title="moved keys", caption=f"first {min(top, len(moved)):,} of {len(moved):,}")
+    for column in ("key", "from", "to"):
+        table.add_column(column, justify="left", overflow="fold")
+    for row in moved[:top]:
+        table.add_row(row["key"], row["from"], row["to"])
+    return table
 
 
 def _summary(report: dict[str, Any]) -> Table:

@@ -34,163 +34,50 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ringkit.compat.haproxy import HAPROXY_MAX_WEIGHT, HAProxyRing, HAProxyServer, assign_ids
-from ringkit.compat.haproxy_hash import HAPROXY_HASHES
-from ringkit.compat.haproxy_state import RuntimeServer
+from ringkit.compat.haproxy import HAPROXY_MAX_WEIGHT, HAProxyRing
+from ringkit.compat.haproxy_backend import (
+    ConfiguredServer,
+    HAProxyBackend,
+    domain_only,
+    first_value,
+    parse_hash_type,
+    uri_part,
+)
 from ringkit.errors import ConfigError
 
-__all__ = [
-    "ConfiguredServer",
-    "HAProxyBackend",
-    "haproxy_from_config",
-    "parse_hash_type",
-    "read_haproxy_backend",
-    "runtime_backend",
-]
+__all__ = ["haproxy_from_config", "read_haproxy_backend"]
 
-_SECTIONS = frozenset(
-    (
-        "global",
-        "defaults",
-        "frontend",
-        "backend",
-        "listen",
-        "peers",
-        "resolvers",
-        "userlist",
-        "mailers",
-        "program",
-        "http-errors",
-        "ring",
-        "cache",
-        "fcgi-app",
-        "log-forward",
-    )
+
+def _words(*lines: str) -> frozenset[str]:
+    return frozenset(word for line in lines for word in line.split())
+
+
+_SECTIONS = _words(
+    "global defaults frontend backend listen peers resolvers userlist mailers program",
+    "http-errors ring cache fcgi-app log-forward",
 )
 # Server keywords that take one argument and do not move keys.
-_SERVER_ARGS = frozenset(
-    (
-        "addr",
-        "agent-addr",
-        "agent-inter",
-        "agent-port",
-        "agent-send",
-        "alpn",
-        "ca-file",
-        "check-alpn",
-        "check-proto",
-        "check-sni",
-        "ciphers",
-        "ciphersuites",
-        "cookie",
-        "crl-file",
-        "crt",
-        "curves",
-        "downinter",
-        "error-limit",
-        "fall",
-        "fastinter",
-        "init-addr",
-        "inter",
-        "log-proto",
-        "max-reuse",
-        "maxconn",
-        "maxqueue",
-        "minconn",
-        "namespace",
-        "npn",
-        "observe",
-        "on-error",
-        "on-marked-down",
-        "on-marked-up",
-        "pool-conn-name",
-        "pool-low-conn",
-        "pool-max-conn",
-        "pool-purge-delay",
-        "port",
-        "proto",
-        "proxy-v2-options",
-        "resolve-net",
-        "resolve-opts",
-        "resolve-prefer",
-        "resolvers",
-        "rise",
-        "send-proxy-v2-ssl-cn-hdr",
-        "shard",
-        "sigalgs",
-        "client-sigalgs",
-        "sni",
-        "source",
-        "ssl-max-ver",
-        "ssl-min-ver",
-        "tcp-ut",
-        "track",
-        "usesrc",
-        "verify",
-        "verifyhost",
-        "ws",
-        "set-proxy-v2-tlv-fmt",
-    )
+_SERVER_ARGS = _words(
+    "addr agent-addr agent-inter agent-port agent-send alpn ca-file check-alpn check-proto",
+    "check-sni ciphers ciphersuites cookie crl-file crt curves downinter error-limit fall",
+    "fastinter init-addr inter log-proto max-reuse maxconn maxqueue minconn namespace npn",
+    "observe on-error on-marked-down on-marked-up pool-conn-name pool-low-conn pool-max-conn",
+    "pool-purge-delay port proto proxy-v2-options resolve-net resolve-opts resolve-prefer",
+    "resolvers rise send-proxy-v2-ssl-cn-hdr shard sigalgs client-sigalgs sni source",
+    "ssl-max-ver ssl-min-ver tcp-ut track usesrc verify verifyhost ws set-proxy-v2-tlv-fmt",
 )
 # Server keywords without an argument that do not move keys.
-_SERVER_FLAGS = frozenset(
-    (
-        "agent-check",
-        "allow-0rtt",
-        "check",
-        "check-send-proxy",
-        "check-ssl",
-        "check-via-socks4",
-        "enabled",
-        "force-sslv3",
-        "force-tlsv10",
-        "force-tlsv11",
-        "force-tlsv12",
-        "force-tlsv13",
-        "no-agent-check",
-        "no-backup",
-        "no-check",
-        "no-check-ssl",
-        "no-send-proxy",
-        "no-send-proxy-v2",
-        "no-ssl",
-        "no-ssl-reuse",
-        "no-sslv3",
-        "no-tfo",
-        "no-tls-tickets",
-        "no-tlsv10",
-        "no-tlsv11",
-        "no-tlsv12",
-        "no-tlsv13",
-        "no-verifyhost",
-        "non-stick",
-        "redir",
-        "send-proxy",
-        "send-proxy-v2",
-        "ssl",
-        "ssl-reuse",
-        "stick",
-        "tfo",
-        "tls-tickets",
-    )
+_SERVER_FLAGS = _words(
+    "agent-check allow-0rtt check check-send-proxy check-ssl check-via-socks4 enabled",
+    "force-sslv3 force-tlsv10 force-tlsv11 force-tlsv12 force-tlsv13 no-agent-check no-backup",
+    "no-check no-check-ssl no-send-proxy no-send-proxy-v2 no-ssl no-ssl-reuse no-sslv3 no-tfo",
+    "no-tls-tickets no-tlsv10 no-tlsv11 no-tlsv12 no-tlsv13 no-verifyhost non-stick redir",
+    "send-proxy send-proxy-v2 ssl ssl-reuse stick tfo tls-tickets",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class ConfiguredServer:
-    """A server as the configuration declares it (weight 0 allowed), with its line."""
-
-    name: str
-    address: str
-    id: int | None
-    weight: int
-    disabled: bool
-    backup: bool
-    line: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,125 +92,6 @@ class _Settings:
     disabled: bool = False
     backup: bool = False
     allbackups: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class HAProxyBackend:
-    """One backend's hashing settings and servers as read from a configuration file.
-
-    ``layout(down=...)`` is the placement of the servers HAProxy routes to; ``with_servers``
-    returns the same backend with another server list (a change to plan).
-    """
-
-    name: str
-    path: str
-    servers: tuple[ConfiguredServer, ...]
-    balance: str
-    hash_function: str
-    avalanche: bool
-    allbackups: bool = False
-    key_part: Callable[[bytes], bytes] | None = field(default=None, compare=False)
-
-    def ids(self) -> dict[str, int]:
-        """Each server's id, explicit or as HAProxy's configuration check assigns it."""
-        given = [HAProxyServer(s.name, id=s.id) for s in self.servers]
-        return dict(zip((s.name for s in self.servers), assign_ids(given), strict=True))
-
-    def usable(self, down: Iterable[str] = ()) -> list[ConfiguredServer]:
-        """Return the servers HAProxy hashes over: active ones, else backups (all or first)."""
-        gone = set(down)
-        up = [s for s in self.servers if not s.disabled and s.weight >= 1 and s.name not in gone]
-        active = [s for s in up if not s.backup]
-        if active:
-            return active
-        backups = [s for s in up if s.backup]
-        return backups if self.allbackups else backups[:1]
-
-    def layout(self, *, down: Iterable[str] = ()) -> HAProxyRing:
-        """Return the consistent-hash layout over the servers HAProxy would route to.
-
-        `down` names servers that are DOWN or in maintenance at runtime: their points leave
-        the tree, as ``chash_set_server_status_down`` removes them.
-
-        :raises ConfigError: when no server is usable
-        """
-        ids = self.ids()
-        usable = self.usable(down)
-        if not usable:
-            raise ConfigError(f"{self.path}: backend {self.name!r} has no usable server")
-        servers = tuple(
-            HAProxyServer(s.name, id=ids[s.name], weight=s.weight, address=s.address)
-            for s in usable
-        )
-        return HAProxyRing(
-            servers,
-            hash_function=self.hash_function,
-            avalanche=self.avalanche,
-            key_part=self.key_part,
-        )
-
-    def with_servers(self, servers: Sequence[ConfiguredServer]) -> HAProxyBackend:
-        """Return this backend with another server list."""
-        return replace(self, servers=tuple(servers))
-
-    def with_runtime(self, state: Sequence[RuntimeServer]) -> HAProxyBackend:
-        """Return this backend with the servers a running HAProxy reports (ids as it uses them).
-
-        A server the runtime reports as unusable (DOWN, maintenance, drain) is kept, disabled;
-        a server the file declares backup stays backup.
-        """
-        backups = {server.name for server in self.servers if server.backup}
-        servers = [
-            ConfiguredServer(s.name, s.address, s.id, s.weight, not s.usable, s.name in backups, 0)
-            for s in state
-        ]
-        return replace(self, servers=tuple(servers))
-
-
-def runtime_backend(
-    name: str, state: Sequence[RuntimeServer], hash_type: Sequence[str]
-) -> HAProxyBackend:
-    """Return a backend from the runtime state alone, hashed by `hash_type` (its words).
-
-    The key is hashed as given (as ``balance hdr()`` and ``balance hash`` do).
-    """
-    function, avalanche = parse_hash_type(hash_type)
-    backend = HAProxyBackend(name, "<runtime>", (), "hash", function, avalanche)
-    return backend.with_runtime(state)
-
-
-def _first_value(data: bytes) -> bytes:
-    # http_find_header(..., full=0) reads a header as comma-separated values: the first one,
-    # without the spaces around it.
-    return data.split(b",", 1)[0].strip(b" \t")
-
-
-def _domain_only(data: bytes) -> bytes:
-    # use_domain_only: the label before the top-level domain ("www.example.com" -> "example").
-    value = _first_value(data)
-    labels = value.split(b".")
-    return labels[-2] if len(labels) >= 2 else value
-
-
-def _uri_part(length: int, depth: int, whole: bool, path_only: bool) -> Callable[[bytes], bytes]:
-    def part(data: bytes) -> bytes:
-        if path_only:
-            found = re.match(rb"[A-Za-z][A-Za-z0-9+.-]*://[^/]*", data)
-            if found:
-                data = data[found.end() :]
-        if length:
-            data = data[:length]
-        end, slashes = 0, 0
-        for end, c in enumerate(data):
-            if c == 0x2F:  # "/"
-                slashes += 1
-                if depth and slashes == depth + 1:
-                    return data[:end]
-            elif c == 0x3F and not whole:  # "?"
-                return data[:end]
-        return data
-
-    return part
 
 
 class _Reader:
@@ -348,7 +116,9 @@ class _Reader:
                 self._close(section, settings, servers)
                 section, settings, servers = self._open(number, words)
                 continue
-            if section in ("defaults", "backend", "listen", "wanted"):
+            if section is not None and section.startswith(
+                ("defaults", "backend", "listen", "wanted")
+            ):
                 settings = self._directive(number, words, settings, servers, section)
         self._close(section, settings, servers)
         return self._backend()
@@ -500,73 +270,68 @@ def _hashing(
     reader: _Reader, settings: _Settings, servers: list[ConfiguredServer], line: int
 ) -> HAProxyBackend:
     fail = reader.fail
-    if settings.balance_factor:
-        raise fail(
-            settings.balance_factor_line,
-            "hash-balance-factor (consistent hashing with "
-            "bounded loads) routes by live connection counts; ringkit cannot predict it",
-        )
-    balance = settings.balance
-    if not balance:
-        raise fail(line, f"backend {reader.backend!r} has no balance: round robin hashes nothing")
-    algorithm = balance[0]
-    hashing = algorithm in ("uri", "url_param", "source", "hash") or algorithm.startswith("hdr(")
-    if not hashing:
-        raise fail(
-            settings.balance_line,
-            f"balance {algorithm} is not a hash; ringkit reads "
-            "hdr(), uri, url_param, source and hash with hash-type consistent",
-        )
-    if settings.hash_type[:1] != ("consistent",):
-        raise fail(
-            settings.balance_line,
-            f"balance {algorithm} without 'hash-type consistent' is "
-            "map-based (hash % total weight); add 'hash-type consistent'",
-        )
+    _check_balance(reader, settings, line)
     try:
         function, avalanche = parse_hash_type(settings.hash_type)
     except ConfigError as error:
         raise fail(settings.hash_type_line, str(error)) from None
-    key_part = _key_part(reader, settings)
-    if algorithm == "source":
-        function = "source"
-    names = [s.name for s in servers]
-    for server in servers:
-        if names.count(server.name) > 1:
-            raise fail(server.line, f"server {server.name!r} is defined twice")
-    backend = HAProxyBackend(
+    _check_servers(fail, servers)
+    return HAProxyBackend(
         reader.backend,
         str(reader.path),
         tuple(servers),
-        " ".join(balance),
-        function,
+        " ".join(settings.balance),
+        "source" if settings.balance[0] == "source" else function,
         avalanche,
         settings.allbackups,
-        key_part,
+        _key_part(reader, settings),
     )
-    backend.ids()  # refuses an id used twice
-    return backend
 
 
-def parse_hash_type(words: Sequence[str]) -> tuple[str, bool]:
-    """Return (function, avalanche) of ``hash-type consistent [function] [avalanche]``.
+def _check_balance(reader: _Reader, settings: _Settings, line: int) -> None:
+    fail = reader.fail
+    if settings.balance_factor:
+        raise fail(
+            settings.balance_factor_line,
+            "hash-balance-factor (consistent hashing with bounded loads) routes by live "
+            "connection counts; ringkit cannot predict it",
+        )
+    if not settings.balance:
+        raise fail(line, f"backend {reader.backend!r} has no balance: round robin hashes nothing")
+    algorithm = settings.balance[0]
+    hashing = algorithm in ("uri", "url_param", "source", "hash") or algorithm.startswith("hdr(")
+    if not hashing:
+        raise fail(
+            settings.balance_line,
+            f"balance {algorithm} is not a hash; ringkit reads hdr(), uri, url_param, source "
+            "and hash with hash-type consistent",
+        )
+    if settings.hash_type[:1] != ("consistent",):
+        raise fail(
+            settings.balance_line,
+            f"balance {algorithm} without 'hash-type consistent' is map-based (hash % total "
+            "weight); add 'hash-type consistent'",
+        )
 
-    >>> parse_hash_type(["consistent"]), parse_hash_type("consistent crc32".split())
-    (('sdbm', True), ('crc32', False))
 
-    :raises ConfigError: for another hash type, an unknown function or modifier
-    """
-    if list(words[:1]) != ["consistent"]:
-        raise ConfigError(f"hash-type must be 'consistent [function] [avalanche]', got {words!r}")
-    if len(words) == 1:
-        return "sdbm", True  # consistent with no function: sdbm and the avalanche modifier
-    function = words[1]
-    if function not in HAPROXY_HASHES:
-        known = ", ".join(HAPROXY_HASHES)
-        raise ConfigError(f"unknown hash function {function!r}; known: {known}")
-    if list(words[2:]) not in ([], ["avalanche"]):
-        raise ConfigError(f"the only hash modifier is 'avalanche', got {' '.join(words[2:])!r}")
-    return function, len(words) > 2
+def _check_servers(
+    fail: Callable[[int, str], ConfigError], servers: list[ConfiguredServer]
+) -> None:
+    names: dict[str, ConfiguredServer] = {}
+    ids: dict[int, ConfiguredServer] = {}
+    for server in servers:
+        if server.name in names:
+            raise fail(server.line, f"server {server.name!r} is defined twice")
+        names[server.name] = server
+        if server.id is not None and server.id in ids:
+            first = ids[server.id]
+            raise fail(
+                server.line,
+                f"servers {first.name!r} (line {first.line}) and {server.name!r} both have "
+                f"id {server.id}",
+            )
+        if server.id is not None:
+            ids[server.id] = server
 
 
 def _key_part(reader: _Reader, settings: _Settings) -> Callable[[bytes], bytes] | None:
@@ -574,7 +339,7 @@ def _key_part(reader: _Reader, settings: _Settings) -> Callable[[bytes], bytes] 
     if algorithm.startswith("hdr("):
         if options and options != ["use_domain_only"]:
             raise reader.fail(settings.balance_line, f"cannot read balance option {options[0]!r}")
-        return _domain_only if options else _first_value
+        return domain_only if options else first_value
     if algorithm != "uri":
         return None
     length = depth = 0
@@ -590,7 +355,7 @@ def _key_part(reader: _Reader, settings: _Settings) -> Callable[[bytes], bytes] 
             whole, path_only = whole or word == "whole", path_only or word == "path-only"
         else:
             raise reader.fail(settings.balance_line, f"cannot read balance uri option {word!r}")
-    return _uri_part(length, depth, whole, path_only)
+    return uri_part(length, depth, whole, path_only)
 
 
 def _lines(path: Path, fail: Callable[[int, str], ConfigError]) -> Iterable[tuple[int, list[str]]]:

@@ -88,6 +88,8 @@ def _directives(path: Path, text: str) -> Iterator[tuple[list[str], int, str]]:
     start = 0
     for token, line in _tokens(text):
         if token in (";", "{", "}"):
+            if token == "}" and words:
+                raise ConfigError(f"{path}:{start}: directive {words[0]!r} has no ';' at the end")
             yield words, start or line, token
             words, start = [], 0
         else:
@@ -134,24 +136,10 @@ def read_nginx_upstream(path: str | os.PathLike[str], *, upstream: str) -> Nginx
         text = where.read_text()
     except OSError as error:
         raise ConfigError(f"cannot read {where}: {error.strerror}") from None
-    depth, inside, key = 0, 0, ""
+    found_line, body = _upstream_body(where, text, upstream)
+    key = ""
     servers: list[ConfiguredNginxServer] = []
-    found_line = 0
-    for words, line, ending in _directives(where, text):
-        if ending == "}":
-            depth -= 1
-            if inside and depth < inside:
-                inside = 0
-            continue
-        if ending == "{":
-            depth += 1
-            if words[:2] == ["upstream", upstream]:
-                if found_line:
-                    raise ConfigError(f"{where}:{line}: upstream {upstream!r} is defined twice")
-                inside, found_line = depth, line
-            continue
-        if not inside or depth != inside:
-            continue
+    for words, line in body:
         if words[0] == "hash":
             if words[2:] != ["consistent"]:
                 raise ConfigError(
@@ -163,14 +151,35 @@ def read_nginx_upstream(path: str | os.PathLike[str], *, upstream: str) -> Nginx
             servers.append(ConfiguredNginxServer(_server(where, line, words), line))
         elif words[0] not in _SKIPPED:
             raise ConfigError(f"{where}:{line}: cannot read {words[0]!r} in an upstream")
-    if not found_line:
-        raise ConfigError(f"{where}: no upstream named {upstream!r}")
     if not key:
         raise ConfigError(
             f"{where}:{found_line}: upstream {upstream!r} has no "
             "'hash KEY consistent' (round robin hashes nothing)"
         )
     return NginxUpstream(upstream, str(where), key, tuple(servers))
+
+
+def _upstream_body(
+    where: Path, text: str, upstream: str
+) -> tuple[int, list[tuple[list[str], int]]]:
+    """Return the line of ``upstream NAME {`` and the directives directly inside it."""
+    depth, inside, found_line = 0, 0, 0
+    body: list[tuple[list[str], int]] = []
+    for words, line, ending in _directives(where, text):
+        if ending == "}":
+            depth -= 1
+            inside = 0 if inside and depth < inside else inside
+        elif ending == "{":
+            depth += 1
+            if words[:2] == ["upstream", upstream]:
+                if found_line:
+                    raise ConfigError(f"{where}:{line}: upstream {upstream!r} is defined twice")
+                inside, found_line = depth, line
+        elif inside and depth == inside and words:
+            body.append((words, line))
+    if not found_line:
+        raise ConfigError(f"{where}: no upstream named {upstream!r}")
+    return found_line, body
 
 
 def nginx_from_config(path: str | os.PathLike[str], *, upstream: str) -> Continuum:
