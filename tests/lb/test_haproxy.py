@@ -14,6 +14,8 @@ import ringkit.live
 from ringkit.errors import BackendError, ConfigError
 from ringkit.lb import HAProxyController, HAProxyRuntime
 from ringkit.live import Store
+from ringkit.live.backend import Record
+from ringkit.live.memory import MemoryBackend
 from tests.lb.proxies import haproxy, haproxy_config, name_servers, owner_of, wait_until
 from tests.proxies import Proxy
 
@@ -208,3 +210,34 @@ def test_the_background_thread_puts_servers_back_after_haproxy_restarts(
         wait_until(back, what="a is back")
         assert owner_of(proxy.port, "k") == "a"
         assert controller.last_error is None
+
+
+class _Unreachable(MemoryBackend):
+    """A memory:// service that can be made to fail every read, as an unreachable etcd does."""
+
+    away = False
+
+    def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+        if self.away:
+            raise BackendError("etcd at 127.0.0.1:2379 cannot be reached: test")
+        return super().get_prefix(prefix, revision)
+
+
+def test_nothing_is_sent_while_the_members_cannot_be_read(
+    backends: dict[str, str], proxy: Proxy
+) -> None:
+    """The controller acts only on members it has just read: with etcd away it sends nothing,
+    not even to put back servers HAProxy lost (it cannot know they are still members)."""
+    service = _Unreachable(f"lb-away-{next(_names)}")
+    with Store(service, "/") as store:
+        store.join("a", data={"address": backends["a"]})
+        controller = HAProxyController(store, str(proxy.socket), "be")
+        assert len(controller.reconcile()) == 2
+        service.away = True
+        proxy.restart(haproxy_config())
+        wait_until(lambda: proxy.socket.exists(), what="the admin socket")
+        with pytest.raises(BackendError, match="cannot be reached"):
+            controller.reconcile()
+        service.away = False
+        assert _states(proxy) == {}
+        assert len(controller.reconcile()) == 2
