@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -58,10 +57,9 @@ def run(changes: int) -> tuple[list[float], list[float]]:
     joins: list[float] = []
     leaves: list[float] = []
     with (
-        tempfile.TemporaryDirectory() as folder,
         etcd_server() as etcd,
         name_servers(["a", "b", "c", "probe"]) as backends,
-        haproxy(Path(folder)) as proxy,
+        haproxy() as proxy,
     ):
         url = etcd.url("bench-lb")
         with ringkit.live.connect(url) as members, ringkit.live.connect(url) as store:
