@@ -17,7 +17,7 @@ from ringkit.live import Store
 from ringkit.live.backend import Record
 from ringkit.live.memory import MemoryBackend
 from tests.lb.proxies import haproxy, haproxy_config, name_servers, owner_of, wait_until
-from tests.proxies import Proxy
+from tests.proxies import Proxy, route
 
 pytestmark = pytest.mark.timeout(120)
 _names = itertools.count()
@@ -241,3 +241,15 @@ def test_nothing_is_sent_while_the_members_cannot_be_read(
         service.away = False
         assert _states(proxy) == {}
         assert len(controller.reconcile()) == 2
+
+
+def test_haproxy_routes_every_key_where_the_controllers_layout_says(
+    store: Store, backends: dict[str, str], proxy: Proxy
+) -> None:
+    """Unequal weights and ids from etcd: the layout of ``servers()`` is HAProxy's own."""
+    for name, weight in (("a", 1), ("b", 3), ("c", 2)):
+        store.join(name, data={"address": backends[name]}, weight=weight)
+    controller = HAProxyController(store, str(proxy.socket), "be")
+    controller.reconcile()
+    keys = [f"session-{i}" for i in range(2000)]
+    assert route(proxy.port, keys) == controller.layout().node_for_many(keys)
