@@ -37,5 +37,6 @@ def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
         "gatepass.toml",
         "hot-key-remedies.toml",
         "hot-keys.toml",
+        "load-balancers.toml",
         "zone-failure.toml",
     ]

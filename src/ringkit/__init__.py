@@ -40,7 +40,7 @@ from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
 
 if TYPE_CHECKING:
-    from ringkit import compat, live
+    from ringkit import compat, lb, live
     from ringkit.advice import advise, sweep
     from ringkit.cluster.client import ShardedClient
     from ringkit.movement import MigrationPlan, MovedArc, Movement, Transfer, diff
@@ -99,6 +99,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "compat": ("ringkit.compat", None),
     "diff": ("ringkit.movement", "diff"),
     "jump_hash": ("ringkit.strategies.jump", "jump_hash"),
+    "lb": ("ringkit.lb", None),
     "live": ("ringkit.live", None),
     "load_scenario": ("ringkit.sim", "load_scenario"),
     "replicated_shares": ("ringkit.strategies.allocation.replicated", "replicated_shares"),
@@ -158,6 +159,7 @@ __all__ = [
     "diff",
     "hashing",
     "jump_hash",
+    "lb",
     "live",
     "load_scenario",
     "replicated_shares",

@@ -28,6 +28,7 @@ from ringkit.commands import (
     advise,
     compare,
     demo,
+    lb,
     lookup,
     plan,
     rebalance,
@@ -51,6 +52,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     plan,
     rebalance,
     ring,
+    lb,
     serve,
 )
 

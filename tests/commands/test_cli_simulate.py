@@ -225,6 +225,7 @@ def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[
         "gatepass",
         "hot-key-remedies",
         "hot-keys",
+        "load-balancers",
         "zone-failure",
     ]
     by_name = _json(capsys, "simulate", "gatepass", "--json")
@@ -232,5 +233,5 @@ def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[
     assert main(["simulate", "gatepas"]) == 1
     assert capsys.readouterr().err == (
         "ringkit: error: no scenario file or bundled scenario 'gatepas'; "
-        "bundled: cascade, gatepass, hot-key-remedies, hot-keys, zone-failure\n"
+        "bundled: cascade, gatepass, hot-key-remedies, hot-keys, load-balancers, zone-failure\n"
     )

@@ -1,8 +1,8 @@
 """``ringkit simulate [SCENARIO ...]``: replay the Gatepass lesson, or scenario files in turn.
 
 A scenario is a TOML file or the name of one shipped with ringkit (``ringkit simulate --list``:
-cascade, gatepass, hot-key-remedies, hot-keys, zone-failure; ``examples/`` holds copies of the
-same files).
+cascade, gatepass, hot-key-remedies, hot-keys, load-balancers, zone-failure; ``examples/`` holds
+copies of the same files).
 
 With no file it replays Gatepass (a booking service adding a cache node): keys ``booking-0001`` …
 ``booking-0300`` hashed with ``fnv1a_32_mix`` on a ring of A, B, C; add D; remove B; for 1, 8, 32
@@ -20,6 +20,8 @@ from typing import Any
 
 from rich.table import Table
 
+from ringkit.commands.balancers import NOTE as BALANCERS_NOTE
+from ringkit.commands.balancers import balancers_json, balancers_table, run_balancers
 from ringkit.commands.common import positive_int, print_json, refuse, seed_int, vnode_counts
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import (
@@ -433,15 +435,19 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         _plot(runs, args.plot)
     remedies = [run_remedies(batch) for batch in results]  # scenarios with a [remedies] table
+    balancers = [run_balancers(batch) for batch in results]  # and with a [balancers] table
     if args.json:
         docs = [run_json(b, default=not args.scenario, trace=trace) for b in results]
-        for doc, compared in zip(docs, remedies, strict=True):
+        for doc, compared, layouts in zip(docs, remedies, balancers, strict=True):
             if compared:
                 doc["remedies"] = remedies_json(compared)
+            if layouts:
+                doc["balancers"] = balancers_json(layouts)
         print_json(docs[0] if len(docs) == 1 else docs)
         return 0
     out = console()
-    for source, batch, compared in zip(args.scenario or [None], results, remedies, strict=True):
+    sources = args.scenario or [None]
+    for source, batch, compared, layouts in zip(sources, results, remedies, balancers, strict=True):
         if len(results) > 1:
             out.print(f"scenario {source}", style="bold")
         for r in batch:
@@ -452,6 +458,10 @@ def run(args: argparse.Namespace) -> int:
         for r, rows in compared:
             out.print(fit(remedies_table(r, rows), out.width, names=("remedy", "busiest")))
             out.print(NOTE, soft_wrap=out.width >= _WRAP_NOTES)
+            out.print()
+        for r, compared_layouts in layouts:
+            out.print(fit(balancers_table(r, compared_layouts), out.width, names=("layout",)))
+            out.print(BALANCERS_NOTE, soft_wrap=out.width >= _WRAP_NOTES)
             out.print()
     if trace is not None:
         out.print(

@@ -37,6 +37,7 @@ import numpy.typing as npt
 from ringkit.errors import ConfigError
 from ringkit.nodes import Node
 from ringkit.placement import Placement, unknown_node
+from ringkit.sim.balancers import Balancers
 from ringkit.sim.measure import PassContext, Progress, measure_pass
 from ringkit.sim.population import HashCache, Population
 from ringkit.sim.remedies import Remedies
@@ -121,6 +122,7 @@ class Scenario:
     `zone_aware`: whether preference lists take one node per zone first. Keys have
     ``options.replicas`` copies (1 when not given).
     `remedies`: the hot-key remedies to compare on the start (:mod:`ringkit.sim.remedies`).
+    `balancers`: the load balancers' layouts to compare on a join (:mod:`ringkit.sim.balancers`).
     """
 
     population: Population
@@ -134,6 +136,7 @@ class Scenario:
     zones: int | None = None
     zone_aware: bool = True
     remedies: Remedies | None = None
+    balancers: Balancers | None = None
 
     def __post_init__(self) -> None:
         if self.zones is not None:

@@ -36,6 +36,7 @@ from ringkit.errors import ConfigError, UnsupportedError
 from ringkit.hashing import get_hasher
 from ringkit.nodes import Node
 from ringkit.placement import check_token_count, count_text
+from ringkit.sim.balancers import Balancers
 from ringkit.sim.population import DISTRIBUTIONS, Population, Sizes
 from ringkit.sim.remedies import Remedies
 from ringkit.sim.scenario import EVENT_TYPES, Event, Scenario, with_vnodes
@@ -58,6 +59,7 @@ _TOP = (
     "strategy",
     "events",
     "remedies",
+    "balancers",
 )
 _KEYS = ("count", "prefix", "start", "width", "zipf", "sizes")
 _SIZES = tuple(f.name for f in dataclasses.fields(Sizes))
@@ -302,6 +304,17 @@ def _remedies(source: str, data: object, nodes: int, replicas: int | None) -> Re
     return remedies
 
 
+def _balancers(source: str, data: object, nodes: tuple[Node, ...]) -> Balancers | None:
+    """The ``[balancers]`` table: the backend that joins under each proxy's layout."""
+    if data is None:
+        return None
+    fields = _Fields(source, "balancers", data, ("join",))
+    join: str | None = fields.get("join", (str, type(None)), None)
+    if join is not None and (not join or join in {node.name for node in nodes}):
+        raise fields.error("join", "must be a new backend name", join)
+    return Balancers(join=join)
+
+
 def _zones(top: _Fields) -> int | None:
     zones: int | None = top.get("zones", (int, type(None)), None)
     if zones is not None and zones < 1:
@@ -353,6 +366,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
         zones=zones,
         zone_aware=zone_aware,
         remedies=_remedies(source, data.get("remedies"), len(nodes), options.replicas),
+        balancers=_balancers(source, data.get("balancers"), nodes),
     )
     if len(vnodes) == 1:
         return [scenario]
@@ -382,7 +396,7 @@ def bundled_scenarios() -> dict[str, str]:
     """Return the scenarios shipped with ringkit, by name, with the first sentence of each.
 
     >>> sorted(bundled_scenarios())
-    ['cascade', 'gatepass', 'hot-key-remedies', 'hot-keys', 'zone-failure']
+    ['cascade', 'gatepass', 'hot-key-remedies', 'hot-keys', 'load-balancers', 'zone-failure']
     """
     found = {}
     for name, file in sorted(_bundled_files().items()):

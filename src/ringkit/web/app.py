@@ -2,6 +2,7 @@
 
 Routes: ``/`` (the page), ``/static/*`` (its script and style), and ``GET /api/meta``,
 ``/api/ring``, ``/api/lookup``, ``/api/remedies`` (hot-key remedies, :mod:`ringkit.web.remedies`),
+``/api/balancers`` (the load-balancer lesson, :mod:`ringkit.web.balancers`),
 ``/api/fail_zone`` (a zone failure, :mod:`ringkit.web.zones`) and, for ``ringkit serve --store``,
 ``/api/live`` (a long poll
 on a live ring, :mod:`ringkit.web.live`; documented in docs/web.md). Handlers only parse
@@ -35,6 +36,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ringkit.web import api
+from ringkit.web.balancers import balancers_report, parse_balancers_query
 from ringkit.web.budget import ComputeGate
 from ringkit.web.live import LiveView
 from ringkit.web.params import (
@@ -91,6 +93,11 @@ async def _lookup(request: Request) -> Response:
 async def _remedies(request: Request) -> Response:
     query = parse_remedies_query(request.query_params.multi_items())
     return JSONResponse(await _computed(request, remedies_report, query))
+
+
+async def _balancers(request: Request) -> Response:
+    query = parse_balancers_query(request.query_params.multi_items())
+    return JSONResponse(await _computed(request, balancers_report, query))
 
 
 async def _fail_zone(request: Request) -> Response:
@@ -152,6 +159,7 @@ def create_app(live: LiveView | None = None, *, gate: ComputeGate | None = None)
         Route("/api/lookup", _lookup, methods=["GET"]),
         Route("/api/remedies", _remedies, methods=["GET"]),
         Route("/api/fail_zone", _fail_zone, methods=["GET"]),
+        Route("/api/balancers", _balancers, methods=["GET"]),
         Route("/api/live", _live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
