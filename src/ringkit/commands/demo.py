@@ -16,7 +16,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from ringkit.cluster.gatepass import (
     GatepassReport,
@@ -25,41 +24,9 @@ from ringkit.cluster.gatepass import (
     memory_urls,
     run_gatepass,
 )
-from ringkit.commands import workers
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import print_json
 
-__all__ = ["register", "render"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``demo`` subcommand and its ``cache`` scenario."""
-    parser = subparsers.add_parser(
-        "demo",
-        help="run a lesson on real servers or processes",
-        description="Run a lesson on real servers or processes.",
-    )
-    scenarios = parser.add_subparsers(dest="scenario", metavar="SCENARIO", required=True)
-    cache = scenarios.add_parser(
-        "cache",
-        help="Gatepass: add a cache server, ring against hash %% N",
-        description="Fill cache servers, add one, replay the reads: ring against hash % N.",
-    )
-    cache.add_argument(
-        "--backend",
-        choices=("memory", "memcached", "redis"),
-        default="memory",
-        help="where the cache lives (default: memory, in this process)",
-    )
-    cache.add_argument(
-        "--servers", type=positive_int, default=3, help="servers before the change (default: 3)"
-    )
-    cache.add_argument("--add", type=positive_int, default=1, help="servers added (default: 1)")
-    cache.add_argument(
-        "--keys", type=positive_int, default=10_000, help="booking keys (default: 10000)"
-    )
-    cache.add_argument("--json", action="store_true", help="print JSON")
-    cache.set_defaults(run=run)
-    workers.register(scenarios)
+__all__ = ["render"]
 
 
 def render(report: GatepassReport) -> str:

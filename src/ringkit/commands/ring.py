@@ -19,62 +19,13 @@ from typing import Any
 
 from rich.table import Table
 
-from ringkit.commands.common import positive_int, print_json, shown_url
+from ringkit.commands.common import print_json, shown_url
 from ringkit.commands.output import console, fit, percent
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
 from ringkit.live.snapshot import snapshot_dict
 
-__all__ = ["describe_change", "register", "status_rows"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``ring`` subcommand and its ``status`` and ``watch`` actions."""
-    parser = subparsers.add_parser(
-        "ring",
-        help="show or follow a live ring (ringkit.live)",
-        description="Show or follow a live ring kept in etcd or memory (docs/live.md).",
-    )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    status = actions.add_parser(
-        "status",
-        help="members, states, shares and leases at the current epoch",
-        description="Show the members of a live ring at its current epoch (like nodetool ring).",
-    )
-    _store_argument(status)
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(run=run_status)
-    watch = actions.add_parser(
-        "watch",
-        help="print one line per change of a live ring",
-        description="Print one line per new epoch: who joined, left or changed state, and "
-        "the share of the keyspace that moved against the least possible.",
-    )
-    _store_argument(watch)
-    watch.add_argument("--count", type=positive_int, help="stop after this many changes")
-    watch.add_argument(
-        "--timeout-s", type=_seconds, help="stop after this many seconds (default: never)"
-    )
-    watch.set_defaults(run=run_watch)
-
-
-def _store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        required=True,
-        metavar="URL",
-        help="etcd://HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
-    )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
+__all__ = ["describe_change", "status_rows"]
 
 
 def _open(url: str) -> Store:
