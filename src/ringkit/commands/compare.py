@@ -12,6 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ringkit.commands.common import (
     print_json,
@@ -51,7 +52,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for row in rows:
         if row.error is not None:
-            table.add_row(row.strategy, f"[red]{row.error}[/red]")
+            table.add_row(row.strategy, Text(row.error, style="red"))
             continue
         table.add_row(
             row.strategy,
@@ -97,8 +98,17 @@ def _clip(ax: Any, values: list[float | None], top: float) -> None:
     ax.set_ylim(0, top)
     for x, value in enumerate(values):
         if value is not None and value > top:
+            # Black on a white box: white text on the bar lost every character wider than the
+            # bar to the white background, and "10.0×" read "0.0".
             ax.text(
-                x, top * 0.97, f"{value:.1f}×", ha="center", va="top", fontsize=7, color="white"
+                x,
+                top * 0.97,
+                f"{value:.1f}×",
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="black",
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"},
             )
 
 

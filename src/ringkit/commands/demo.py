@@ -13,6 +13,7 @@ servers itself on free loopback ports (and stops them at the end).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
@@ -25,6 +26,7 @@ from ringkit.cluster.gatepass import (
     run_gatepass,
 )
 from ringkit.commands.common import print_json
+from ringkit.errors import ConfigError
 
 __all__ = ["render"]
 
@@ -57,6 +59,20 @@ def render(report: GatepassReport) -> str:
     return "\n".join(lines)
 
 
+# The Python client of each server backend and the extra that installs it.
+_CLIENTS = {"redis": ("redis", "redis"), "memcached": ("pymemcache", "memcached")}
+
+
+def _require_client(backend: str) -> None:
+    """Refuse a backend whose Python client is not installed, naming the extra to install."""
+    module, extra = _CLIENTS[backend]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(
+            f"--backend {backend} needs the {module} package, which is not installed; "
+            f"install it with: pip install 'ringkit[{extra}]'"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the scenario on the chosen backend and print the report."""
     count = args.servers + args.add
@@ -69,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "memory":
         report = run_gatepass(memory_urls(count, str(os.getpid())), **options)
     else:
+        _require_client(args.backend)  # before any server starts, not after four of them
         print(f"starting {count} {args.backend} servers on loopback ...", file=sys.stderr)
         with local_servers(args.backend, count) as urls:
             report = run_gatepass(urls, **options)

@@ -75,7 +75,7 @@ def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[A
     bar = (
         Progress(
             SpinnerColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("step {task.fields[step]} of {task.fields[steps]}"),
             TimeElapsedColumn(),
@@ -211,7 +211,7 @@ def _render(report: dict[str, Any], top: int) -> None:
     # Arcs are counted only where the placement has arcs (a ring's points basis).
     pairs = _pair_table(report["pairs"], arcs=report["basis"] == "points")
     console.print(fit(pairs, console.width, names=("source", "destination")))
-    transfers = _transfer_table(report["largest_transfers"][:top])
+    transfers = _transfer_table(report["largest_transfers"][:top], report["basis"])
     console.print(fit(transfers, console.width, names=("source", "destination")))
     plan = report["plan"]
     console.print(
@@ -267,7 +267,17 @@ def _pair_table(pairs: list[dict[str, Any]], *, arcs: bool) -> Table:
     return table
 
 
-def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
+def _bound(value: int, basis: str) -> str:
+    """Return a range bound: a point as 64-bit hex, fixed width so that ranges line up; a slot
+    (maglev's table, fixed partitions) as its index.
+
+    >>> _bound(0x1F, "points"), _bound(31, "slots")
+    ('0x000000000000001f', '31')
+    """
+    return f"0x{value:016x}" if basis == "points" else str(value)
+
+
+def _transfer_table(transfers: list[dict[str, Any]], basis: str) -> Table:
     table = Table(title="largest transfers")
     for column in ("range", "source", "destination", "keyspace", "keys", "bytes", "est. s", "wave"):
         left = column in ("range", "source", "destination")
@@ -280,7 +290,8 @@ def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
             overflow="fold" if folds else "ellipsis",
         )
     for t in transfers:
-        where = f"({t['start']:#x}, {t['end']:#x}]" if t["start"] is not None else "keys"
+        start, end = t["start"], t["end"]
+        where = "keys" if start is None else f"({_bound(start, basis)}, {_bound(end, basis)}]"
         table.add_row(
             where,
             t["source"],

@@ -26,12 +26,14 @@ from __future__ import annotations
 import argparse
 import sys
 from contextlib import nullcontext
+from typing import Any
 
 from ringkit.cluster.credentials import Credentials
 from ringkit.cluster.rebalance import RebalanceOptions, Rebalancer, RebalanceReport, read_views
+from ringkit.cluster.steps import run_plain
 from ringkit.cluster.view import ClusterView, check_view_path, load_view, write_view
 from ringkit.cluster.viewstore import AuthoritativeViewStore, ViewStore, open_view_store
-from ringkit.commands.common import print_json, refuse
+from ringkit.commands.common import print_json, refuse, shown_url
 from ringkit.commands.output import TransferBar
 from ringkit.strategies.registry import StrategyOptions, build_placement
 
@@ -93,6 +95,34 @@ def _check_configuration(
                 f"{flag} must match the cluster view the servers hold (epoch {found.epoch}): "
                 f"configured {mine!r}, published {theirs!r}; leave it out to use the view's"
             )
+
+
+def _counted(count: int, noun: str) -> str:
+    """Return ``1 server`` or ``3 servers``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _status(fields: dict[str, Any], args: argparse.Namespace) -> None:
+    """Print the view ``--status`` found: JSON with ``--json``, else a few lines to read."""
+    if args.json:
+        print_json(fields)
+        return
+    placement = fields["placement"]
+    shape = ", ".join(
+        f"{name} {placement[name]}" for name in ("hasher", "vnodes") if name in placement
+    )
+    source = args.view_store or "servers://"
+    print(
+        f"cluster view at epoch {fields['epoch']} ({fields['state']}, from {shown_url(source)}): "
+        f"{_counted(len(fields['servers']), 'server')}, "
+        f"{_counted(fields['replicas'], 'replica')}, {placement['kind']}"
+        + (f" ({shape})" if shape else "")
+    )
+    width = max(map(len, fields["servers"]), default=0)
+    for name, url in fields["servers"].items():
+        print(f"  {name:<{width}}  {url}")
+    if fields.get("previous") is not None:
+        print("  a change is in progress: --resume finishes it, --rollback undoes it")
 
 
 def _report(report: RebalanceReport, as_json: bool) -> None:
@@ -165,11 +195,14 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
         if args.import_from_servers:
             return _import(rebalancer, store, args.json)
         if args.status:
+            backends = {name: rebalancer.backend(name) for name in view.servers}
             if isinstance(store, AuthoritativeViewStore):
                 found = store.load()
+            elif store is not None:  # file:// (or a registered store): the view it holds
+                found = run_plain(store.read(list(view.servers), 0), backends)
             else:
-                found = read_views({name: rebalancer.backend(name) for name in view.servers})
-            print_json((found or view).to_dict(redact_passwords=True))
+                found = read_views(backends)
+            _status((found or view).to_dict(redact_passwords=True), args)
             return 0
         if args.add is not None or args.remove is not None:
             _check_configuration(rebalancer, view, args, store)

@@ -12,6 +12,7 @@ stops after ``--count`` changes or ``--timeout-s`` seconds, or on Ctrl-C (exit s
 from __future__ import annotations
 
 import argparse
+import json
 import queue
 import sys
 import time
@@ -25,7 +26,7 @@ from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
 from ringkit.live.snapshot import snapshot_dict
 
-__all__ = ["describe_change", "status_rows"]
+__all__ = ["change_dict", "describe_change", "run_status", "run_watch", "status_rows"]
 
 
 def _open(url: str) -> Store:
@@ -66,9 +67,18 @@ def _status_table(snapshot: Snapshot, rows: list[dict[str, Any]]) -> Table:
             f"{row['tokens']:,}",
             percent(row["share"]),
             f"{row['ttl_s']:g} s",
-            "–" if left is None else f"{left:.1f} s",
+            "–" if left is None else _seconds_left(left),
         )
     return table
+
+
+def _seconds_left(left: float) -> str:
+    """Return a lease's time left as the store reports it: etcd's whole seconds stay whole.
+
+    >>> _seconds_left(7), _seconds_left(6.73)
+    ('7 s', '6.7 s')
+    """
+    return f"{left:.0f} s" if float(left).is_integer() else f"{left:.1f} s"
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -93,27 +103,54 @@ def run_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def change_dict(change: Change) -> dict[str, Any]:
+    """Return `change` as ``ring watch --json`` prints it: one JSON object per new epoch.
+
+    ``joined`` and ``left`` name members that appeared or disappeared, ``changed`` maps a member
+    whose state changed to ``[old, new]``, ``rejoined`` names members back under a new lease.
+    """
+    old, new = change.old.members, change.new.members
+    movement = change.movement
+    changed = {
+        name: [old[name].state, new[name].state]
+        for name in sorted(new.keys() & old.keys())
+        if old[name].state != new[name].state
+    }
+    rejoined = [
+        name
+        for name in sorted(new.keys() & old.keys())
+        if name not in changed and old[name].lease != new[name].lease
+    ]
+    return {
+        "epoch": change.new.epoch,
+        "joined": {name: new[name].state for name in sorted(new.keys() - old.keys())},
+        "left": sorted(old.keys() - new.keys()),
+        "changed": changed,
+        "rejoined": rejoined,
+        "ring_members": len(change.new.ring),
+        "moved_fraction": movement.moved_fraction,
+        "optimum_fraction": getattr(movement, "optimum_fraction", movement.moved_fraction),
+    }
+
+
 def describe_change(change: Change) -> str:
     """Return one line for `change`: epoch, members in and out, share moved against the least.
 
     Members that appeared are ``+name``, that disappeared ``-name``, whose state changed
     ``name joining→active``; one that rejoined under a new lease is ``name rejoined``.
     """
-    old, new = change.old.members, change.new.members
-    events = [f"+{name} ({new[name].state})" for name in new.keys() - old.keys()]
-    events += [f"-{name}" for name in old.keys() - new.keys()]
-    for name in sorted(new.keys() & old.keys()):
-        if old[name].state != new[name].state:
-            events.append(f"{name} {old[name].state}→{new[name].state}")
-        elif old[name].lease != new[name].lease:
-            events.append(f"{name} rejoined")
+    fields = change_dict(change)
+    events = [f"+{name} ({state})" for name, state in fields["joined"].items()]
+    events += [f"-{name}" for name in fields["left"]]
+    events += [f"{name} {old}→{new}" for name, (old, new) in fields["changed"].items()]
+    events += [f"{name} rejoined" for name in fields["rejoined"]]
     events.sort(key=lambda event: event.lstrip("+-"))
-    movement = change.movement
-    least = getattr(movement, "optimum_fraction", movement.moved_fraction)
+    members = fields["ring_members"]
     return (
-        f"epoch {change.new.epoch}: {', '.join(events) or 'table published'}; "
-        f"ring {len(change.new.ring)} members; moved {percent(movement.moved_fraction)} "
-        f"of the keyspace (least possible {percent(least)})"
+        f"epoch {fields['epoch']}: {', '.join(events) or 'table published'}; "
+        f"ring {members} {'member' if members == 1 else 'members'}; "
+        f"moved {percent(fields['moved_fraction'])} "
+        f"of the keyspace (least possible {percent(fields['optimum_fraction'])})"
     )
 
 
@@ -126,7 +163,12 @@ def run_watch(args: argparse.Namespace) -> int:
     seen = 0
     try:
         # Inside the try: a Ctrl-C right after this line is a clean stop, not a traceback.
-        print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
+        # With --json, stdout is JSON Lines only; the human line goes to stderr.
+        print(
+            f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}",
+            file=sys.stderr if args.json else sys.stdout,
+            flush=True,
+        )
         while args.count is None or seen < args.count:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
@@ -135,7 +177,8 @@ def run_watch(args: argparse.Namespace) -> int:
                 change = changes.get(timeout=wait)
             except queue.Empty:
                 break
-            print(describe_change(change), flush=True)
+            line = json.dumps(change_dict(change)) if args.json else describe_change(change)
+            print(line, flush=True)
             seen += 1
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)

@@ -372,8 +372,10 @@ def _plot(runs: list[Run], path: str) -> None:
 
 def _print_list() -> None:
     out = console()
-    for name, summary in bundled_scenarios().items():
-        out.print(f"{name:<10} {summary}", soft_wrap=True)
+    scenarios = bundled_scenarios()
+    width = max(map(len, scenarios), default=0)  # the longest name sets the summaries' column
+    for name, summary in scenarios.items():
+        out.print(f"{name:<{width}}  {summary}", soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
