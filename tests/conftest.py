@@ -1,14 +1,18 @@
-"""Shared test configuration: hypothesis profiles.
+"""Shared test configuration: hypothesis profiles and the ``server`` marker.
 
 Profiles: "dev" (fast, the default locally) and "ci" (more examples, selected when CI=true).
-Real-server fixtures live in ``tests/servers.py``.
+Real-server fixtures live in ``tests/servers.py``; ``tests/markers.py`` marks the tests that
+start one, so that ``pytest -m "not server"`` (``make check``) runs every other test.
 """
 
 from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.markers import SERVER, allow_servers, guard_server_binaries, starts_servers
 
 settings.register_profile("dev", max_examples=40, deadline=None)
 settings.register_profile(
@@ -19,3 +23,39 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(autouse=True)
+def _piped_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run every test as a command whose output is piped, whatever runs the tests.
+
+    pytest-xdist's workers inherit ``COLUMNS=80`` and ``LINES=24``, which the CLI obeys (a
+    user's ``COLUMNS`` is how they size its tables): under ``-n`` the tables were drawn 80 wide
+    instead of a pipe's 120, and tests reading them failed only in parallel. A test about a
+    width sets ``COLUMNS`` itself.
+    """
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{SERVER}: starts a real server (make check runs -m 'not {SERVER}')"
+    )
+    guard_server_binaries()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if starts_servers(item):
+            item.add_marker(SERVER)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    allow_servers(item)  # before the fixtures of `item` start anything
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    allow_servers(None)

@@ -19,31 +19,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ringkit import hashing
-from ringkit.errors import (
-    BackendError,
-    CapacityError,
-    ConfigError,
-    DuplicateNodeError,
-    EmptyRingError,
-    EpochLostError,
-    ParamError,
-    QuorumError,
-    RingkitError,
-    StaleViewError,
-    UnknownNodeError,
-    UnsupportedError,
-    ViewConflictError,
-)
-from ringkit.nodes import Node
-from ringkit.placement import Placement
-from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
-
 if TYPE_CHECKING:
-    from ringkit import compat, lb, live
+    from ringkit import compat, hashing, lb, live
     from ringkit.advice import advise, sweep
     from ringkit.cluster.client import ShardedClient
+    from ringkit.errors import (
+        BackendError,
+        CapacityError,
+        ConfigError,
+        DuplicateNodeError,
+        EmptyRingError,
+        EpochLostError,
+        ParamError,
+        QuorumError,
+        RingkitError,
+        StaleViewError,
+        UnknownNodeError,
+        UnsupportedError,
+        ViewConflictError,
+    )
     from ringkit.movement import MigrationPlan, MovedArc, Movement, Transfer, diff
+    from ringkit.nodes import Node
+    from ringkit.placement import Placement
+    from ringkit.ring import DEFAULT_VNODES, Arc, HashRing
     from ringkit.ring.trace import Trace, TraceStep
     from ringkit.sim import Event, Population, Scenario, Sizes, load_scenario, run_scenario
     from ringkit.stats import Balance, balance
@@ -60,14 +58,35 @@ if TYPE_CHECKING:
     from ringkit.strategies.rendezvous import Rendezvous
     from ringkit.strategies.scheduled import RemapReport, ScheduledRemap
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
-# Issue 14: `import ringkit` loads the ring core only (errors, hashing, nodes, placement, the
-# hash ring); it took ~300 ms when it also loaded the cache client (asyncio, backends), the live
-# ring, the compatibility layouts, the simulator (tomllib, statistics, tracemalloc), the advisor,
-# movement and every strategy. Every other public name is imported on first access, from the
-# module below; a value of None means the name is that submodule itself.
+# `import ringkit` imports nothing but this module: every public name is imported on first
+# access, from the module below (a value of None means the name is that submodule itself). It
+# took ~300 ms when it loaded the cache client, the live ring, the compatibility layouts, the
+# simulator and every strategy, and numpy alone is most of a ``ringkit --help``, which needs
+# only ``__version__``. ``ringkit.HashRing`` costs the ring core's imports when first used.
+_ERRORS = (
+    "BackendError",
+    "CapacityError",
+    "ConfigError",
+    "DuplicateNodeError",
+    "EmptyRingError",
+    "EpochLostError",
+    "ParamError",
+    "QuorumError",
+    "RingkitError",
+    "StaleViewError",
+    "UnknownNodeError",
+    "UnsupportedError",
+    "ViewConflictError",
+)
 _LAZY: dict[str, tuple[str, str | None]] = {
+    **{name: ("ringkit.errors", name) for name in _ERRORS},
+    "Arc": ("ringkit.ring", "Arc"),
+    "DEFAULT_VNODES": ("ringkit.ring", "DEFAULT_VNODES"),
+    "HashRing": ("ringkit.ring", "HashRing"),
+    "Node": ("ringkit.nodes", "Node"),
+    "Placement": ("ringkit.placement", "Placement"),
     "AllocatedRing": ("ringkit.strategies.allocation", "AllocatedRing"),
     "Balance": ("ringkit.stats", "Balance"),
     "BoundedLoad": ("ringkit.strategies.bounded", "BoundedLoad"),

@@ -1,8 +1,10 @@
 """The ``ringkit`` command: a thin shell over the library.
 
-Each subcommand lives in its own module under ``ringkit.commands`` (to keep modules small,
-STYLE.md 3.4), imported here by name, and offers ``register(subparsers)``, which adds its parser
-and sets ``run``: a function ``(args) -> exit status``. Optional extras (Starlette and uvicorn
+Each subcommand lives in its own module under ``ringkit.commands``, and its arguments in a module
+of the same name under ``ringkit.commands.parsers``, imported here by name, which offers
+``register(subparsers)``: it adds the parser and sets ``run``, a function ``(args) -> exit
+status`` that imports the command's module when it runs. So ``ringkit --help`` loads argparse and
+the parsers only, never numpy, rich or the cache client. Optional extras (Starlette and uvicorn
 for ``serve``, matplotlib for ``--plot``) are imported only when a command needs them, so a
 missing extra gives a one-line install hint instead of breaking every command. This module only
 parses, dispatches and turns a ``RingkitError`` into ``ringkit: error: <message>`` with exit
@@ -24,7 +26,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from ringkit import __version__
-from ringkit.commands import (
+from ringkit.commands.parsers import (
     advise,
     compare,
     demo,
@@ -37,11 +39,13 @@ from ringkit.commands import (
     simulate,
     sweep,
 )
+from ringkit.commands.parsers.names import docs_page
 from ringkit.errors import RingkitError
 
 __all__ = ["COMMANDS", "HASHER_WARNINGS", "build_parser", "main"]
 
-# One module per subcommand, in the order ``--help`` lists them; each has register(subparsers).
+# One parser module per subcommand, in the order ``--help`` lists them; each has
+# register(subparsers).
 COMMANDS: tuple[ModuleType, ...] = (
     lookup,
     demo,
@@ -137,7 +141,8 @@ codecs.register_error("ringkit-ascii", _ascii_fallback)
 # regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% at 160 vnodes, unannounced
 HASHER_WARNINGS = {
     "fnv1a_32": "fnv1a_32 clusters the tokens of similar short labels, so shares can be far"
-    " from fair; use fnv1a_32_mix or xxh3_64 unless a client needs fnv1a_32 (docs/ring.md)",
+    " from fair; use fnv1a_32_mix or xxh3_64 unless a client needs fnv1a_32"
+    f" ({docs_page('ring.md')})",
 }
 
 

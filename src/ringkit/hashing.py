@@ -47,6 +47,7 @@ __all__ = [
     "HasherLike",
     "cassandra_partition_key",
     "cassandra_token",
+    "check_key_batch",
     "encode_key",
     "fmix32",
     "fnv1a_32",
@@ -243,18 +244,40 @@ def widen(h: int, bits: int) -> int:
     return h << (64 - bits)
 
 
+def check_key_batch(keys: object, what: str) -> None:
+    """Refuse a single str or bytes where a batch of keys is expected.
+
+    A str is an iterable of one-character keys, so ``ring.node_for_many("abc")`` answered one
+    owner per character; a batch is a list, tuple or other iterable of keys.
+
+    >>> check_key_batch(["abc"], "node_for_many")
+    >>> check_key_batch("abc", "node_for_many")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+      ...
+    TypeError: node_for_many takes an iterable of keys, got the single str 'abc'; pass ['abc'] ...
+    """
+    if isinstance(keys, str | bytes | bytearray | memoryview):
+        shown = repr(keys if len(keys) <= 40 else keys[:40])
+        raise TypeError(
+            f"{what} takes an iterable of keys, got the single {type(keys).__name__} {shown}; "
+            f"pass [{shown}] for one key"
+        )
+
+
 def hash_many(keys: Iterable[Key], hasher: HasherLike = DEFAULT_HASH) -> npt.NDArray[np.uint64]:
     """Return the native hashes of many keys as a uint64 array.
 
     >>> hash_many(["a", b"a"], "fnv1a_32").tolist()
     [3826002220, 3826002220]
     """
+    check_key_batch(keys, "hash_many")
     function = get_hasher(hasher).function
     return np.fromiter(_hashes(keys, function), dtype=np.uint64)
 
 
 def points_many(keys: Iterable[Key], hasher: HasherLike = DEFAULT_HASH) -> npt.NDArray[np.uint64]:
     """Return the 64-bit points of many keys as a uint64 array (hashes, widened)."""
+    check_key_batch(keys, "points_many")
     resolved = get_hasher(hasher)
     hashes = np.fromiter(_hashes(keys, resolved.function), dtype=np.uint64)
     if resolved.bits < 64:

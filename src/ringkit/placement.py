@@ -50,7 +50,7 @@ from ringkit.errors import (
     UnsupportedError,
     format_names,
 )
-from ringkit.hashing import Hasher, Key, hash_many
+from ringkit.hashing import Hasher, Key, check_key_batch, hash_many
 from ringkit.nodes import Node, coerce_node
 
 __all__ = [
@@ -377,6 +377,7 @@ class PlacementBase:
         :raises EmptyRingError: when there are no nodes
         :raises TypeError: when a key is not str, bytes or int
         """
+        check_key_batch(keys, "node_for_many")
         hasher = self.hasher
         if not self.routes_by_hash or hasher is None:
             node_for = self.node_for
@@ -396,6 +397,7 @@ class PlacementBase:
         A stateless placement answers ``node_for_many(keys)``; a stateful one (``BoundedLoad``)
         assigns the keys in turn on a fresh load table.
         """
+        check_key_batch(keys, "assign_many")
         return self.node_for_many(keys)
 
     def owner_indices_for_hashes(self, hashes: npt.NDArray[np.uint64]) -> IndexArray:

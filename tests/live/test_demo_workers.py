@@ -63,6 +63,7 @@ def test_the_table_names_the_moves(capsys: pytest.CaptureFixture[str]) -> None:
     assert "tenants moved, all from worker-" in out and " → worker-" in out
 
 
+@pytest.mark.server  # the command starts its own etcd, which no test helper shows
 @pytest.mark.skipif(shutil.which("etcd") is None, reason="needs etcd (apt-get install etcd-server)")
 def test_processes_on_a_throwaway_etcd(capsys: pytest.CaptureFixture[str]) -> None:
     started = time.monotonic()

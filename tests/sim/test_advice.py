@@ -250,4 +250,9 @@ def test_compare_plot_clips_the_busiest_axis_and_labels_the_cut_bar() -> None:
     _clip(ax, [1.1, 10.0, 1.2], _BUSIEST_CLIP)
     assert ax.get_ylim() == (0.0, _BUSIEST_CLIP)
     assert [text.get_text() for text in ax.texts] == ["10.0×"]
+    # Readable whole: white text wider than the bar read "0.0" on the white background.
+    (label,) = ax.texts
+    assert matplotlib.colors.to_rgb(label.get_color()) == (0.0, 0.0, 0.0)
+    box = label.get_bbox_patch()
+    assert box is not None and matplotlib.colors.to_rgb(box.get_facecolor()) == (1.0, 1.0, 1.0)
     plt.close(figure)

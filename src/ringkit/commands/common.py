@@ -1,4 +1,8 @@
-"""Argument helpers shared by the subcommands."""
+"""Argument helpers shared by the subcommands.
+
+The argument types here are used by the parsers of :mod:`ringkit.commands.parsers`, which
+``--help`` builds, so the library's token checks are imported only when a value is parsed.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +13,8 @@ import os
 from typing import Any
 from urllib.parse import quote
 
+from ringkit.commands.parsers.names import STRATEGY_NAMES
 from ringkit.errors import ConfigError
-from ringkit.placement import MAX_TOKENS, check_token_count, count_text
-from ringkit.strategies.registry import STRATEGY_NAMES
 
 __all__ = [
     "check_draw_size",
@@ -60,6 +63,8 @@ def vnodes_per_node(text: str) -> int:
 
     The whole ring (every node's vnodes) is checked again by the library when it is built.
     """
+    from ringkit.placement import check_token_count
+
     value = positive_int(text)
     try:
         check_token_count(value, what=f"one node of --vnodes {value}", fix=_TOKEN_FIX)
@@ -74,6 +79,8 @@ def check_draw_size(draws: int, nodes: int, vnodes: int, replicas: int) -> None:
     Every draw keeps one share per node; with replicas each ring's tokens are also drawn and
     sorted (``ringkit.stats.draw_shares`` batches rings, so one ring is what counts).
     """
+    from ringkit.placement import check_token_count, count_text
+
     cells = max(draws * nodes, nodes * vnodes if replicas > 1 else 0)
     what = f"{count_text(draws)} seeded rings of {count_text(nodes)} nodes" + (
         f" x {count_text(vnodes)} vnodes" if replicas > 1 else ""
@@ -151,6 +158,8 @@ def shown_url(url: str) -> str:
 
 def vnode_counts(text: str) -> list[int]:
     """Parse ``1,8,32`` (or ``1-1024`` for the powers of two in that range) into vnode counts."""
+    from ringkit.placement import MAX_TOKENS
+
     try:
         if "-" in text:
             low, high = (int(part) for part in text.split("-", 1))

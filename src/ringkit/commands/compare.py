@@ -12,72 +12,22 @@ from dataclasses import asdict
 from typing import Any
 
 from rich.table import Table
+from rich.text import Text
 
 from ringkit.commands.common import (
-    positive_int,
     print_json,
-    seed_int,
-    strategy_list,
-    vnodes_per_node,
 )
 from ringkit.commands.output import Ticker, console, fit, percent, pyplot, save_figure
-from ringkit.hashing import DEFAULT_HASH, HASHERS
-from ringkit.ring import DEFAULT_VNODES
-from ringkit.sim.compare import CHANGES, Comparison, compare
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions
+from ringkit.commands.parsers.names import docs_page
+from ringkit.sim.compare import Comparison, compare
+from ringkit.strategies.registry import StrategyOptions
 
-__all__ = ["register", "run"]
+__all__ = ["run"]
 
 _BUSIEST_CLIP = 3.0  # × fair: the busiest panel's top, above which bars are cut and labelled
 
 
 # (flag, type, default, help): the valued options, added in one loop.
-_OPTIONS: tuple[tuple[str, Any, Any, str], ...] = (
-    ("--nodes", positive_int, 10, "node count (default 10)"),
-    ("--keys", positive_int, 100_000, "number of keys (default 100000)"),
-    (
-        "--vnodes",
-        vnodes_per_node,
-        None,
-        f"vnodes, for strategies that have them; the others refuse it (default {DEFAULT_VNODES})",
-    ),
-    (
-        "--strategies",
-        strategy_list,
-        list(STRATEGY_NAMES),
-        "comma-separated (default: all registered)",
-    ),
-    ("--repeats", positive_int, 5, "timing repeats; the median is shown (default 5)"),
-    ("--seed", seed_int, 0, "seed for the key names (default 0)"),
-)
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``compare`` subcommand."""
-    parser = subparsers.add_parser(
-        "compare",
-        help="every strategy on the same keys and change: balance, movement, speed, memory",
-        description="Compare every placement strategy on the same keys and the same change.",
-    )
-    for flag, kind, default, text in _OPTIONS:
-        parser.add_argument(flag, type=kind, default=default, help=text)
-    parser.add_argument(
-        "--change",
-        choices=CHANGES,
-        default="add",
-        help="add a node or remove the last one (default add)",
-    )
-    parser.add_argument(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=None,
-        help=f"hash function (default {DEFAULT_HASH})",
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--plot", metavar="FILE", help="draw the comparison (PNG or SVG)")
-    parser.set_defaults(run=run)
-
-
 def _cell(value: float | int | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
@@ -102,7 +52,7 @@ def _table(args: argparse.Namespace, rows: list[Comparison]) -> Table:
         table.add_column(column, justify="left" if column == "strategy" else "right")
     for row in rows:
         if row.error is not None:
-            table.add_row(row.strategy, f"[red]{row.error}[/red]")
+            table.add_row(row.strategy, Text(row.error, style="red"))
             continue
         table.add_row(
             row.strategy,
@@ -148,8 +98,17 @@ def _clip(ax: Any, values: list[float | None], top: float) -> None:
     ax.set_ylim(0, top)
     for x, value in enumerate(values):
         if value is not None and value > top:
+            # Black on a white box: white text on the bar lost every character wider than the
+            # bar to the white background, and "10.0×" read "0.0".
             ax.text(
-                x, top * 0.97, f"{value:.1f}×", ha="center", va="top", fontsize=7, color="white"
+                x,
+                top * 0.97,
+                f"{value:.1f}×",
+                ha="center",
+                va="top",
+                fontsize=7,
+                color="black",
+                bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none"},
             )
 
 
@@ -162,7 +121,7 @@ def _notes(rows: list[Comparison]) -> list[str]:
                 f"ranges: busiest {row.busiest_ratio:.1f}× fair is not a fault: range "
                 "partitions place keys by their order, not a hash, and every key here shares "
                 "the prefix 'key-', so one default range holds them all; split_hot() splits it "
-                "(docs/strategies.md)"
+                f"({docs_page('strategies.md')})"
             )
     return notes
 

@@ -11,43 +11,15 @@ The modes are the layouts of ``ringkit.compat``. ``--servers`` takes each system
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from ringkit.compat import cassandra_ring, envoy_ring, ketama, redis_cluster
 from ringkit.compat.ketama import KETAMA_VARIANTS, PLACEHOLDERS
 from ringkit.errors import ConfigError
 
-__all__ = ["COMPAT_MODES", "add_compat_arguments", "compat_report", "print_compat_report"]
+__all__ = ["COMPAT_MODES", "compat_report", "print_compat_report"]
 
 COMPAT_MODES = (*KETAMA_VARIANTS, "envoy", "cassandra", "redis")
-
-
-def add_compat_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--mode``, ``--servers``, ``--unweighted`` and ``--key-hash`` to ``lookup``."""
-    parser.add_argument(
-        "--mode",
-        choices=("ring", *COMPAT_MODES, "haproxy", "nginx"),
-        default="ring",
-        help="place the key as another system does (default: ring); haproxy and nginx read "
-        "--config (or --socket)",
-    )
-    parser.add_argument(
-        "--servers",
-        metavar="SPEC",
-        help='servers of a --mode other than ring, e.g. "10.0.1.1:11211 600,10.0.1.2:11211 300"',
-    )
-    parser.add_argument(
-        "--unweighted",
-        action="store_true",
-        help="libmemcached / spy: plain ketama (pylibmc behaviors={'ketama': True}), "
-        "100 points per server, not ketama_weighted",
-    )
-    parser.add_argument(
-        "--key-hash",
-        metavar="NAME",
-        help="key hash of libmemcached / twemproxy modes (e.g. fnv1a_64, md5)",
-    )
 
 
 def _pairs(text: str, what: str) -> dict[str, list[str]]:

@@ -13,13 +13,12 @@ servers itself on free loopback ports (and stops them at the end).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
 
-from ringkit.commands import workers
-from ringkit.commands.common import positive_int, print_json
+from ringkit.commands.common import print_json
 from ringkit.demos.gatepass import (
     GatepassReport,
     StrategyResult,
@@ -27,39 +26,9 @@ from ringkit.demos.gatepass import (
     memory_urls,
     run_gatepass,
 )
+from ringkit.errors import ConfigError
 
-__all__ = ["register", "render"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``demo`` subcommand and its ``cache`` scenario."""
-    parser = subparsers.add_parser(
-        "demo",
-        help="run a lesson on real servers or processes",
-        description="Run a lesson on real servers or processes.",
-    )
-    scenarios = parser.add_subparsers(dest="scenario", metavar="SCENARIO", required=True)
-    cache = scenarios.add_parser(
-        "cache",
-        help="Gatepass: add a cache server, ring against hash %% N",
-        description="Fill cache servers, add one, replay the reads: ring against hash % N.",
-    )
-    cache.add_argument(
-        "--backend",
-        choices=("memory", "memcached", "redis"),
-        default="memory",
-        help="where the cache lives (default: memory, in this process)",
-    )
-    cache.add_argument(
-        "--servers", type=positive_int, default=3, help="servers before the change (default: 3)"
-    )
-    cache.add_argument("--add", type=positive_int, default=1, help="servers added (default: 1)")
-    cache.add_argument(
-        "--keys", type=positive_int, default=10_000, help="booking keys (default: 10000)"
-    )
-    cache.add_argument("--json", action="store_true", help="print JSON")
-    cache.set_defaults(run=run)
-    workers.register(scenarios)
+__all__ = ["render"]
 
 
 def render(report: GatepassReport) -> str:
@@ -90,6 +59,20 @@ def render(report: GatepassReport) -> str:
     return "\n".join(lines)
 
 
+# The Python client of each server backend and the extra that installs it.
+_CLIENTS = {"redis": ("redis", "redis"), "memcached": ("pymemcache", "memcached")}
+
+
+def _require_client(backend: str) -> None:
+    """Refuse a backend whose Python client is not installed, naming the extra to install."""
+    module, extra = _CLIENTS[backend]
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(
+            f"--backend {backend} needs the {module} package, which is not installed; "
+            f"install it with: pip install 'ringkit[{extra}]'"
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the scenario on the chosen backend and print the report."""
     count = args.servers + args.add
@@ -102,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     if args.backend == "memory":
         report = run_gatepass(memory_urls(count, str(os.getpid())), **options)
     else:
+        _require_client(args.backend)  # before any server starts, not after four of them
         print(f"starting {count} {args.backend} servers on loopback ...", file=sys.stderr)
         with local_servers(args.backend, count) as urls:
             report = run_gatepass(urls, **options)

@@ -12,70 +12,24 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ringkit.commands.common import node_list, positive_int, print_json, vnodes_per_node
-from ringkit.commands.compat_lookup import add_compat_arguments, compat_report, print_compat_report
+from ringkit.commands.common import print_json
+from ringkit.commands.compat_lookup import compat_report, print_compat_report
 from ringkit.commands.proxy_modes import (
     PROXY_MODES,
-    add_proxy_arguments,
     load_pool,
     print_proxy_report,
     proxy_report,
 )
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, HASHERS, encode_key
+from ringkit.hashing import encode_key
 from ringkit.placement import Placement
-from ringkit.ring import DEFAULT_VNODES
 from ringkit.ring.trace import trace_ring
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.strategies.registry import StrategyOptions, build_placement
 
-__all__ = ["lookup_report", "register"]
+__all__ = ["lookup_report"]
 
 # The options of a placement lookup, which the compatibility modes do not take.
 _PLACEMENT_FLAGS = (("--strategy", "strategy"), ("--vnodes", "vnodes"), ("--hasher", "hasher"))
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``lookup`` subcommand."""
-    parser = subparsers.add_parser(
-        "lookup",
-        help="show a key's point, owning token and owner(s)",
-        description="Look up one key on a hash ring (or another placement).",
-    )
-    parser.add_argument("key", help="the key to look up (hashed as UTF-8 text)")
-    parser.add_argument(
-        "--nodes",
-        type=node_list,
-        default=["A", "B", "C"],
-        help="comma-separated node names (default: A,B,C)",
-    )
-    parser.add_argument(
-        "--strategy",
-        choices=STRATEGY_NAMES,
-        default=None,
-        help="placement (default: ring)",
-    )
-    parser.add_argument(
-        "--vnodes",
-        type=vnodes_per_node,
-        default=None,
-        help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
-    )
-    parser.add_argument(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=None,
-        help=f"hash function (default: {DEFAULT_HASH})",
-    )
-    parser.add_argument(
-        "--replicas",
-        type=positive_int,
-        default=None,
-        help="length of the preference list to show, also given to the strategy (default: 1)",
-    )
-    add_compat_arguments(parser)
-    add_proxy_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run)
 
 
 def lookup_report(placement: Placement, key: str, replicas: int) -> dict[str, Any]:

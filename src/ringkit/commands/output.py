@@ -62,7 +62,9 @@ def console() -> Console:
     ``COLUMNS`` says otherwise. Every table fits 80 columns without cutting a name.
     """
     width = None if sys.stdout.isatty() else _columns(120)
-    return Console(file=sys.stdout, highlight=False, width=width)
+    # Node, zone and scenario names are the user's: ``[/]`` read as rich markup was a crash
+    # (MarkupError), ``[b]`` a style and ``:cat:`` an emoji. Nothing ringkit prints is markup.
+    return Console(file=sys.stdout, highlight=False, width=width, markup=False, emoji=False)
 
 
 def _columns(default: int) -> int:
@@ -164,7 +166,7 @@ class Ticker:
             if time.perf_counter() - self._start < self._delay_s:
                 return
             self._progress = Progress(
-                TextColumn("{task.description}"),
+                TextColumn("{task.description}", markup=False),
                 BarColumn(),
                 TextColumn("{task.completed:,}/{task.total:,}"),
                 TimeRemainingColumn(),
@@ -209,7 +211,7 @@ class TransferBar:
 
     def __init__(self) -> None:
         self._progress = Progress(
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),  # server names
             BarColumn(),
             MofNCompleteColumn(),
             _Rate(),

@@ -21,121 +21,28 @@ from rich.table import Table
 
 from ringkit.commands import output
 from ringkit.commands.common import (
-    finite_number,
     node_list,
-    positive_int,
     print_json,
     refuse,
-    seed_int,
-    vnodes_per_node,
 )
 from ringkit.commands.output import fit
 from ringkit.commands.proxy_modes import (
     PROXY_MODES,
-    add_proxy_arguments,
     load_pool,
     renumbering_notes,
 )
-from ringkit.hashing import DEFAULT_HASH, HASHERS
 from ringkit.movement import Movement, diff, movement_report
 from ringkit.movement.plan import (
-    DEFAULT_BANDWIDTH_BYTES_PER_S,
-    DEFAULT_MAX_STREAMS,
-    DEFAULT_SETUP_S,
     MigrationPlan,
 )
 from ringkit.placement import Placement
-from ringkit.ring import DEFAULT_VNODES
-from ringkit.strategies.registry import STRATEGY_NAMES, StrategyOptions, build_placement
+from ringkit.strategies.registry import StrategyOptions, build_placement
 
-__all__ = ["register", "run"]
+__all__ = ["run"]
 
 T = TypeVar("T")
 # Above this many keys the work takes about a second or more: show a progress bar.
 _PROGRESS_KEYS = 200_000
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``plan`` subcommand."""
-    parser = subparsers.add_parser(
-        "plan",
-        help="show what adding/removing nodes moves, and a migration plan",
-        description="Diff a placement before and after a membership change and plan the "
-        "transfers (range reads) that rebuild every copy.",
-    )
-    add = parser.add_argument
-    add("--nodes", type=node_list, default=["A", "B", "C"], help="nodes before (default: A,B,C)")
-    add(
-        "--add",
-        action="append",
-        default=[],
-        help="comma-separated nodes to add; --mode haproxy: NAME=ADDR[,id=N][,weight=W], "
-        "nginx: ADDR[,weight=W] (repeat for more servers)",
-    )
-    add(
-        "--remove",
-        action="append",
-        default=[],
-        help="comma-separated nodes to remove (--mode haproxy|nginx: a server, repeatable)",
-    )
-    add(
-        "--weight",
-        action="append",
-        default=[],
-        metavar="NAME=W",
-        help="--mode haproxy|nginx: change a server's weight (repeatable)",
-    )
-    add(
-        "--mode",
-        choices=PROXY_MODES,
-        default=None,
-        help="plan a change to an HAProxy backend or nginx upstream read from --config/--socket",
-    )
-    add_proxy_arguments(parser)
-    add(
-        "--keys-file",
-        metavar="FILE",
-        help="the keys to place, one per line (instead of a seeded --keys sample); the keys "
-        "that move are listed",
-    )
-    add("--strategy", choices=STRATEGY_NAMES, default="ring", help="placement (default: ring)")
-    add(
-        "--vnodes",
-        type=vnodes_per_node,
-        default=None,
-        help=f"vnodes per node, for strategies that have them (default: {DEFAULT_VNODES})",
-    )
-    add(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=None,
-        help=f"hash function (default: {DEFAULT_HASH})",
-    )
-    add(
-        "--replicas",
-        type=positive_int,
-        default=None,
-        help="copies of every key, also given to the strategy (default: 1)",
-    )
-    add("--keys", type=_sample_size, default=100_000, help="keys in the sample (default: 100000)")
-    add("--seed", type=seed_int, default=0, help="seed of the key sample (default: 0)")
-    add("--value-bytes", type=positive_int, default=1024, help="bytes per key (default: 1024)")
-    add(
-        "--max-streams",
-        type=positive_int,
-        default=DEFAULT_MAX_STREAMS,
-        help=f"streams one source serves at once (default: {DEFAULT_MAX_STREAMS})",
-    )
-    add("--setup-s", type=finite_number, default=DEFAULT_SETUP_S, help="setup time per transfer, s")
-    add(
-        "--bandwidth",
-        type=finite_number,
-        default=DEFAULT_BANDWIDTH_BYTES_PER_S,
-        help="bytes per second per stream",
-    )
-    add("--top", type=positive_int, default=10, help="largest transfers to list (default: 10)")
-    add("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run)
 
 
 def _node_lists(args: argparse.Namespace) -> None:
@@ -192,20 +99,6 @@ def _placements(args: argparse.Namespace) -> tuple[Placement, Placement]:
     return old, new
 
 
-# The sample is a list of key strings (~100 bytes each): past this it is gigabytes, and the
-# plan's figures are fractions that a larger sample hardly changes.
-_MAX_SAMPLE_KEYS = 1 << 22
-
-
-def _sample_size(text: str) -> int:
-    value = positive_int(text)
-    if value > _MAX_SAMPLE_KEYS:
-        raise argparse.ArgumentTypeError(
-            f"keys must be at most {_MAX_SAMPLE_KEYS:,} (a sample), got {value}"
-        )
-    return value
-
-
 def _keys(count: int, seed: int) -> list[str]:
     suffixes = np.random.default_rng(seed).integers(0, 2**63, count, dtype=np.int64)
     return [f"key-{value}" for value in suffixes.tolist()]
@@ -223,7 +116,7 @@ def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[A
     bar = (
         Progress(
             SpinnerColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             TextColumn("step {task.fields[step]} of {task.fields[steps]}"),
             TimeElapsedColumn(),
@@ -394,7 +287,7 @@ def _render(report: dict[str, Any], top: int) -> None:
     # Arcs are counted only where the placement has arcs (a ring's points basis).
     pairs = _pair_table(report["pairs"], arcs=report["basis"] == "points")
     console.print(fit(pairs, console.width, names=("source", "destination")))
-    transfers = _transfer_table(report["largest_transfers"][:top])
+    transfers = _transfer_table(report["largest_transfers"][:top], report["basis"])
     console.print(fit(transfers, console.width, names=("source", "destination")))
     if "moved_keys" in report:
         console.print(fit(_moved_table(report["moved_keys"], top), console.width))
@@ -461,7 +354,17 @@ def _pair_table(pairs: list[dict[str, Any]], *, arcs: bool) -> Table:
     return table
 
 
-def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
+def _bound(value: int, basis: str) -> str:
+    """Return a range bound: a point as 64-bit hex, fixed width so that ranges line up; a slot
+    (maglev's table, fixed partitions) as its index.
+
+    >>> _bound(0x1F, "points"), _bound(31, "slots")
+    ('0x000000000000001f', '31')
+    """
+    return f"0x{value:016x}" if basis == "points" else str(value)
+
+
+def _transfer_table(transfers: list[dict[str, Any]], basis: str) -> Table:
     table = Table(title="largest transfers")
     for column in ("range", "source", "destination", "keyspace", "keys", "bytes", "est. s", "wave"):
         left = column in ("range", "source", "destination")
@@ -474,7 +377,8 @@ def _transfer_table(transfers: list[dict[str, Any]]) -> Table:
             overflow="fold" if folds else "ellipsis",
         )
     for t in transfers:
-        where = f"({t['start']:#x}, {t['end']:#x}]" if t["start"] is not None else "keys"
+        start, end = t["start"], t["end"]
+        where = "keys" if start is None else f"({_bound(start, basis)}, {_bound(end, basis)}]"
         table.add_row(
             where,
             t["source"],

@@ -26,34 +26,13 @@ from ringkit.errors import ConfigError
 __all__ = [
     "PROXY_MODES",
     "ProxyPool",
-    "add_proxy_arguments",
     "load_pool",
     "print_proxy_report",
     "proxy_report",
     "renumbering_notes",
 ]
 
-PROXY_MODES = ("haproxy", "nginx")
-
-
-def add_proxy_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--config``, ``--backend``, ``--upstream``, ``--socket`` and ``--hash-type``."""
-    add = parser.add_argument
-    add("--config", metavar="FILE", help="haproxy / nginx: the proxy's configuration file")
-    add("--backend", metavar="NAME", help="haproxy: the backend (or listen section) to read")
-    add("--upstream", metavar="NAME", help="nginx: the upstream to read")
-    add(
-        "--socket",
-        metavar="SOCK",
-        help="haproxy: the runtime API socket (path or host:port); servers, ids, weights and "
-        "states come from 'show servers state'",
-    )
-    add(
-        "--hash-type",
-        metavar="WORDS",
-        help="haproxy with --socket and no --config: the backend's hash-type, e.g. \"consistent "
-        'crc32" (default: "consistent", sdbm with avalanche)',
-    )
+from ringkit.commands.parsers.proxy import PROXY_MODES
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ import sys
 from contextlib import nullcontext
 from typing import Any
 
+from ringkit.cluster.drivers.steps import run_plain
 from ringkit.cluster.rebalance.coordinator import (
     RebalanceOptions,
     Rebalancer,
@@ -38,81 +39,11 @@ from ringkit.cluster.rebalance.coordinator import (
 from ringkit.cluster.views.stores import AuthoritativeViewStore, ViewStore, open_view_store
 from ringkit.cluster.views.view import ClusterView, check_view_path, load_view, write_view
 from ringkit.cluster.wire.credentials import Credentials
-from ringkit.cluster.wire.urls import redact
-from ringkit.commands.common import positive_int, print_json, refuse
+from ringkit.commands.common import print_json, refuse, shown_url
 from ringkit.commands.output import TransferBar
-from ringkit.hashing import DEFAULT_HASH, HASHERS
-from ringkit.ring import DEFAULT_VNODES
 from ringkit.strategies.registry import StrategyOptions, build_placement
 
-__all__ = ["register", "run"]
-
-
-def _server(text: str) -> tuple[str, str]:
-    name, sep, url = text.partition("=")
-    if not sep or not name or not url:
-        raise argparse.ArgumentTypeError(f"expected NAME=URL, got {redact(text)!r}")
-    return name, url
-
-
-def _servers(text: str) -> dict[str, str]:
-    return dict(_server(part.strip()) for part in text.split(","))
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``rebalance`` subcommand."""
-    parser = subparsers.add_parser(
-        "rebalance",
-        help="add or remove a server of a live cluster, moving its keys online",
-        description="Change membership on live Redis (or memory) servers: publish a "
-        "transitional view, stream the moved arcs, publish the final view, clean up.",
-    )
-    add = parser.add_argument
-    add("--servers", type=_servers, help="current servers: NAME=URL,NAME=URL,…")
-    add("--view", help="a view file (default: $RINGKIT_VIEW when --servers is not given)")
-    add(
-        "--view-store",
-        metavar="URL",
-        help="where the cluster view is kept: servers:// (default) or etcd://HOST:PORT/PREFIX",
-    )
-    add(
-        "--vnodes",
-        type=positive_int,
-        default=None,
-        help=f"vnodes (with --servers; default {DEFAULT_VNODES})",
-    )
-    add(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=None,
-        help=f"hash (with --servers; default {DEFAULT_HASH})",
-    )
-    add(
-        "--replicas",
-        type=positive_int,
-        default=None,
-        help="copies per key (with --servers; default: the view's on the servers)",
-    )
-    action = parser.add_mutually_exclusive_group(required=True)
-    action.add_argument("--add", type=_server, metavar="NAME=URL", help="server to add")
-    action.add_argument("--remove", metavar="NAME", help="server to remove")
-    action.add_argument("--resume", action="store_true", help="finish an interrupted rebalance")
-    action.add_argument("--rollback", action="store_true", help="undo a rebalance in progress")
-    action.add_argument("--status", action="store_true", help="print the current view")
-    action.add_argument(
-        "--import-from-servers",
-        action="store_true",
-        help="copy the view the servers hold into --view-store (refused if it holds a newer one)",
-    )
-    add("--keys-per-s", type=float, default=None, help="throttle: keys moved per second")
-    add("--max-streams", type=positive_int, default=2, help="streams per source (default: 2)")
-    add("--batch", type=positive_int, default=500, help="keys per range read (default: 500)")
-    add("--no-scan", action="store_true", help="skip the SCAN for keys written without ringkit")
-    add("--audit", help="append every view and plan to this JSON-lines file")
-    add("--write-view", help="write the final view to this file")
-    add("--no-progress", action="store_true", help="no progress bar")
-    add("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run)
+__all__ = ["run"]
 
 
 def _initial_view(
@@ -170,6 +101,34 @@ def _check_configuration(
                 f"{flag} must match the cluster view the servers hold (epoch {found.epoch}): "
                 f"configured {mine!r}, published {theirs!r}; leave it out to use the view's"
             )
+
+
+def _counted(count: int, noun: str) -> str:
+    """Return ``1 server`` or ``3 servers``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _status(fields: dict[str, Any], args: argparse.Namespace) -> None:
+    """Print the view ``--status`` found: JSON with ``--json``, else a few lines to read."""
+    if args.json:
+        print_json(fields)
+        return
+    placement = fields["placement"]
+    shape = ", ".join(
+        f"{name} {placement[name]}" for name in ("hasher", "vnodes") if name in placement
+    )
+    source = args.view_store or "servers://"
+    print(
+        f"cluster view at epoch {fields['epoch']} ({fields['state']}, from {shown_url(source)}): "
+        f"{_counted(len(fields['servers']), 'server')}, "
+        f"{_counted(fields['replicas'], 'replica')}, {placement['kind']}"
+        + (f" ({shape})" if shape else "")
+    )
+    width = max(map(len, fields["servers"]), default=0)
+    for name, url in fields["servers"].items():
+        print(f"  {name:<{width}}  {url}")
+    if fields.get("previous") is not None:
+        print("  a change is in progress: --resume finishes it, --rollback undoes it")
 
 
 def _report(report: RebalanceReport, as_json: bool) -> None:
@@ -242,11 +201,14 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
         if args.import_from_servers:
             return _import(rebalancer, store, args.json)
         if args.status:
+            backends = {name: rebalancer.backend(name) for name in view.servers}
             if isinstance(store, AuthoritativeViewStore):
                 found = store.load()
+            elif store is not None:  # file:// (or a registered store): the view it holds
+                found = run_plain(store.read(list(view.servers), 0), backends)
             else:
-                found = read_views({name: rebalancer.backend(name) for name in view.servers})
-            print_json((found or view).to_dict(redact_passwords=True))
+                found = read_views(backends)
+            _status((found or view).to_dict(redact_passwords=True), args)
             return 0
         if args.add is not None or args.remove is not None:
             _check_configuration(rebalancer, view, args, store)

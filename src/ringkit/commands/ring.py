@@ -15,6 +15,7 @@ stops after ``--count`` changes or ``--timeout-s`` seconds, or on Ctrl-C (exit s
 from __future__ import annotations
 
 import argparse
+import json
 import queue
 import sys
 import time
@@ -23,10 +24,8 @@ from typing import Any
 from rich.table import Table
 
 from ringkit.commands.common import (
-    positive_int,
     print_json,
     shown_url,
-    store_password_argument,
     store_url_with_password,
 )
 from ringkit.commands.output import console, fit, percent
@@ -35,78 +34,14 @@ from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
 from ringkit.live.restore import BASE_KEY, raise_base
 from ringkit.live.snapshot import snapshot_dict
 
-__all__ = ["describe_change", "register", "run_restore", "status_rows"]
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``ring`` subcommand and its ``status`` and ``watch`` actions."""
-    parser = subparsers.add_parser(
-        "ring",
-        help="show or follow a live ring (ringkit.live)",
-        description="Show or follow a live ring kept in etcd or memory (docs/live.md).",
-    )
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
-    status = actions.add_parser(
-        "status",
-        help="members, states, shares and leases at the current epoch",
-        description="Show the members of a live ring at its current epoch (like nodetool ring).",
-    )
-    _store_argument(status)
-    status.add_argument("--json", action="store_true", help="print JSON")
-    status.set_defaults(run=run_status)
-    watch = actions.add_parser(
-        "watch",
-        help="print one line per change of a live ring",
-        description="Print one line per new epoch: who joined, left or changed state, and "
-        "the share of the keyspace that moved against the least possible.",
-    )
-    _store_argument(watch)
-    watch.add_argument("--count", type=positive_int, help="stop after this many changes")
-    watch.add_argument(
-        "--timeout-s", type=_seconds, help="stop after this many seconds (default: never)"
-    )
-    watch.set_defaults(run=run_watch)
-    restore = actions.add_parser(
-        "restore",
-        help="raise the epoch base after restoring etcd while no ringkit process ran",
-        description="Raise the ring's epoch base so that every epoch from now on is above "
-        "--epoch-above (the highest epoch any process may have seen before the restore).",
-    )
-    _store_argument(restore)
-    restore.add_argument(
-        "--epoch-above",
-        type=_epoch,
-        required=True,
-        metavar="N",
-        help="every epoch from now on will be above N",
-    )
-    restore.set_defaults(run=run_restore)
-
-
-def _store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        required=True,
-        metavar="URL",
-        help="etcd://HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
-    )
-    store_password_argument(parser)
-
-
-def _epoch(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an epoch (an integer >= 0), got {text!r}")
-    return int(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
-    return value
+__all__ = [
+    "change_dict",
+    "describe_change",
+    "run_restore",
+    "run_status",
+    "run_watch",
+    "status_rows",
+]
 
 
 def _open(args: argparse.Namespace) -> Store:
@@ -148,9 +83,18 @@ def _status_table(snapshot: Snapshot, rows: list[dict[str, Any]]) -> Table:
             f"{row['tokens']:,}",
             percent(row["share"]),
             f"{row['ttl_s']:g} s",
-            "–" if left is None else f"{left:.1f} s",
+            "–" if left is None else _seconds_left(left),
         )
     return table
+
+
+def _seconds_left(left: float) -> str:
+    """Return a lease's time left as the store reports it: etcd's whole seconds stay whole.
+
+    >>> _seconds_left(7), _seconds_left(6.73)
+    ('7 s', '6.7 s')
+    """
+    return f"{left:.0f} s" if float(left).is_integer() else f"{left:.1f} s"
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -202,27 +146,54 @@ def run_restore(args: argparse.Namespace) -> int:
     return 0
 
 
+def change_dict(change: Change) -> dict[str, Any]:
+    """Return `change` as ``ring watch --json`` prints it: one JSON object per new epoch.
+
+    ``joined`` and ``left`` name members that appeared or disappeared, ``changed`` maps a member
+    whose state changed to ``[old, new]``, ``rejoined`` names members back under a new lease.
+    """
+    old, new = change.old.members, change.new.members
+    movement = change.movement
+    changed = {
+        name: [old[name].state, new[name].state]
+        for name in sorted(new.keys() & old.keys())
+        if old[name].state != new[name].state
+    }
+    rejoined = [
+        name
+        for name in sorted(new.keys() & old.keys())
+        if name not in changed and old[name].lease != new[name].lease
+    ]
+    return {
+        "epoch": change.new.epoch,
+        "joined": {name: new[name].state for name in sorted(new.keys() - old.keys())},
+        "left": sorted(old.keys() - new.keys()),
+        "changed": changed,
+        "rejoined": rejoined,
+        "ring_members": len(change.new.ring),
+        "moved_fraction": movement.moved_fraction,
+        "optimum_fraction": getattr(movement, "optimum_fraction", movement.moved_fraction),
+    }
+
+
 def describe_change(change: Change) -> str:
     """Return one line for `change`: epoch, members in and out, share moved against the least.
 
     Members that appeared are ``+name``, that disappeared ``-name``, whose state changed
     ``name joining→active``; one that rejoined under a new lease is ``name rejoined``.
     """
-    old, new = change.old.members, change.new.members
-    events = [f"+{name} ({new[name].state})" for name in new.keys() - old.keys()]
-    events += [f"-{name}" for name in old.keys() - new.keys()]
-    for name in sorted(new.keys() & old.keys()):
-        if old[name].state != new[name].state:
-            events.append(f"{name} {old[name].state}→{new[name].state}")
-        elif old[name].lease != new[name].lease:
-            events.append(f"{name} rejoined")
+    fields = change_dict(change)
+    events = [f"+{name} ({state})" for name, state in fields["joined"].items()]
+    events += [f"-{name}" for name in fields["left"]]
+    events += [f"{name} {old}→{new}" for name, (old, new) in fields["changed"].items()]
+    events += [f"{name} rejoined" for name in fields["rejoined"]]
     events.sort(key=lambda event: event.lstrip("+-"))
-    movement = change.movement
-    least = getattr(movement, "optimum_fraction", movement.moved_fraction)
+    members = fields["ring_members"]
     return (
-        f"epoch {change.new.epoch}: {', '.join(events) or _no_member_event(change)}; "
-        f"ring {len(change.new.ring)} members; moved {percent(movement.moved_fraction)} "
-        f"of the keyspace (least possible {percent(least)})"
+        f"epoch {fields['epoch']}: {', '.join(events) or _no_member_event(change)}; "
+        f"ring {members} {'member' if members == 1 else 'members'}; "
+        f"moved {percent(fields['moved_fraction'])} "
+        f"of the keyspace (least possible {percent(fields['optimum_fraction'])})"
     )
 
 
@@ -243,7 +214,12 @@ def run_watch(args: argparse.Namespace) -> int:
     seen = 0
     try:
         # Inside the try: a Ctrl-C right after this line is a clean stop, not a traceback.
-        print(f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}", flush=True)
+        # With --json, stdout is JSON Lines only; the human line goes to stderr.
+        print(
+            f"watching {shown_url(args.store)} from epoch {store.snapshot().epoch}",
+            file=sys.stderr if args.json else sys.stdout,
+            flush=True,
+        )
         while args.count is None or seen < args.count:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
@@ -252,7 +228,8 @@ def run_watch(args: argparse.Namespace) -> int:
                 change = changes.get(timeout=wait)
             except queue.Empty:
                 break
-            print(describe_change(change), flush=True)
+            line = json.dumps(change_dict(change)) if args.json else describe_change(change)
+            print(line, flush=True)
             seen += 1
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)

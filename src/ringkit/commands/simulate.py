@@ -22,7 +22,7 @@ from rich.table import Table
 
 from ringkit.commands.balancers import NOTE as BALANCERS_NOTE
 from ringkit.commands.balancers import balancers_json, balancers_table, run_balancers
-from ringkit.commands.common import positive_int, print_json, refuse, seed_int, vnode_counts
+from ringkit.commands.common import print_json, refuse
 from ringkit.commands.lookup import lookup_report
 from ringkit.commands.output import (
     Ticker,
@@ -35,7 +35,6 @@ from ringkit.commands.output import (
     save_figure,
 )
 from ringkit.commands.remedies import NOTE, remedies_json, remedies_table, run_remedies
-from ringkit.hashing import HASHERS
 from ringkit.sim import (
     Run,
     Scenario,
@@ -49,49 +48,11 @@ from ringkit.sim import (
 )
 from ringkit.strategies.registry import build_placement
 
-__all__ = ["register", "run", "run_json"]
+__all__ = ["run", "run_json"]
 
 _GATEPASS_VNODES = (1, 8, 32, 128)
 # Notes stay one line each on wide output (to grep); narrower consoles wrap them.
 _WRAP_NOTES = 100
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``simulate`` subcommand."""
-    parser = subparsers.add_parser(
-        "simulate",
-        help="replay the Gatepass lesson (no file) or a TOML scenario, step by step",
-        description="Simulate membership changes and measure balance and movement.",
-    )
-    parser.add_argument(
-        "scenario",
-        nargs="*",
-        help="scenario files (TOML) or bundled scenario names, run in turn; default: Gatepass",
-    )
-    parser.add_argument("--list", action="store_true", help="list the bundled scenarios")
-    parser.add_argument(
-        "--vnodes",
-        type=vnode_counts,
-        default=None,
-        help="comma-separated vnode counts (default: 1,8,32,128 or the file's)",
-    )
-    parser.add_argument(
-        "--keys",
-        type=positive_int,
-        default=None,
-        help="number of booking keys in the default run (default: 300)",
-    )
-    parser.add_argument(
-        "--hasher",
-        choices=sorted(HASHERS),
-        default=None,
-        help="hash function of the default run (default: fnv1a_32_mix)",
-    )
-    parser.add_argument("--trace", default=None, help="key whose lookup ends the default run")
-    parser.add_argument("--seed", type=seed_int, default=None, help="override the scenario's seed")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--plot", metavar="FILE", help="draw the loads per step (PNG or SVG)")
-    parser.set_defaults(run=run)
 
 
 def _batches(args: argparse.Namespace) -> list[list[Scenario]]:
@@ -413,8 +374,10 @@ def _plot(runs: list[Run], path: str) -> None:
 
 def _print_list() -> None:
     out = console()
-    for name, summary in bundled_scenarios().items():
-        out.print(f"{name:<10} {summary}", soft_wrap=True)
+    scenarios = bundled_scenarios()
+    width = max(map(len, scenarios), default=0)  # the longest name sets the summaries' column
+    for name, summary in scenarios.items():
+        out.print(f"{name:<{width}}  {summary}", soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,52 +10,17 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import asdict
-from typing import Any
 
 from rich.table import Table
 
 from ringkit.advice import SweepRow, sweep
 from ringkit.commands.common import (
     check_draw_size,
-    positive_int,
     print_json,
-    seed_int,
-    vnode_counts,
 )
 from ringkit.commands.output import Ticker, console, fit, pyplot, save_figure
 
-__all__ = ["register", "run"]
-
-DEFAULT_VNODES = tuple(2**i for i in range(11))
-
-
-def register(subparsers: Any) -> None:
-    """Add the ``sweep`` subcommand."""
-    parser = subparsers.add_parser(
-        "sweep",
-        help="balance against vnodes over many seeded rings, beside the theory",
-        description="Measure how vnodes even out a ring, over many seeded ring draws.",
-    )
-    parser.add_argument("--nodes", type=positive_int, default=10, help="node count (default 10)")
-    parser.add_argument(
-        "--vnodes",
-        type=vnode_counts,
-        default=list(DEFAULT_VNODES),
-        help="vnode counts: 1,8,32 or LOW-HIGH powers of two (default 1-1024)",
-    )
-    parser.add_argument(
-        "--draws", type=positive_int, default=200, help="seeded rings per vnode count (default 200)"
-    )
-    parser.add_argument(
-        "--replicas",
-        type=positive_int,
-        default=1,
-        help="count a node's load over R-replica preference lists (default 1)",
-    )
-    parser.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.add_argument("--plot", metavar="FILE", help="draw busiest × fair and CV (PNG or SVG)")
-    parser.set_defaults(run=run)
+__all__ = ["run"]
 
 
 def _table(args: argparse.Namespace, rows: list[SweepRow]) -> Table:

@@ -38,12 +38,12 @@ from typing import Any
 
 import ringkit
 import ringkit.live
-from ringkit.commands.common import positive_int, print_json, shown_url
+from ringkit.commands.common import print_json, shown_url
 from ringkit.commands.output import console
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import parse_store_url
 
-__all__ = ["ETCD_HINT", "register", "run", "tenant_names"]
+__all__ = ["ETCD_HINT", "run", "tenant_names"]
 
 ETCD_HINT = (
     "ringkit demo workers needs etcd to run without --store; install it (Debian: "
@@ -51,39 +51,6 @@ ETCD_HINT = (
 )
 Report = dict[str, Any]
 _STORE_ENV = "RINGKIT_WORKER_STORE"  # how a worker process is told its store URL
-
-
-def register(scenarios: Any) -> None:
-    """Add the ``workers`` scenario to ``ringkit demo``."""
-    parser = scenarios.add_parser(
-        "workers",
-        help="workers share tenants by a live ring; one is SIGKILLed and the pool converges",
-        description="Start workers that own tenants by a live ring, kill one with SIGKILL and "
-        "show the tenants moving and the pool converging (docs/live.md).",
-    )
-    parser.add_argument("--workers", type=_pool_size, default=6, help="workers (default: 6)")
-    parser.add_argument("--tenants", type=positive_int, default=30, help="tenants (default: 30)")
-    parser.add_argument(
-        "--store",
-        metavar="URL",
-        help="etcd://HOST:PORT/PREFIX (processes) or memory://NAME (threads); default: a "
-        "throwaway local etcd",
-    )
-    parser.add_argument(
-        "--ttl-s", type=positive_int, default=2, help="the workers' lease TTL (default: 2)"
-    )
-    parser.add_argument(
-        "--timeout-s", type=positive_int, default=30, help="give up after (default: 30)"
-    )
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    parser.set_defaults(run=run)
-
-
-def _pool_size(text: str) -> int:
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be >= 2 (one is killed), got {value}")
-    return value
 
 
 def tenant_names(count: int) -> list[str]:

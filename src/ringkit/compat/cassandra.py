@@ -33,6 +33,7 @@ from ringkit.hashing import (
     Hasher,
     cassandra_partition_key,
     cassandra_token,
+    check_key_batch,
 )
 from ringkit.nodes import Node
 from ringkit.placement import PlacementBase, check_n, check_not_empty
@@ -211,6 +212,7 @@ class CassandraRing(PlacementBase):
 
     def node_for_many(self, keys: Iterable[CassandraKey]) -> list[str]:
         """Return the first replica of each key, in order."""
+        check_key_batch(keys, "node_for_many")
         return [self.node_for(key) for key in keys]
 
     def ranges(self) -> list[TokenRange]:

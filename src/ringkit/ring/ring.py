@@ -39,6 +39,7 @@ from ringkit.hashing import (
     Hasher,
     HasherLike,
     Key,
+    check_key_batch,
     encode_key,
     get_hasher,
     registered_name,
@@ -301,6 +302,7 @@ class HashRing(PlacementBase):
 
         :raises TypeError: when a key is not str, bytes or int
         """
+        check_key_batch(keys, "points_for")
         point_of = self._point_function()
         items = keys if isinstance(keys, (list, tuple)) else list(keys)
         try:
@@ -394,6 +396,7 @@ class HashRing(PlacementBase):
         :raises EmptyRingError: when the ring has no nodes
         :raises TypeError: when a key is not str, bytes or int
         """
+        check_key_batch(keys, "node_for_many")
         self._require_nodes("node_for_many")
         result: list[str] = self._names_array[self.owner_indices(self.points_for(keys))].tolist()
         return result

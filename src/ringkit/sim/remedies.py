@@ -74,8 +74,16 @@ __all__ = [
 REMEDIES: tuple[str, ...] = ("none", "spread", "near_cache", "split")
 # Spreading or splitting loops over the hot keys in Python (one preference list each).
 MAX_TOP = 100_000
-# ringkit.cluster.remedies.splits: part n >= 1 of a split key is routed by the hash tag "split.<n>",
-# and the client tries this many suffixes per part for owners distinct from the others'.
+# Upper bounds of the other settings, the same for a scenario file as for the web page (which
+# imports them): past them the model is no longer a cache in front of app servers (a lease of
+# a day, a million requests a second over 4,096 app servers are already far out).
+MAX_CLIENTS = 4096
+MAX_NEAR_CACHE_ITEMS = MAX_TOP
+MAX_TTL_S = 86_400.0
+MAX_REQUESTS_PER_S = 999_999.0
+# ringkit.cluster.remedies.splits: part n >= 1 of a split key is routed by the hash tag
+# "split.<n>", and the client tries this many suffixes per part for owners distinct from the
+# others'.
 SPLIT_ROUTE = "split.{}"
 SPLIT_TRIES_PER_PART = 64
 
@@ -89,9 +97,9 @@ def _integer(name: str, value: object, low: int, high: int | None = None) -> Non
         raise ConfigError(f"remedies {name} must be an integer >= {low}{upper}, got {value!r}")
 
 
-def _positive(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
-        raise ConfigError(f"remedies {name} must be a finite number > 0, got {value!r}")
+def _positive(name: str, value: object, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= high:
+        raise ConfigError(f"remedies {name} must be a number in (0, {high:,g}], got {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,10 +126,10 @@ class Remedies:
         _integer("top", self.top, 1, MAX_TOP)
         _integer("spread", self.spread, 1)
         _integer("parts", self.parts, 1)
-        _integer("near_cache_max_items", self.near_cache_max_items, 1)
-        _integer("clients", self.clients, 1)
-        _positive("near_cache_ttl_s", self.near_cache_ttl_s)
-        _positive("requests_per_s", self.requests_per_s)
+        _integer("near_cache_max_items", self.near_cache_max_items, 1, MAX_NEAR_CACHE_ITEMS)
+        _integer("clients", self.clients, 1, MAX_CLIENTS)
+        _positive("near_cache_ttl_s", self.near_cache_ttl_s, MAX_TTL_S)
+        _positive("requests_per_s", self.requests_per_s, MAX_REQUESTS_PER_S)
         writes = self.writes
         if isinstance(writes, bool) or not isinstance(writes, (int, float)) or not 0 <= writes <= 1:
             raise ConfigError(f"remedies writes must be a number in [0, 1], got {writes!r}")

@@ -37,7 +37,7 @@ from fractions import Fraction
 import numpy as np
 
 from ringkit.errors import CapacityError, ConfigError, UnknownNodeError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, check_key_batch
 from ringkit.nodes import Node, NodesLike
 from ringkit.placement import check_n, check_not_empty
 from ringkit.ring import DEFAULT_VNODES, HashRing
@@ -209,6 +209,7 @@ class BoundedLoad(RingBacked):
         :raises EmptyRingError: when the ring has no nodes
         :raises CapacityError: when every node is at its cap (absolute capacities only)
         """
+        check_key_batch(keys, "node_for_many")
         check_not_empty(len(self._ring), "node_for_many")
         items = keys if isinstance(keys, (list, tuple)) else list(keys)
         ring, table = self._ring, self._loads
@@ -243,6 +244,7 @@ class BoundedLoad(RingBacked):
         :raises EmptyRingError: when the ring has no nodes
         :raises CapacityError: when every node is at its cap (absolute capacities only)
         """
+        check_key_batch(keys, "assign_many")
         fresh = BoundedLoad(
             self._ring, balance_factor=self._balance_factor, capacities=self._capacities
         )

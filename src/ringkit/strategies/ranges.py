@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import Key, encode_key
+from ringkit.hashing import Key, check_key_batch, encode_key
 from ringkit.nodes import Node, NodesLike, coerce_nodes
 from ringkit.placement import PlacementBase, check_n, check_not_empty, unknown_node
 from ringkit.strategies.options import Strategy
@@ -130,6 +130,7 @@ class RangePartitions(PlacementBase):
 
         :raises EmptyRingError: when there are no nodes
         """
+        check_key_batch(keys, "node_for_many")
         check_not_empty(len(self._names), "node_for_many")
         splits, owners = self._splits, self._owners
         return [owners[bisect_right(splits, encode_key(key))] for key in keys]

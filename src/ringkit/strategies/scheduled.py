@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ringkit.errors import ConfigError
-from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, encode_key
+from ringkit.hashing import DEFAULT_HASH, HasherLike, Key, check_key_batch, encode_key
 from ringkit.nodes import NodesLike
 from ringkit.ring import DEFAULT_VNODES, SPACE_64, HashRing
 from ringkit.strategies.options import Strategy
@@ -124,6 +124,7 @@ class ScheduledRemap(RingBacked):
 
         :raises EmptyRingError: when there are no nodes
         """
+        check_key_batch(keys, "node_for_many")
         return self._ring.node_for_many(self._hashed(key) for key in keys)
 
     # -- remapping ---------------------------------------------------------------------------

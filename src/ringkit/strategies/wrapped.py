@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Self
 
-from ringkit.hashing import Hasher, Key
+from ringkit.hashing import Hasher, Key, check_key_batch
 from ringkit.nodes import Node
 from ringkit.placement import PlacementBase
 from ringkit.ring import HashRing
@@ -85,6 +85,7 @@ class RingBacked(PlacementBase):
 
         :raises EmptyRingError: when there are no nodes
         """
+        check_key_batch(keys, "node_for_many")
         return self._ring.node_for_many(keys)
 
     def shares(self) -> dict[str, float]:

@@ -38,6 +38,7 @@ from ringkit.errors import ParamError
 from ringkit.hashing import HASHERS
 from ringkit.nodes import Node
 from ringkit.ring import vnode_count
+from ringkit.sim.remedies import MAX_CLIENTS, MAX_REQUESTS_PER_S, MAX_TTL_S
 from ringkit.strategies import registry
 
 __all__ = [
@@ -71,9 +72,6 @@ MAX_VALUE_LENGTH = 8192
 MAX_WAIT_S = 30.0
 # Replicas of a fail-zone query: each is a step of every token's preference-list walk.
 MAX_FAIL_REPLICAS = 7
-MAX_CLIENTS = 4096
-MAX_TTL_S = 86_400.0
-MAX_REQUESTS_PER_S = 999_999.0
 LIVE_WAIT_S = 20.0
 
 LIMITS: Mapping[str, float] = {

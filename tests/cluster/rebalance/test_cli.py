@@ -61,7 +61,7 @@ def test_sigkilled_coordinator_is_resumed_by_another_process(
         assert fresh.get_many(KEYS) == {key: key for key in KEYS}
         assert fresh.epoch == 3  # the first client's 1, moving 2, final 3: from the servers
         view_file = tmp_path / "view.json"
-        assert main(["rebalance", "--servers", listing, "--status"]) == 0
+        assert main(["rebalance", "--servers", listing, "--status", "--json"]) == 0
         shown = json.loads(capsys.readouterr().out)
         assert (shown["epoch"], shown["state"]) == (3, "stable")
         view_file.write_text(json.dumps(shown))

@@ -204,7 +204,7 @@ def test_import_from_servers_round_trip_then_rebalance_from_etcd(
     # From now on etcd is the authority: no --servers needed.
     status, out, _ = _cli("--view-store", etcd_url, "--add", f"s3={urls['s3']}", capsys=capsys)
     assert status == 0 and out.startswith("done: epoch 5")
-    status, out, _ = _cli("--view-store", etcd_url, "--status", capsys=capsys)
+    status, out, _ = _cli("--view-store", etcd_url, "--status", "--json", capsys=capsys)
     shown = json.loads(out)
     assert (shown["epoch"], sorted(shown["servers"])) == (5, ["s1", "s3"])
     for name in ("s1", "s3"):

@@ -228,7 +228,7 @@ def test_item_10_rebalance_files_are_0600_and_nothing_shows_the_secret(
     assert sorted(ClusterView.from_json(view_file.read_bytes()).servers) == list(NAMES)
     # The view file names no secret; this process gives it from the environment.
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-    assert main(["rebalance", "--view", str(view_file), "--status"]) == 0
+    assert main(["rebalance", "--view", str(view_file), "--status", "--json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["epoch"] == 3 and _leaks(out + err) == []
     for server in locked.values():
