@@ -16,7 +16,7 @@ setup: $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 
 setup-dev: $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached,etcd]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached,etcd,metrics]"
 
 demo: setup
 	$(BIN)/ringkit simulate

@@ -30,6 +30,7 @@ from ringkit.cluster.core.servers import Fenced, Server, ServerSet, check_server
 from ringkit.cluster.core.tracker import ViewTracker
 from ringkit.cluster.core.writer import Writer, check_ttl
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
+from ringkit.cluster.metrics import ClientMetrics
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.remedies.nearcache import NearCache
@@ -178,6 +179,9 @@ class ClientCore(Generic[B]):
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
     - `near_cache`: a :class:`~ringkit.cluster.remedies.nearcache.NearCache` (reads answered from
       this client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
+    - `metrics_registry`: a ``prometheus_client`` registry (``REGISTRY`` for the default) to
+      register this client's metrics in, labelled ``client=metrics_name``
+      (:mod:`ringkit.cluster.metrics`); None (default): no metrics;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
       ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
       :class:`~ringkit.cluster.views.stores.ViewStore`;
@@ -208,6 +212,8 @@ class ClientCore(Generic[B]):
         view_store: str | ViewStore | None = None,
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
+        metrics_registry: object | None = None,
+        metrics_name: str | None = None,
     ) -> None:
         if near_cache is not None and not isinstance(near_cache, NearCache):
             raise ConfigError(f"near_cache must be a NearCache or None, got {near_cache!r}")
@@ -225,6 +231,13 @@ class ClientCore(Generic[B]):
                 raise ConfigError(f"{label} must be > 0, got {value!r}")
         check_positive_int("max_value_bytes", max_value_bytes)
         check_positive_int("max_connections", max_connections)
+        self.metrics = (
+            ClientMetrics(metrics_registry, name=metrics_name)
+            if metrics_registry is not None
+            else None
+        )
+        if self.metrics is not None:
+            hooks = (*hooks, self.metrics.observe)
         self._server_options = ServerOptions(
             timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
         )
@@ -257,6 +270,8 @@ class ClientCore(Generic[B]):
             else None
         )
         self.view_check_s: float | None = None
+        if self.metrics is not None:
+            self.metrics.track(self)
 
     def _open(self, name: str, url: ServerURL) -> Server[B]:
         options = self._server_options
@@ -681,6 +696,15 @@ class ClientCore(Generic[B]):
     def stats(self) -> dict[str, StatsSnapshot]:
         """Return each server's counters: hits, misses, errors, failovers, latency."""
         return {name: server.stats.snapshot() for name, server in self._servers.items()}
+
+    def server_health(self) -> dict[str, ServerHealth]:
+        """Return each server's health: up or down, its probe schedule, the hints kept for it."""
+        return {name: server.health for name, server in self._servers.items()}
+
+    @property
+    def hot_keys(self) -> HotKeys | None:
+        """The client's hot-key policy (its ``split_stats()`` counts split counters), or None."""
+        return self._hot
 
     @property
     def down_servers(self) -> list[str]:
