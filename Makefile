@@ -24,7 +24,7 @@ setup: $(BIN)/python
 DEV_STAMP := $(VENV)/.dev-installed
 
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached,etcd]"
+	$(BIN)/python -m pip install -q -e ".[dev,plot,web,redis,memcached,etcd,metrics]"
 	touch $@
 
 setup-dev: $(DEV_STAMP)

@@ -136,5 +136,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     async def close(self) -> None:
         """Close every connection pool, and stop following the view store."""
         await asyncio.to_thread(self._tracker.close)
+        if self.metrics is not None:
+            self.metrics.untrack()
         for _, server in self._servers.items():
             await server.backend.close()

@@ -227,6 +227,8 @@ class ShardedClient(ClientCore[FencedBackend]):
         """Close every connection pool, stop the fan-out threads and following the view store."""
         self.fan_out.close()
         self._tracker.close()
+        if self.metrics is not None:
+            self.metrics.untrack()
         for _, server in self._servers.items():
             server.backend.close()
 

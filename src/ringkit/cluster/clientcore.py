@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from ringkit.cluster.checks import int_in_range, positive_seconds
@@ -30,6 +31,7 @@ from ringkit.cluster.core.servers import Fenced, Server, ServerSet, check_server
 from ringkit.cluster.core.tracker import ViewTracker
 from ringkit.cluster.core.writer import Writer
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
+from ringkit.cluster.metrics import ClientMetrics
 from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOptions, ServerOptions
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
@@ -117,6 +119,9 @@ class ClientCore(Generic[B]):
       and a rebalance finds the keys with a ``SCAN`` of each source;
     - `near_cache`: a :class:`~ringkit.cluster.remedies.nearcache.NearCache` (reads answered from
       this client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
+    - `metrics_registry`: a ``prometheus_client`` registry (``REGISTRY`` for the default) to
+      register this client's metrics in, labelled ``client=metrics_name``
+      (:mod:`ringkit.cluster.metrics`); None (default): no metrics;
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
       ``file:///path``; ``etcd://HOST:PORT/PREFIX``, followed by a watch) or a
       :class:`~ringkit.cluster.views.stores.ViewStore`;
@@ -148,6 +153,8 @@ class ClientCore(Generic[B]):
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
         index_keys: bool = True,
+        metrics_registry: object | None = None,
+        metrics_name: str | None = None,
     ) -> None:
         self.options = options = ClientOptions(
             replicas=replicas,
@@ -169,7 +176,16 @@ class ClientCore(Generic[B]):
             index_keys=index_keys,
         )
         self._near = near_cache
+        self.metrics = (
+            ClientMetrics(metrics_registry, name=metrics_name)
+            if metrics_registry is not None
+            else None
+        )
         self._server_options = options.server_options
+        if self.metrics is not None:  # the metrics count every server call through the hooks
+            self._server_options = replace(
+                self._server_options, hooks=(*self._server_options.hooks, self.metrics.observe)
+            )
         urls = check_server_map(placement, servers)
         self._credentials = Credentials(credentials)
         self._credentials.check_known(urls)
@@ -197,6 +213,8 @@ class ClientCore(Generic[B]):
             else None
         )
         self.view_check_s: float | None = None
+        if self.metrics is not None:
+            self.metrics.track(self)
 
     def _open(self, name: str, url: ServerURL) -> Server[B]:
         options = self._server_options
@@ -600,6 +618,15 @@ class ClientCore(Generic[B]):
     def stats(self) -> dict[str, StatsSnapshot]:
         """Return each server's counters: hits, misses, errors, failovers, latency."""
         return {name: server.stats.snapshot() for name, server in self._servers.items()}
+
+    def server_health(self) -> dict[str, ServerHealth]:
+        """Return each server's health: up or down, its probe schedule, the hints kept for it."""
+        return {name: server.health for name, server in self._servers.items()}
+
+    @property
+    def hot_keys(self) -> HotKeys | None:
+        """The client's hot-key policy (its ``split_stats()`` counts split counters), or None."""
+        return self._hot
 
     @property
     def down_servers(self) -> list[str]:

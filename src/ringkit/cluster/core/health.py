@@ -182,6 +182,12 @@ class ServerHealth:
             elif key not in self._hints:
                 self.hints_dropped += 1
 
+    @property
+    def pending_hints(self) -> int:
+        """How many keys are hinted in memory for this server."""
+        with self._lock:
+            return len(self._hints)
+
     def take_hints(self) -> list[bytes]:
         """Return and forget the hinted keys."""
         with self._lock:
