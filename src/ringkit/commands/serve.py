@@ -79,11 +79,18 @@ def run(args: argparse.Namespace) -> int:
     except ImportError:
         print(f"ringkit: error: {INSTALL_HINT}", file=sys.stderr)
         return 1
+    if args.metrics and args.store is None:
+        raise refuse("--metrics shows a live ring's metrics: give --store URL as well")
+    registry = _metrics_registry() if args.metrics else None
     check_port_free(args.host, args.port)
     store_url = (
         None if args.store is None else store_url_with_password(args.store, args.etcd_password_file)
     )
-    live = None if store_url is None else LiveView(ringkit.live.connect(store_url))
+    live = (
+        None
+        if store_url is None
+        else LiveView(ringkit.live.connect(store_url, metrics_registry=registry))
+    )
     what = "simulator" if live is None else f"live ring of {shown_url(args.store)}"
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
@@ -93,13 +100,23 @@ def run(args: argparse.Namespace) -> int:
         if live is None:
             uvicorn.run(create_app(gate=gate), **options)
         else:
-            _serve_live(uvicorn, create_app(live, gate=gate), live, options)
+            app = create_app(live, gate=gate, metrics_registry=registry)
+            _serve_live(uvicorn, app, live, options)
     except KeyboardInterrupt:
         pass  # uvicorn re-raises the Ctrl+C it handled: stopping is how serving ends
     finally:
         if live is not None:
             live.close()
     return 0
+
+
+def _metrics_registry() -> Any:
+    """Return a registry for the live ring's metrics, or refuse when the extra is missing."""
+    try:
+        from prometheus_client import CollectorRegistry
+    except ImportError:
+        raise refuse("--metrics needs prometheus_client: pip install 'ringkit[metrics]'") from None
+    return CollectorRegistry()
 
 
 def _serve_live(uvicorn: Any, app: Any, live: LiveView, options: dict[str, Any]) -> None:

@@ -37,6 +37,7 @@ from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.handoff import MARKS_FOLDER, ReleaseMarks
 from ringkit.live.member import Member
+from ringkit.live.metrics import StoreMetrics, track_store
 from ringkit.live.records import decode_member_record, decode_table_record
 from ringkit.live.restore import BASE_KEY, decode_base, raise_base, restore_reason
 from ringkit.live.snapshot import MemberInfo, SkippedRecord, Snapshot, encode_table
@@ -85,7 +86,9 @@ def open_store_backend(url: str) -> tuple[Backend, str]:
     return EtcdBackend(parsed), parsed.prefix
 
 
-def connect(url: str, *, current_within_s: float | None = None) -> Store:
+def connect(
+    url: str, *, current_within_s: float | None = None, metrics_registry: object | None = None
+) -> Store:
     """Connect to the live ring at `url` and return its :class:`Store`.
 
     ``etcd://h1:2379,h2:2379/PREFIX`` (``etcds://`` for TLS, ``user:password@`` for auth) or
@@ -93,6 +96,8 @@ def connect(url: str, *, current_within_s: float | None = None) -> Store:
     current at least every `current_within_s` / 2 (:mod:`ringkit.live.currency`); members'
     ``owns`` is False once it has not been confirmed for `current_within_s`. By default that
     is half the smallest ``ttl_s`` among the ring's members, or 5 s when it has none.
+    `metrics_registry`: a ``prometheus_client`` registry to report the store's metrics in
+    (:mod:`ringkit.live.metrics`), or None (default).
 
     >>> store = connect("memory://connect-doctest")
     >>> store.snapshot().epoch, len(store.snapshot().ring)
@@ -105,7 +110,14 @@ def connect(url: str, *, current_within_s: float | None = None) -> Store:
     """
     within = _check_within(current_within_s)
     backend, prefix = open_store_backend(url)
-    return Store(backend, prefix, url, current_within_s=within)
+    store = Store(backend, prefix, url, current_within_s=within)
+    if metrics_registry is not None:
+        try:
+            store.metrics = track_store(store, metrics_registry)
+        except ConfigError:
+            store.close()
+            raise
+    return store
 
 
 def _check_within(value: object) -> float | None:
@@ -148,6 +160,7 @@ class Store:
         self._lock = threading.Condition()
         self._records: dict[str, Record] = {}
         self._closed = False
+        self.metrics: StoreMetrics | None = None  # set by connect(metrics_registry=)
         self._watch: WatchHandle | None = None
         self._members: list[Member] = []
         self._decoded: dict[str, tuple[int, MemberInfo | Placement | ConfigError]] = {}
@@ -771,6 +784,8 @@ class Store:
         for member in self._members:
             member.close()
         self._closed = True
+        if self.metrics is not None:
+            self.metrics.untrack(self)
         self._confirmer.close()
         if self._watch is not None:
             self._watch.cancel()

@@ -138,12 +138,18 @@ async def _unexpected(request: Request, error: Exception) -> Response:
     return JSONResponse(body, status_code=500)
 
 
-def create_app(live: LiveView | None = None, *, gate: ComputeGate | None = None) -> Starlette:
+def create_app(
+    live: LiveView | None = None,
+    *,
+    gate: ComputeGate | None = None,
+    metrics_registry: Any | None = None,
+) -> Starlette:
     """Return the app: the page at ``/``, its files at ``/static``, the API under ``/api``.
 
     With `live`, ``/api/live`` shows that store and the page switches to the live view. `gate`
     caps the API's concurrent computations and times them (default: one per core, 10 s); the
-    app closes it when it shuts down.
+    app closes it when it shuts down. With `metrics_registry` (a ``prometheus_client``
+    registry), ``/metrics`` answers its metrics in Prometheus's text format.
     """
     gate = ComputeGate() if gate is None else gate
 
@@ -163,6 +169,10 @@ def create_app(live: LiveView | None = None, *, gate: ComputeGate | None = None)
         Route("/api/live", _live, methods=["GET"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
+    if metrics_registry is not None:
+        from prometheus_client import make_asgi_app
+
+        routes.append(Mount("/metrics", make_asgi_app(registry=metrics_registry)))
     handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.live, app.state.gate = live, gate

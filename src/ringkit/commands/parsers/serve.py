@@ -52,6 +52,11 @@ def register(subparsers: Any) -> None:
     )
     store_password_argument(parser)
     parser.add_argument(
+        "--metrics",
+        action="store_true",
+        help="with --store: answer the live ring's Prometheus metrics at /metrics",
+    )
+    parser.add_argument(
         "--compute-workers",
         type=positive_int,
         default=None,
