@@ -66,7 +66,7 @@ def test_epoch_members_shares_currency_and_skipped_records_are_scraped(
 ) -> None:
     registry, read = scrape
     with ringkit.live.connect(store_url, metrics_registry=registry) as store:
-        ring = store.prefix
+        ring = store.url
         store.join("a", ttl_s=3)
         store.join("b", ttl_s=3)
         store.wait_for(lambda s: len(s.ring) == 2, timeout_s=10)
@@ -107,8 +107,8 @@ def test_a_password_in_the_store_url_never_reaches_a_scrape(
     with ringkit.live.connect(url, metrics_registry=registry) as store:
         store.join("a", ttl_s=3)
         text, _ = read()
-    assert "s3cret" not in text and "root" not in text and secured.endpoints not in text
-    assert 'ring="' in text
+    assert "s3cret" not in text and "root" not in text
+    assert f'ring="etcd://{secured.endpoints}/metrics-secret"' in text
 
 
 def test_serve_answers_the_live_rings_metrics(etcd: EtcdCluster) -> None:
@@ -119,7 +119,7 @@ def test_serve_answers_the_live_rings_metrics(etcd: EtcdCluster) -> None:
         live = LiveView(ringkit.live.connect(url, metrics_registry=registry))
         try:
             live.store.wait_for(lambda s: "w1" in s.ring, timeout_s=10)
-            ring = live.store.prefix
+            ring = live.store.url
             with TestClient(create_app(live, metrics_registry=registry)) as client:
                 reply = client.get("/metrics")
         finally:

@@ -15,7 +15,8 @@ and tokens from each process's own view:
 - ``ringkit_live_records_skipped``: records under the prefix that the store skipped as invalid
   (:mod:`ringkit.live.records`; ``ringkit ring status`` lists them).
 
-Series carry a ``ring`` label, the store's prefix (never its URL, which may hold a password).
+Series carry a ``ring`` label, the store's URL without its credentials (``Store.url``): no
+password reaches a scrape.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ class MetricsSource(Protocol):
     """What the metrics read from a store at each scrape."""
 
     @property
-    def prefix(self) -> str: ...
+    def url(self) -> str: ...
 
     def snapshot(self) -> Snapshot: ...
 
@@ -66,15 +67,15 @@ class StoreMetrics:
         self._lock = threading.Lock()
 
     def track(self, store: MetricsSource) -> None:
-        """Report `store` at every scrape (a newer store of the same prefix replaces it)."""
+        """Report `store` at every scrape (a newer store of the same URL replaces it)."""
         with self._lock:
-            self._stores[store.prefix] = weakref.ref(store)
+            self._stores[store.url] = weakref.ref(store)
 
     def untrack(self, store: MetricsSource) -> None:
         """Stop reporting `store` (it was closed)."""
         with self._lock:
-            if self._stores.get(store.prefix, lambda: None)() is store:
-                del self._stores[store.prefix]
+            if self._stores.get(store.url, lambda: None)() is store:
+                del self._stores[store.url]
 
     def describe(self) -> list[Any]:
         return []  # the families are made at scrape time; nothing to check when registering
@@ -113,7 +114,7 @@ class StoreMetrics:
         for store in stores:
             if store is None:
                 continue
-            ring = store.prefix
+            ring = store.url
             snapshot = store.snapshot()
             epoch.add_metric([ring], snapshot.epoch)
             by_state = Counter(member.state for member in snapshot.members.values())

@@ -195,6 +195,11 @@ class Store:
         """The key prefix of this ring in the service."""
         return self._prefix
 
+    @property
+    def url(self) -> str:
+        """The store's URL without credentials (as logs and metrics show it)."""
+        return redacted(self._url) if self._url else self._backend.describe()
+
     def member_key(self, name: str) -> str:
         """Return the key of member `name`'s record."""
         return self._members_prefix + name
@@ -356,7 +361,7 @@ class Store:
             self._snapshot = new
             self._history.append(new)
             self._lock.notify_all()
-        self._dispatcher.put(Change(old, new))
+        self._publish(Change(old, new))
 
     def _on_watch_error(self, error: Exception) -> None:
         if self._closed:
@@ -450,7 +455,7 @@ class Store:
                     self._recoveries += 1
                     self._lock.notify_all()
                 break
-            self._dispatcher.put(Change(old, new))
+            self._publish(Change(old, new))
             if not self._closed:
                 self._start_watch(replacing=self._watch)
 
@@ -473,7 +478,22 @@ class Store:
             self._snapshot = self._build(revision, old)
             self._jumped(self._snapshot)
             self._lock.notify_all()
-        self._dispatcher.put(Change(old, self._snapshot))
+        self._publish(Change(old, self._snapshot))
+
+    def _publish(self, change: Change) -> None:
+        """Log who joined and left at the change's epoch, then hand it to the subscribers."""
+        old, new = change.old.members, change.new.members
+        joined, left = sorted(new.keys() - old.keys()), sorted(old.keys() - new.keys())
+        if joined or left:
+            _log.info(
+                "ring %s at epoch %d: %s",
+                self.url,
+                change.new.epoch,
+                ", ".join(
+                    [*(f"{name} joined" for name in joined), *(f"{name} left" for name in left)]
+                ),
+            )
+        self._dispatcher.put(change)
 
     def _jumped(self, snapshot: Snapshot) -> None:
         """Note a snapshot read afresh, not followed: changes in between went unseen.
@@ -801,5 +821,4 @@ class Store:
         self.close()
 
     def __repr__(self) -> str:
-        shown = redacted(self._url) if self._url else self._backend.describe()
-        return f"Store({shown!r}, epoch={self._snapshot.epoch})"
+        return f"Store({self.url!r}, epoch={self._snapshot.epoch})"
