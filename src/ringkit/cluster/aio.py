@@ -32,6 +32,7 @@ from ringkit.cluster.clientcore import ClientCore, check_delta
 from ringkit.cluster.drivers.steps import Steps, run_async
 from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
+from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.aio_backends import open_async_backend
 from ringkit.cluster.wire.fencing import AsyncFencedBackend, fence_async, routed_epoch
@@ -67,16 +68,19 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         """Return ``{key: value}`` for the keys found; per-server batches run concurrently."""
         return await self._run(self._get_many(keys))
 
+    @ttl_keyword
     async def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:
         """Store `value` at `key` on its replicas."""
         await self._run(self._set_many({key: value}, ttl_s))
 
+    @ttl_keyword
     async def set_many(
         self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None
     ) -> None:
         """Store every item; per-server batches run concurrently; validated before writing."""
         await self._run(self._set_many(items, ttl_s))
 
+    @ttl_keyword
     async def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:
         """Store `value` only where `key` is absent; return what the first replica answered."""
         return await self._run(self._add(key, value, ttl_s))
@@ -97,6 +101,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         """Subtract `delta` (stopping at 0); return the new value, or None if it is missing."""
         return await self.incr(key, -check_delta(delta))
 
+    @ttl_keyword
     async def touch(self, key: str | bytes, ttl_s: float) -> bool:
         """Give `key` a new TTL on its replicas; return True if any replica had it."""
         return await self._run(self._touch(key, ttl_s))

@@ -40,6 +40,7 @@ from ringkit.cluster.drivers.fanout import FanOut
 from ringkit.cluster.drivers.steps import Steps, run_sync
 from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
+from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
@@ -103,6 +104,7 @@ class ShardedClient(ClientCore[FencedBackend]):
 
     # -- writing -------------------------------------------------------------------------------
 
+    @ttl_keyword
     def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:
         """Store `value` at `key` on its replicas, expiring after `ttl_s` seconds if given.
 
@@ -112,6 +114,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         """
         self._run(self._set_many({key: value}, ttl_s))
 
+    @ttl_keyword
     def set_many(self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None) -> None:
         """Store every item; one round trip per server. Validates everything before writing.
 
@@ -119,6 +122,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         """
         self._run(self._set_many(items, ttl_s))
 
+    @ttl_keyword
     def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:
         """Store `value` only where `key` is absent; return what the first replica answered.
 
@@ -157,6 +161,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         """Subtract `delta` (stopping at 0); return the new value, or None if it is missing."""
         return self.incr(key, -check_delta(delta))
 
+    @ttl_keyword
     def touch(self, key: str | bytes, ttl_s: float) -> bool:
         """Give `key` a new TTL on its replicas; return True if any replica had it."""
         return self._run(self._touch(key, ttl_s))

@@ -11,6 +11,12 @@ and refuses an expiry past 2**63 - 1 ms of Unix time; the client's envelope keep
 the same bound, 2**62 ms of Unix time (about 146 million years), which leaves Redis a margin for
 a clock ahead of the client's.
 
+The client asks for a TTL one way, ``ttl_s=`` (seconds, keyword-only), where pymemcache takes a
+third positional argument or ``expire=`` and redis-py takes ``ex=`` / ``px=``. Python's own
+``TypeError`` for those habits ("takes 3 positional arguments but 4 were given", "unexpected
+keyword argument 'ex'") does not say what to write instead; :func:`ttl_keyword` wraps a verb so
+the error names ``ttl_s=``, without widening the signature mypy and ``help()`` see.
+
 >>> memcached_exptime(3600, now=1_800_000_000.5), memcached_exptime(40 * 86400, now=1.8e9)
 (3600, 1803456000)
 >>> max_ttl_s("memcached", now=2**31 - 61)
@@ -19,7 +25,11 @@ a clock ahead of the client's.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
 from ringkit.errors import ConfigError
 
@@ -31,6 +41,7 @@ __all__ = [
     "memcached_exptime",
     "redis_px",
     "refuse_ttl",
+    "ttl_keyword",
 ]
 
 # Above this, memcached reads an exptime as an absolute Unix time (protocol.txt).
@@ -43,6 +54,13 @@ _WHY = {
     "memcached": "memcached keeps an expiry beyond 30 days as a 32-bit Unix time, which ends "
     "at 2038-01-19T03:14:07Z",
 }
+# The other clients' names for a TTL: pymemcache's expire=, redis-py's ex= / px= / exat=, and
+# the names people guess from the protocols (memcached's exptime) and from other caches.
+_TTL_HABITS = frozenset({"expire", "expires", "exptime", "ex", "px", "exat", "ttl", "timeout"})
+_SECONDS_HABITS = _TTL_HABITS - {"px", "exat"}
+_HABIT_OF = {"expire": "pymemcache", "ex": "redis-py", "px": "redis-py", "exat": "redis-py"}
+P = ParamSpec("P")
+R = TypeVar("R")
 _WHY_MS = "ringkit keeps expiries up to 2**62 ms of Unix time (Redis's own limit is 2**63 - 1)"
 
 
@@ -99,3 +117,82 @@ def redis_px(ttl_s: float, now: float, server: str = "") -> int:
     """
     refuse_ttl(ttl_s, "redis", server, now)
     return max(1, math.ceil(ttl_s * 1000))
+
+
+def ttl_keyword(verb: Callable[P, R]) -> Callable[P, R]:
+    """Wrap a client verb so a TTL passed the pymemcache or redis-py way is named as ``ttl_s=``.
+
+    A call that binds is the verb's own, unchanged (an error raised inside it is not touched;
+    for a coroutine function the call only creates the coroutine). A call that does not bind
+    raises a ``TypeError`` naming ``ttl_s=`` when it carries an extra positional argument or a
+    keyword from another client (``expire=``, ``ex=``, …); any other mistake keeps Python's
+    own message.
+
+    >>> @ttl_keyword
+    ... def put(key: str, value: object, *, ttl_s: float | None = None) -> None: ...
+    >>> put("k", "v", ex=60)
+    Traceback (most recent call last):
+    ...
+    TypeError: put() takes its TTL as ttl_s=60 (seconds, keyword-only), not ex=60 (redis-py's habit)
+    """
+    signature = inspect.signature(verb)
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    accepts_ttl = "ttl_s" in signature.parameters
+
+    def refuse(error: TypeError, args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError:
+            habit = _habit(args, kwargs, len(positional), accepts_ttl)
+            if habit is not None:
+                raise TypeError(f"{verb.__name__}() takes its TTL as {habit}") from error
+
+    if inspect.iscoroutinefunction(verb):
+        # A coroutine function stays one (asyncio and frameworks check for it); a call that
+        # does not bind fails when the coroutine is created, before anything is awaited.
+        @functools.wraps(verb)
+        async def awaited(*args: P.args, **kwargs: P.kwargs) -> Any:
+            try:
+                coroutine = verb(*args, **kwargs)
+            except TypeError as error:
+                refuse(error, args, kwargs)
+                raise
+            return await cast(Awaitable[Any], coroutine)
+
+        return cast(Callable[P, R], awaited)
+
+    @functools.wraps(verb)
+    def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return verb(*args, **kwargs)
+        except TypeError as error:
+            refuse(error, args, kwargs)
+            raise
+
+    return checked
+
+
+def _habit(
+    args: tuple[object, ...], kwargs: dict[str, object], positional: int, accepts_ttl: bool
+) -> str | None:
+    """Say how a call that did not bind gave its TTL, or None when it is another mistake."""
+    given = sorted(_TTL_HABITS.intersection(kwargs))
+    if given:
+        name = given[0]
+        value = kwargs[name]
+        # px= is milliseconds and exat= a Unix time: the seconds are not the number given.
+        seconds = repr(value) if name in _SECONDS_HABITS else "SECONDS"
+        return (
+            f"ttl_s={seconds} (seconds, keyword-only), not {name}={value!r} "
+            f"({_HABIT_OF.get(name, 'another client')}'s habit)"
+        )
+    if accepts_ttl and len(args) == positional + 1:
+        return (
+            f"ttl_s={args[-1]!r} (seconds, keyword-only), not as one more positional argument "
+            "(pymemcache's habit)"
+        )
+    return None
