@@ -144,6 +144,8 @@ def starts_servers(item: pytest.Item) -> bool:
 
 
 _current: dict[str, str | None] = {"unmarked_test": None}
+# The demos start their servers through this module (they die with the demo): see through it.
+_LIFELINE = "ringkit.demos.lifeline"
 
 
 def allow_servers(item: pytest.Item | None) -> None:
@@ -157,6 +159,8 @@ def _refuse_unmarked_servers(event: str, args: tuple[Any, ...]) -> None:
         return
     executable, argv = args[0], args[1]
     program = executable or (argv[0] if isinstance(argv, list | tuple) and argv else argv)
+    if isinstance(argv, list | tuple) and _LIFELINE in argv[:3]:
+        program = argv[argv.index(_LIFELINE) + 2]  # python -m LIFELINE PID PROGRAM …
     if os.path.basename(os.fsdecode(program or "")) in SERVER_BINARIES:
         raise RuntimeError(
             f"{_current['unmarked_test']} starts {program} but is not marked "

@@ -24,7 +24,11 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 # The CLI's `serve` command is how the web face is started and its `demo` command runs the demos:
 # the imports from a face into another that the contract allows (docs/architecture.md).
 FACE_EXCEPTIONS = frozenset(
-    {("ringkit.commands.serve", "ringkit.web"), ("ringkit.commands.demo", "ringkit.demos")}
+    {
+        ("ringkit.commands.serve", "ringkit.web"),
+        ("ringkit.commands.demo", "ringkit.demos"),
+        ("ringkit.commands.workers", "ringkit.demos"),
+    }
 )
 CLUSTER = "ringkit.cluster"
 CLUSTER_TABLE = "## Inside the cache client: cluster/'s import table"

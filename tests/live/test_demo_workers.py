@@ -10,11 +10,17 @@ the killed worker's tenants move.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +28,7 @@ import pytest
 from ringkit.cli import main
 from ringkit.commands import workers
 from ringkit.ring import HashRing
+from tests.servers import free_port, require_binary
 
 pytestmark = pytest.mark.timeout(60)
 _names = itertools.count()
@@ -99,3 +106,106 @@ def test_one_worker_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
         main(["demo", "workers", "--workers", "1"])
     assert exit_.value.code == 2
     assert "must be >= 2 (one is killed), got 1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("store", [None, "etcd://127.0.0.1:2379/demo"], ids=["own-etcd", "etcd"])
+def test_without_the_etcd_client_it_names_the_extra_before_starting_anything(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], store: str | None
+) -> None:
+    monkeypatch.setitem(sys.modules, "pyetcd", None)  # as if ringkit[etcd] were not installed
+
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("nothing may be started without the etcd client")
+
+    monkeypatch.setattr(workers, "local_etcd", started)
+    monkeypatch.setattr(subprocess, "Popen", started)
+    started_at = time.monotonic()
+    argv = ["demo", "workers", "--workers", "2", "--timeout-s", "30"]
+    assert main([*argv, *(["--store", store] if store else [])]) == 1
+    assert time.monotonic() - started_at < 10  # at once, not after --timeout-s
+    err = capsys.readouterr().err
+    assert err.startswith("ringkit: error: ") and "pip install 'ringkit[etcd]'" in err
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc, as pgrep -P reads it)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # The command name, in parentheses, may hold spaces: the fields follow the last ')'.
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting to be reaped by its new parent is not running)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait_for(condition: Callable[[], bool], timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+@pytest.mark.server  # the command starts its own etcd, which no test helper shows
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal")
+def test_kill_9_of_the_demo_leaves_no_etcd_and_no_worker_running() -> None:
+    require_binary("etcd", "etcd-server")
+    count = 3
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "ringkit", "demo", "workers", "--workers", str(count)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # etcd and every worker are running (each worker reaches its join within the wait)
+        assert _wait_for(lambda: len(_children(demo.pid)) == count + 1, 45)
+        children = _children(demo.pid)
+        time.sleep(0.5)  # the workers are past their start
+        demo.kill()
+        demo.wait()
+        assert _wait_for(lambda: not any(_alive(pid) for pid in children), 20), [
+            Path(f"/proc/{pid}/cmdline").read_bytes() for pid in children if _alive(pid)
+        ]
+    finally:
+        demo.kill()
+        demo.wait()
+        for pid in _children(demo.pid):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.server
+def test_300_workers_end_soon_after_the_timeout(capsys: pytest.CaptureFixture[str]) -> None:
+    require_binary("etcd", "etcd-server")
+    started = time.monotonic()
+    assert main(["demo", "workers", "--workers", "300", "--timeout-s", "3"]) == 1
+    # The deadline, then at most a few seconds for the started workers to revoke their leases:
+    # not 300 processes started at once and stopped one after another (over 60 s).
+    assert time.monotonic() - started < 3 + 20
+    err = capsys.readouterr().err
+    assert "of 300 workers joined within --timeout-s 3" in err or "must agree" in err
+    port = err.split("etcd://127.0.0.1:")[1].split("/")[0]
+    leftovers = ["pgrep", "-f", f"127.0.0.1:{port}"]
+    assert _wait_for(lambda: subprocess.run(leftovers, capture_output=True).stdout == b"", 10)
+
+
+@pytest.mark.server
+def test_a_worker_that_cannot_start_ends_the_run_with_its_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Nothing listens on the port: each worker's join fails; the first failure ends the run
+    # with the worker's own error instead of "no report from any worker" after --timeout-s.
+    url = f"etcd://127.0.0.1:{free_port()}/demo"
+    assert main(["demo", "workers", "--store", url, "--workers", "2", "--timeout-s", "50"]) == 1
+    err = capsys.readouterr().err
+    assert "exited with status 1: ringkit.errors.BackendError: etcd at 127.0.0.1:" in err

@@ -12,13 +12,19 @@ With ``--store etcd://…`` (or, without ``--store``, a throwaway etcd it starts
 the ``etcd`` binary is installed) the workers are processes (``python -m
 ringkit.commands.workers URL NAME TTL_S TENANTS``, one JSON line per epoch); with
 ``memory://NAME`` they are threads of this process, and the "kill" stops one's heartbeat
-without a word (``Member.abandon``). Everything is bounded by ``--timeout-s`` and every
-process, and the temporary etcd, is stopped on the way out.
+without a word (``Member.abandon``). Everything is bounded by ``--timeout-s``: workers start a
+few at a time (300 Python processes started at once on two cores would each take tens of
+seconds to import; a new one starts as one of them joins), none starts after the deadline, and
+a worker process that exits on its own ends the run at once with its last error line. Every
+process, and the temporary etcd, is stopped on the way out, and on Linux they also die with
+this one when it is killed (``kill -9``; :mod:`ringkit.demos.lifeline`). Without the ``etcd``
+extra the command fails before starting anything, naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -31,26 +37,36 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import ringkit
 import ringkit.live
 from ringkit.commands.common import print_json, shown_url
 from ringkit.commands.output import console
+from ringkit.demos.lifeline import die_with_parent, tied_to_parent
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import parse_store_url
 
-__all__ = ["ETCD_HINT", "run", "tenant_names"]
+__all__ = ["ETCD_CLIENT_HINT", "ETCD_HINT", "run", "tenant_names"]
 
 ETCD_HINT = (
     "ringkit demo workers needs etcd to run without --store; install it (Debian: "
     "apt-get install etcd-server) or pass --store memory://NAME"
 )
+ETCD_CLIENT_HINT = (
+    "ringkit demo workers runs its workers on etcd, which needs the etcd client (module "
+    "pyetcd); pip install 'ringkit[etcd]', or pass --store memory://NAME"
+)
 Report = dict[str, Any]
 _STORE_ENV = "RINGKIT_WORKER_STORE"  # how a worker process is told its store URL
+_PARENT_ENV = "RINGKIT_WORKER_PARENT"  # the demo's pid: the worker dies with it
+# Workers starting at once (started, not yet joined): enough to keep the cores busy importing,
+# few enough that each joins within seconds on a loaded machine, so the deadline is kept.
+_STARTING = max(2, 2 * (os.cpu_count() or 1))
+_STOP_S = 5.0  # how long the stopped workers get, all together, to revoke their leases
 
 
 def tenant_names(count: int) -> list[str]:
@@ -89,6 +105,9 @@ def work(
 
 
 def _process_main(name: str, ttl_s: str, tenants: str) -> None:
+    # SIGTERM when the demo dies, even by SIGKILL: handled below like a stop (the lease is
+    # revoked), and SIGALRM's default action ends a close that a dead etcd would stall.
+    die_with_parent(int(os.environ[_PARENT_ENV]), signal.SIGTERM)
     url = os.environ[_STORE_ENV]
     lock = threading.Lock()
     stopping = {signal.SIGTERM, signal.SIGINT}
@@ -100,6 +119,7 @@ def _process_main(name: str, ttl_s: str, tenants: str) -> None:
 
     store, _ = work(url, name, tenant_names(int(tenants)), float(ttl_s), tell)
     signal.sigwait(stopping)  # until stopped (the lease is revoked) or killed (it runs out)
+    signal.alarm(int(_STOP_S))
     store.close()
 
 
@@ -114,6 +134,8 @@ class _Pool:
     reports: dict[str, Report]
     kill: Callable[[str], None]
     changed: threading.Condition
+    # Raises when a worker ended on its own: the pool can then never agree, so say why now.
+    check: Callable[[], None] = lambda: None
 
     def tell(self, report: Report) -> None:
         with self.changed:
@@ -138,22 +160,38 @@ class _Pool:
     def wait_agreed(self, alive: list[str], deadline: float, what: str) -> dict[str, Report]:
         with self.changed:
             while (found := self.agreed(alive)) is None:
+                self.check()
                 left = deadline - time.monotonic()
-                if left <= 0 or not self.changed.wait(left):
+                if left <= 0:
                     raise BackendError(
                         f"workers {', '.join(alive)} must agree on one ring {what} within "
                         f"--timeout-s, got {self._latest()}"
                     )
+                self.changed.wait(min(left, 0.25))  # a worker's exit notifies nobody
             return dict(found)
 
+    def wait_starting(self, started: list[str], most: int, deadline: float) -> bool:
+        """Wait until fewer than `most` of `started` have yet to report; False at the deadline."""
+        with self.changed:
+            while sum(name not in self.reports for name in started) >= most:
+                self.check()
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.changed.wait(min(left, 0.25))
+            return True
+
     def _latest(self) -> str:
-        return "; ".join(
+        latest = "; ".join(
             f"{n} at epoch {r['epoch']} ring {r['ring']}" for n, r in sorted(self.reports.items())
         )
+        return latest or "no report from any worker"
 
 
 @contextmanager
-def _threads(url: str, names: list[str], args: argparse.Namespace) -> Iterator[_Pool]:
+def _threads(
+    url: str, names: list[str], args: argparse.Namespace, deadline: float
+) -> Iterator[_Pool]:
     pool = _Pool(tenant_names(args.tenants), {}, lambda name: None, threading.Condition())
     members: dict[str, tuple[ringkit.live.Store, ringkit.live.Member]] = {}
 
@@ -165,6 +203,11 @@ def _threads(url: str, names: list[str], args: argparse.Namespace) -> Iterator[_
     pool.kill = kill
     try:
         for name in names:
+            if time.monotonic() >= deadline:
+                raise BackendError(
+                    f"only {len(members)} of {len(names)} workers joined within "
+                    f"--timeout-s {args.timeout_s}"
+                )
             members[name] = work(url, name, pool.tenants, args.ttl_s, pool.tell)
         yield pool
     finally:
@@ -173,42 +216,78 @@ def _threads(url: str, names: list[str], args: argparse.Namespace) -> Iterator[_
 
 
 @contextmanager
-def _processes(url: str, names: list[str], args: argparse.Namespace) -> Iterator[_Pool]:
+def _processes(
+    url: str, names: list[str], args: argparse.Namespace, deadline: float
+) -> Iterator[_Pool]:
     pool = _Pool(tenant_names(args.tenants), {}, lambda name: None, threading.Condition())
     source = str(Path(ringkit.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([source, os.environ.get("PYTHONPATH", "")])}
     # The store URL may hold a password: in the child's environment, not its argv (which every
     # user of the machine can read in /proc/PID/cmdline).
     env[_STORE_ENV] = url
+    env[_PARENT_ENV] = str(os.getpid())
     children: dict[str, subprocess.Popen[str]] = {}
+    errors: dict[str, IO[str]] = {}
+    killed: set[str] = set()
 
     def read(process: subprocess.Popen[str]) -> None:
         assert process.stdout is not None
         for line in process.stdout:
             pool.tell(json.loads(line))
 
-    pool.kill = lambda name: children[name].send_signal(signal.SIGKILL)
-    try:
-        for name in names:
-            command = [sys.executable, "-m", "ringkit.commands.workers", name]
-            children[name] = subprocess.Popen(
-                [*command, str(args.ttl_s), str(args.tenants)],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                text=True,
-            )
-            threading.Thread(target=read, args=(children[name],), daemon=True).start()
-        yield pool
-    finally:
-        for process in children.values():
-            process.terminate()  # survivors revoke their leases; the killed one is gone
-        for process in children.values():
-            try:
-                process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    def kill(name: str) -> None:
+        killed.add(name)
+        children[name].send_signal(signal.SIGKILL)
+
+    def check() -> None:
+        for name, process in children.items():
+            if name not in killed and process.poll() is not None:
+                errors[name].seek(0)
+                last = [line.strip() for line in errors[name] if line.strip()]
+                raise BackendError(
+                    f"worker {name} exited with status {process.returncode}: "
+                    f"{last[-1] if last else 'no error output'}"
+                )
+
+    pool.kill, pool.check = kill, check
+    with ExitStack() as files:  # each worker's stderr, read when it exits
+        try:
+            for name in names:
+                ready = pool.wait_starting(list(children), _STARTING, deadline)
+                if not ready or time.monotonic() >= deadline:
+                    raise BackendError(
+                        f"only {len(pool.reports)} of {len(names)} workers joined within "
+                        f"--timeout-s {args.timeout_s}"
+                    )
+                errors[name] = files.enter_context(tempfile.TemporaryFile("w+"))
+                command = [sys.executable, "-m", "ringkit.commands.workers", name]
+                children[name] = subprocess.Popen(
+                    [*command, str(args.ttl_s), str(args.tenants)],
+                    stdout=subprocess.PIPE,
+                    stderr=errors[name],
+                    env=env,
+                    text=True,
+                )
+                threading.Thread(target=read, args=(children[name],), daemon=True).start()
+            yield pool
+        finally:
+            _stop(list(children.values()))
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    """Stop every worker: SIGTERM (survivors revoke their leases), then SIGKILL after a while.
+
+    The while is one for all of them, not one each: 300 workers stop in seconds, not minutes.
+    """
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + _STOP_S
+    for process in processes:
+        try:
+            process.wait(timeout=max(deadline - time.monotonic(), 0.01))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 # -- a throwaway etcd --------------------------------------------------------------------------
@@ -243,7 +322,9 @@ def local_etcd(timeout_s: float = 20.0) -> Iterator[str]:
             "--initial-cluster": f"demo=http://127.0.0.1:{peer}",
         }
         command = [binary, *(part for flag in flags.items() for part in flag)]
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(
+            tied_to_parent(command), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         try:
             _wait_healthy(client, process, timeout_s)
             yield f"etcd://127.0.0.1:{client}/ringkit-demo"
@@ -275,8 +356,7 @@ def _owners(reports: dict[str, Report]) -> dict[str, str]:
     return {tenant: name for name, r in reports.items() for tenant in r["owned"]}
 
 
-def _scenario(pool: _Pool, names: list[str], timeout_s: float, how: str) -> Report:
-    deadline = time.monotonic() + timeout_s
+def _scenario(pool: _Pool, names: list[str], deadline: float, how: str) -> Report:
     before = pool.wait_agreed(names, deadline, "before the kill")
     victim = max(names, key=lambda name: (len(before[name]["owned"]), name))
     killed_at = time.monotonic()
@@ -330,15 +410,18 @@ def render(report: Report, ttl_s: float) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the scenario on ``args.store`` (or a throwaway etcd) and print what happened."""
+    deadline = time.monotonic() + args.timeout_s
     names = [f"worker-{i}" for i in range(1, args.workers + 1)]
-    with _store_url(args.store) as url:
-        memory = parse_store_url(url).scheme == "memory"
+    memory = args.store is not None and parse_store_url(args.store).scheme == "memory"
+    if not memory and importlib.util.find_spec("pyetcd") is None:
+        raise ConfigError(ETCD_CLIENT_HINT)  # before an etcd or a worker is started
+    with _store_url(args.store, deadline) as url:
         start = _threads if memory else _processes
         kind = "threads" if memory else "processes"
         print(f"starting {args.workers} worker {kind} on {shown_url(url)} ...", file=sys.stderr)
-        with start(url, names, args) as pool:
+        with start(url, names, args, deadline) as pool:
             how = "heartbeat stopped" if memory else "SIGKILL"
-            report = _scenario(pool, names, args.timeout_s, how)
+            report = _scenario(pool, names, deadline, how)
     if args.json:
         print_json(report)
     else:
@@ -347,15 +430,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _store_url(url: str | None) -> Iterator[str]:
+def _store_url(url: str | None, deadline: float) -> Iterator[str]:
     if url is not None:
-        parse_store_url(url)
         yield url
         return
     if shutil.which("etcd") is None:
         raise ConfigError(ETCD_HINT)
     print("starting a throwaway etcd on loopback ...", file=sys.stderr)
-    with local_etcd() as started:
+    with local_etcd(timeout_s=max(deadline - time.monotonic(), 1.0)) as started:
         yield started
 
 

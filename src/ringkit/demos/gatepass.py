@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from ringkit.cluster.client import ShardedClient
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import memory_store
+from ringkit.demos.lifeline import tied_to_parent
 from ringkit.errors import ConfigError
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
@@ -198,8 +199,10 @@ def local_servers(kind: str, count: int) -> Iterator[list[str]]:
         urls = []
         for _ in range(count):
             port = _free_port()
-            process = subprocess.Popen(
-                _command(kind, binary, port), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            process = subprocess.Popen(  # dies with this process, even by kill -9 (on Linux)
+                tied_to_parent(_command(kind, binary, port)),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
             processes.append(process)
             _wait_listening(port, process)
