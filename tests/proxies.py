@@ -2,8 +2,9 @@
 
 ``backends(names)`` runs one nginx serving each name on its own free port (``return 200
 NAME``); ``proxy("haproxy" | "nginx", text_for)`` runs the proxy with the configuration
-``text_for(listen_port, admin_socket)`` and can restart it with another one (a reload whose
-end is known: the old process has exited and the new one listens). ``route(port, keys)`` sends
+``text_for(listen_port, admin_socket)`` and reloads it with another one as operators do
+(HAProxy's master-worker ``SIGUSR2``, nginx's ``SIGHUP``), returning once every old worker has
+exited and new ones run. ``route(port, keys)`` sends
 one keep-alive request per key and returns the name of the backend that answered each.
 
 A missing binary skips the test locally and fails it under ``CI=true`` (tests/servers.py).
@@ -11,9 +12,12 @@ A missing binary skips the test locally and fails it under ``CI=true`` (tests/se
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,7 +87,7 @@ def _start_nginx(
 
 
 class Proxy:
-    """A running proxy: its listening port, admin socket, config file; ``restart(text_for)``."""
+    """A running proxy: its listening port, admin socket, config file; ``reload(text_for)``."""
 
     def __init__(self, kind: str, directory: Path, text_for: ConfigFor) -> None:
         self.kind = kind
@@ -104,7 +108,8 @@ class Proxy:
             log = self.directory / ("haproxy.log" if self.kind == "haproxy" else "error.log")
             if self.kind == "haproxy":
                 self.config.write_text(text)
-                command = [binary, "-db", "-f", str(self.config)]
+                # master-worker mode: SIGUSR2 reloads, as systemd's haproxy.service does
+                command = [binary, "-W", "-db", "-f", str(self.config)]
                 with log.open("wb") as sink:
                     process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
             else:
@@ -119,10 +124,27 @@ class Proxy:
             self._process, self.port = process, port
             return
 
-    def restart(self, text_for: ConfigFor) -> None:
-        """Stop the proxy, wait for it to exit, and start it with another configuration."""
-        self.stop()
-        self.start(text_for)
+    def reload(self, text_for: ConfigFor, *, timeout_s: float = 30.0) -> None:
+        """Reload the proxy with another configuration, on the same port.
+
+        Returns once every worker of the old configuration has exited and a new one runs, so
+        that every request after it is routed by the new file.
+        """
+        assert self._process is not None
+        text = text_for(self.port, self.socket)
+        if self.kind == "haproxy":
+            self.config.write_text(text)
+        else:
+            self.config.write_text(nginx_main(self.directory, text))
+        old = _children(self._process.pid)
+        self._process.send_signal(signal.SIGUSR2 if self.kind == "haproxy" else signal.SIGHUP)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            now = _children(self._process.pid)
+            if now and not now & old:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"{self.kind} did not replace workers {sorted(old)} in {timeout_s} s")
 
     def stop(self) -> None:
         """Stop the proxy if it runs."""
@@ -141,6 +163,20 @@ def proxy(kind: str, text_for: ConfigFor) -> Iterator[Proxy]:
             yield running
         finally:
             running.stop()
+
+
+def _children(pid: int) -> set[int]:
+    """Return the pids of `pid`'s child processes (its workers)."""
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    if path.exists():
+        return {int(child) for child in path.read_text().split()}
+    # Kernels without CONFIG_PROC_CHILDREN: the parent pid is field 4 of /proc/PID/stat.
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            if int(stat.read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(stat.parent.name))
+    return found
 
 
 def route(

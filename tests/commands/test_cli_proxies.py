@@ -118,6 +118,20 @@ def test_plan_lists_the_moved_keys_and_the_renumbering(
             "server 'zz' is not in the pool",
         ),
         (
+            [
+                "plan",
+                "--mode",
+                "haproxy",
+                "--backend",
+                "web",
+                "--config",
+                "{cfg}",
+                "--add",
+                "a=1:2",
+            ],
+            "server 'a' is already there",
+        ),
+        (
             ["plan", "--mode", "nginx", "--upstream", "app", "--config", "{app}", "--add", "a=b"],
             "--add takes ADDR",
         ),

@@ -3,7 +3,7 @@
 A real ``haproxy`` (Debian's) listens on loopback in front of small backends that answer with
 their own name; 10,000 requests with distinct ``X-Key`` headers go through it, and every answer
 must be the server ``haproxy_from_config`` names for the same file. Then the pool changes (a
-server added, one removed, a weight changed; HAProxy restarted with the new file) and the
+server added, one removed, a weight changed; HAProxy reloaded with the new file) and the
 requests that changed backend must be exactly the keys ``ringkit plan`` listed.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from ringkit.compat import haproxy_from_config
 from ringkit.compat.haproxy_config import read_haproxy_backend
 from ringkit.compat.haproxy_state import read_servers_state
 from tests.proxies import ConfigFor, Proxy, backends, proxy, route
+from tests.servers import free_port
 
 NAMES = ("s1", "s2", "s3", "s4", "s5")
 
@@ -36,6 +38,8 @@ def _keys(count: int) -> list[str]:
 
 
 KEYS = _keys(10_000)
+# A pool change is checked on half of them: two passes of requests per change.
+CHANGE_KEYS = KEYS[::2]
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +121,7 @@ def _plan(
     running: Proxy, arguments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, tuple[str, str]]:
     keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("".join(f"{key}\n" for key in KEYS))
+    keys_file.write_text("".join(f"{key}\n" for key in CHANGE_KEYS))
     status = main(
         [
             "plan",
@@ -146,11 +150,11 @@ def test_plan_predicts_exactly_the_requests_that_move(
     arguments = [argument.format(**ports) for argument in arguments]
     hash_type = "consistent crc32"
     with proxy("haproxy", _config(BASE, hash_type, ports)) as running:
-        before = route(running.port, KEYS)
+        before = route(running.port, CHANGE_KEYS)
         predicted = _plan(running, arguments, tmp_path, capsys)
-        running.restart(_config(edit(BASE, ports), hash_type, ports))
-        after = route(running.port, KEYS)
-    moved = {key: (b, a) for key, b, a in zip(KEYS, before, after, strict=True) if b != a}
+        running.reload(_config(edit(BASE, ports), hash_type, ports))
+        after = route(running.port, CHANGE_KEYS)
+    moved = {key: (b, a) for key, b, a in zip(CHANGE_KEYS, before, after, strict=True) if b != a}
     assert moved == predicted
     assert moved  # the change moved something, so the equality says something
 
@@ -200,6 +204,27 @@ def test_runtime_state_drives_the_layout(ports: dict[str, int]) -> None:
     assert layout.node_for_many(KEYS[:3_000]) == full.remove("s2").node_for_many(KEYS[:3_000])
 
 
+def test_a_server_down_by_health_check_leaves_the_tree(ports: dict[str, int]) -> None:
+    """A server whose checks fail is DOWN: its points leave, the other keys stay put."""
+    closed = {**ports, "dead": free_port()}  # nothing listens there
+    servers = ["s1", "dead check inter 100ms fall 1 rise 1", "s2 weight 2", "s3"]
+    with proxy("haproxy", _config(servers, "consistent", closed)) as running:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            state = read_servers_state(str(running.socket), "be")
+            if not next(s for s in state if s.name == "dead").usable:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("HAProxy never marked the closed server DOWN")
+        answered = route(running.port, KEYS[:3_000])
+        backend = read_haproxy_backend(running.config, backend="be")
+    assert answered == backend.layout(down=["dead"]).node_for_many(KEYS[:3_000])
+    assert answered == backend.with_runtime(state).layout().node_for_many(KEYS[:3_000])
+    full = backend.layout().node_for_many(KEYS[:3_000])
+    assert all(a == f for a, f in zip(answered, full, strict=True) if f != "dead")
+
+
 def test_a_request_without_the_header_is_round_robin(ports: dict[str, int]) -> None:
     servers = ["s1", "s2", "s3", "s4"]
     with proxy("haproxy", _config(servers, "consistent", ports)) as running:
@@ -244,3 +269,39 @@ def test_a_runtime_add_server_moves_what_plan_predicted_from_the_socket(
     moved = {key: (b, a) for key, b, a in zip(keys, before, after, strict=True) if b != a}
     assert moved == predicted
     assert {destination for _, destination in moved.values()} == {"s5"}
+
+
+def test_a_server_added_at_runtime_without_an_id_is_refused_by_name(
+    ports: dict[str, int], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HAProxy 2.6 reports such a server's id (3 here) but places its points as for id 0."""
+    with proxy("haproxy", _config(["s1", "s2"], "consistent", ports)) as running:
+        _admin(running.socket, f"add server be/s5 127.0.0.1:{ports['s5']}")
+        _admin(running.socket, "enable server be/s5")
+        argv = [
+            "lookup",
+            "k",
+            "--mode",
+            "haproxy",
+            "--config",
+            str(running.config),
+            "--backend",
+            "be",
+            "--socket",
+            str(running.socket),
+        ]
+        assert main(argv) == 1
+    assert "server 's5' was added at runtime without an id" in capsys.readouterr().err
+
+
+def test_a_runtime_weight_change_routes_as_the_socket_state_says(ports: dict[str, int]) -> None:
+    """``set server ... weight`` adds or drops points j >= 16 × weight; the socket sees it."""
+    keys = KEYS[:3_000]
+    with proxy("haproxy", _config(["s1", "s2 weight 4", "s3"], "consistent", ports)) as running:
+        _admin(running.socket, "set server be/s2 weight 1")
+        _admin(running.socket, "set server be/s3 weight 6")
+        state = read_servers_state(str(running.socket), "be")
+        answered = route(running.port, keys)
+        backend = read_haproxy_backend(running.config, backend="be").with_runtime(state)
+    assert {s.name: s.weight for s in state} == {"s1": 1, "s2": 1, "s3": 6}
+    assert answered == backend.layout().node_for_many(keys)

@@ -3,7 +3,7 @@
 A real ``nginx`` (Debian's nginx-light) proxies to small backends that answer with their own
 name; 10,000 requests with distinct ``X-Key`` headers must each reach the server
 ``nginx_from_config`` names for the same file. Then the upstream changes (a server added, one
-removed, a weight changed; nginx restarted with the new file) and the requests that changed
+removed, a weight changed; nginx reloaded with the new file) and the requests that changed
 backend must be exactly the keys ``ringkit plan`` listed.
 """
 
@@ -12,18 +12,23 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from ringkit.cli import main
-from ringkit.compat import nginx_from_config
+from ringkit.compat import nginx, nginx_from_config
+from ringkit.compat.nginx_config import read_nginx_upstream
 from tests.proxies import ConfigFor, Proxy, backends, proxy, route
+from tests.servers import free_port
 
 NAMES = ("n1", "n2", "n3", "n4", "n5")
 KEYS = [f"user-{i}-{random.Random(i).getrandbits(40):x}" for i in range(9_900)] + [
     f"ключ-{i}-é" for i in range(100)
 ]
+# A pool change is checked on half of them: two passes of requests per change.
+CHANGE_KEYS = KEYS[::2]
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +93,7 @@ def _plan(
     running: Proxy, arguments: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> dict[str, tuple[str, str]]:
     keys_file = tmp_path / "keys.txt"
-    keys_file.write_text("".join(f"{key}\n" for key in KEYS))
+    keys_file.write_text("".join(f"{key}\n" for key in CHANGE_KEYS))
     config = ["--config", str(running.config), "--upstream", "pool"]
     status = main(
         ["plan", "--mode", "nginx", *config, *arguments, "--keys-file", str(keys_file), "--json"]
@@ -105,14 +110,28 @@ def test_plan_predicts_exactly_the_requests_that_move(
     arguments, edit = CHANGES[change]
     arguments = [argument.format(**ports) for argument in arguments]
     with proxy("nginx", _config(BASE, ports)) as running:
-        before = route(running.port, KEYS)
+        before = route(running.port, CHANGE_KEYS)
         predicted = _plan(running, arguments, tmp_path, capsys)
-        running.restart(_config(edit(BASE), ports))
-        after = route(running.port, KEYS)
-    moved = {key: (b, a) for key, b, a in zip(KEYS, before, after, strict=True) if b != a}
+        running.reload(_config(edit(BASE), ports))
+        after = route(running.port, CHANGE_KEYS)
+    moved = {key: (b, a) for key, b, a in zip(CHANGE_KEYS, before, after, strict=True) if b != a}
     named = {key: tuple(_names(list(pair), ports)) for key, pair in predicted.items()}
     assert moved == named
     assert moved
+
+
+def test_a_server_that_refuses_connections_is_walked_past_like_a_down_one(
+    ports: dict[str, int],
+) -> None:
+    """nginx retries a failed peer on the next points' server: the layout with it ``down``."""
+    closed = {**ports, "dead": free_port()}  # nothing listens there
+    servers = ["n1", "dead", "n2 weight=2", "n3"]
+    with proxy("nginx", _config(servers, closed)) as running:
+        answered = route(running.port, KEYS[:3_000])
+        upstream = read_nginx_upstream(running.config, upstream="pool")
+    dead = f"127.0.0.1:{closed['dead']}"
+    walked = nginx([replace(e.server, down=e.server.address == dead) for e in upstream.servers])
+    assert answered == _names(walked.node_for_many(KEYS[:3_000]), ports)
 
 
 def test_an_empty_key_is_round_robin(ports: dict[str, int]) -> None:

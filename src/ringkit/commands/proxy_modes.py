@@ -22,7 +22,6 @@ from ringkit.compat.haproxy_config import read_haproxy_backend
 from ringkit.compat.haproxy_state import read_servers_state
 from ringkit.compat.nginx_config import NginxUpstream, read_nginx_upstream
 from ringkit.errors import ConfigError
-from ringkit.hashing import encode_key
 
 __all__ = [
     "PROXY_MODES",
@@ -80,7 +79,11 @@ class ProxyPool:
         """
         if self.haproxy is not None:
             servers = list(self.haproxy.servers)
-            servers += [_haproxy_spec(spec, self.runtime) for spec in add]
+            for spec in add:
+                server = _haproxy_spec(spec, self.runtime)
+                if server.name in (s.name for s in servers):
+                    raise ConfigError(f"--add {spec!r}: server {server.name!r} is already there")
+                servers.append(server)
             servers = _without(servers, remove, [s.name for s in servers])
             for name, weight in (_weight_spec(spec) for spec in weights):
                 _known(name, [s.name for s in servers])
@@ -239,7 +242,6 @@ def proxy_report(pool: ProxyPool, key: str) -> dict[str, Any]:
             "wrapped": key_hash > int(layout.points[-1]),
         }
     report["owner"] = layout.node_for(key)
-    report["key_bytes"] = len(encode_key(key))
     return report
 
 

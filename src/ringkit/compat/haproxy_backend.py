@@ -112,7 +112,18 @@ class HAProxyBackend:
 
         A server the runtime reports as unusable (DOWN, maintenance, drain) is kept, disabled;
         a server the file declares backup stays backup.
+
+        :raises ConfigError: for a server added at runtime without an id (not in the file, no
+            forced id): HAProxy 2.6 places its points as for id 0 while it reports another id
         """
+        declared = {server.name for server in self.servers}
+        for s in state:
+            if declared and s.name not in declared and s.forced_id is False:
+                raise ConfigError(
+                    f"server {s.name!r} was added at runtime without an id: HAProxy 2.6 places "
+                    f"its points as for id 0 while it reports id {s.id}, which ringkit does not "
+                    "predict; delete it and add it again with 'id N'"
+                )
         backups = {server.name for server in self.servers if server.backup}
         servers = [
             ConfiguredServer(s.name, s.address, s.id, s.weight, not s.usable, s.name in backups, 0)

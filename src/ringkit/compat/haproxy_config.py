@@ -140,7 +140,7 @@ class _Reader:
             self.section_line = number
             if self.found is not None:
                 raise self.fail(number, f"backend {name!r} is defined twice")
-            return "wanted", replace(base, weight=base.weight), []
+            return "wanted", base, []
         return (kind if kind in ("backend", "listen") else None), _Settings(), []
 
     def _close(

@@ -49,6 +49,7 @@ class RuntimeServer:
     address: str
     weight: int
     usable: bool
+    forced_id: bool | None = None  # srv_f_forced_id: the id was given (None: not reported)
 
 
 def parse_servers_state(text: str, backend: str) -> list[RuntimeServer]:
@@ -65,6 +66,7 @@ def parse_servers_state(text: str, backend: str) -> list[RuntimeServer]:
         at = {name: columns.index(name) for name in _COLUMNS}
     except ValueError as error:
         raise ConfigError(f"'show servers state' header lacks a column: {error}") from None
+    forced_at = "srv_f_forced_id" in columns
     servers = []
     for line in lines:
         fields = line.split()
@@ -80,7 +82,10 @@ def parse_servers_state(text: str, backend: str) -> list[RuntimeServer]:
             and weight >= 1
         )
         name, server_id = fields[at["srv_name"]], int(fields[at["srv_id"]])
-        servers.append(RuntimeServer(name, server_id, fields[at["srv_addr"]], weight, usable))
+        forced = fields[columns.index("srv_f_forced_id")] == "1" if forced_at else None
+        servers.append(
+            RuntimeServer(name, server_id, fields[at["srv_addr"]], weight, usable, forced)
+        )
     if not servers:
         raise ConfigError(f"HAProxy reports no servers for backend {backend!r}")
     return sorted(servers, key=lambda server: server.id)
