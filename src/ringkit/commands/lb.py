@@ -37,6 +37,11 @@ def register(subparsers: Any) -> None:
         "an address (docs/load-balancers.md).",
     )
     actions = parser.add_subparsers(dest="action", metavar="PROXY", required=True)
+    _haproxy_parser(actions)
+    _nginx_parser(actions)
+
+
+def _haproxy_parser(actions: Any) -> None:
     haproxy = actions.add_parser(
         "haproxy",
         help="drive an HAProxy backend through its runtime API",
@@ -60,6 +65,9 @@ def register(subparsers: Any) -> None:
         help="fill the backend's pre-declared disabled servers instead of adding servers",
     )
     haproxy.set_defaults(run=run_haproxy)
+
+
+def _nginx_parser(actions: Any) -> None:
     nginx = actions.add_parser(
         "nginx",
         help="render an nginx upstream's servers into a file and reload",
