@@ -416,7 +416,7 @@ class Store:
             if self._closed or (seen is not None and seen != self._recoveries):
                 return
             _log.warning(
-                "etcd at %s was restored or replaced (%s); raising the epoch base above %d",
+                "%s was restored or replaced (%s); raising the epoch base above %d",
                 self._backend.describe(),
                 reason,
                 self._snapshot.epoch,
