@@ -500,9 +500,10 @@ class Member:
         revision = self._set_state("leaving")
         try:
             snap = self._store.wait_for(lambda s: s.revision >= revision, timeout_s=timeout_s)
-            self._store.wait_delivered(snap.epoch, timeout_s=timeout_s)
-            if self._handoff is not None:
-                self._handoff.leave_mark(snap.epoch)  # gainers need not wait for the revoke
+            delivered = self._store.wait_delivered(snap.epoch, timeout_s=timeout_s)
+            if delivered and self._handoff is not None:
+                # Its callbacks have returned: gainers need not wait for the revoke.
+                self._handoff.leave_mark(snap.epoch)
         except TimeoutError:
             pass  # the handoff could not be confirmed in time: leave anyway
         self.close()

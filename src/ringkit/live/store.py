@@ -499,14 +499,17 @@ class Store:
 
     def read_revisions(self, timeout_s: float) -> tuple[int, dict[str, int]]:
         """Read the followed keys' mod revisions from the service (for the confirmer)."""
+        # NOTE: the floor is what was applied *before* the read was sent: the watch may apply
+        # a later revision while the read is under way, and that is no restore.
+        floor = self._applied
         revision, found = self._backend.read_revisions(self._prefix, timeout_s=timeout_s)
         cluster = self._backend.cluster_id()
-        if revision < self._applied or (self._cluster_id and cluster != self._cluster_id):
+        if revision < floor or (self._cluster_id and cluster != self._cluster_id):
             # etcd was restored or replaced under this store (see live.restore).
             self._recover_soon(f"etcd answered at revision {revision} (cluster {cluster:x})")
             raise BackendError(
                 f"{self._backend.describe()} must be the cluster this store followed, at "
-                f"revision {self._applied} or later, to confirm the ring; got revision "
+                f"revision {floor} or later, to confirm the ring; got revision "
                 f"{revision} (restored?)"
             )
         return revision, {key: rev for key, rev in found.items() if self._relevant(key)}
@@ -517,10 +520,6 @@ class Store:
         It does once it has applied `revision` or the same records (a change under the
         prefix that the ring does not follow moves the service's revision alone).
         """
-        if revision < self._snapshot.revision:
-            if not self._recovering.locked():  # a restore: recovered once, not per read
-                self._recover_soon(f"etcd answered at revision {revision}, below the store's")
-            return False
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
