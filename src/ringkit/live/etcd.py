@@ -300,7 +300,13 @@ class EtcdBackend:
 
         if isinstance(error, grpc.RpcError):
             code = error.code() if hasattr(error, "code") else None
-            return code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            # NOTE: an overloaded etcd times out a linearizable read itself and answers
+            # UNKNOWN "context deadline exceeded": a failure of reach, as DEADLINE_EXCEEDED is.
+            server_timeout = code == grpc.StatusCode.UNKNOWN and "deadline" in _details(error)
+            return server_timeout or code in (
+                grpc.StatusCode.UNAVAILABLE,
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+            )
         return type(error).__name__ in (
             "ConnectionFailedError",
             "ConnectionTimeoutError",
