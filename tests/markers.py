@@ -35,6 +35,8 @@ STARTERS = frozenset(
         "tests.servers.etcd_cluster",
         "tests.web.serving.serving",
         "tests.compat._twemproxy.nutcracker",
+        "tests.proxies.proxy",
+        "tests.proxies.backends",
         "playwright.sync_api.sync_playwright",
     }
 )

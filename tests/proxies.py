@@ -34,6 +34,7 @@ from tests.servers import (
 __all__ = ["Proxy", "backends", "nginx_main", "proxy", "route"]
 
 ConfigFor = Callable[[int, Path], str]
+_RESIGNAL_S = 2.0
 
 
 def nginx_main(directory: Path, http_body: str) -> str:
@@ -137,9 +138,15 @@ class Proxy:
         else:
             self.config.write_text(nginx_main(self.directory, text))
         old = _children(self._process.pid)
-        self._process.send_signal(signal.SIGUSR2 if self.kind == "haproxy" else signal.SIGHUP)
+        reload_signal = signal.SIGUSR2 if self.kind == "haproxy" else signal.SIGHUP
         deadline = time.monotonic() + timeout_s
+        sent = 0.0
         while time.monotonic() < deadline:
+            if time.monotonic() - sent > _RESIGNAL_S:
+                # An HAProxy master that has only just started can lose the signal (it is not
+                # yet catching it): send it again until the workers are replaced.
+                self._process.send_signal(reload_signal)
+                sent = time.monotonic()
             now = _children(self._process.pid)
             if now and not now & old:
                 return

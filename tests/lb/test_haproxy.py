@@ -99,7 +99,7 @@ def test_drain_waits_for_sessions_up_to_the_timeout(
         ]
 
 
-def test_servers_come_back_with_the_same_ids_after_haproxy_restarts(
+def test_servers_come_back_with_the_same_ids_after_haproxy_reloads(
     store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     for name in ("a", "b"):
@@ -107,7 +107,7 @@ def test_servers_come_back_with_the_same_ids_after_haproxy_restarts(
     controller = HAProxyController(store, str(proxy.socket), "be")
     controller.reconcile()
     before = _states(proxy)
-    proxy.restart(haproxy_config())  # runtime servers are lost, as on a reload
+    proxy.reload(haproxy_config())  # a real reload (SIGUSR2): runtime servers are lost
     assert _states(proxy) == {}
     assert len(controller.reconcile()) == 4
     assert _states(proxy) == before
@@ -193,13 +193,13 @@ def test_a_backend_haproxy_does_not_have_is_named(store: Store, proxy: Proxy) ->
         controller.reconcile()
 
 
-def test_the_background_thread_puts_servers_back_after_haproxy_restarts(
+def test_the_background_thread_puts_servers_back_after_haproxy_reloads(
     store: Store, backends: dict[str, str], proxy: Proxy
 ) -> None:
     store.join("a", data={"address": backends["a"]})
     with HAProxyController(store, str(proxy.socket), "be", resync_s=0.2) as controller:
         wait_until(lambda: bool(controller.servers()), what="a is added")
-        proxy.restart(haproxy_config())
+        proxy.reload(haproxy_config())
 
         def back() -> bool:
             try:  # the new process may not listen on the admin socket yet
@@ -234,7 +234,7 @@ def test_nothing_is_sent_while_the_members_cannot_be_read(
         controller = HAProxyController(store, str(proxy.socket), "be")
         assert len(controller.reconcile()) == 2
         service.away = True
-        proxy.restart(haproxy_config())
+        proxy.reload(haproxy_config())
         wait_until(lambda: proxy.socket.exists(), what="the admin socket")
         with pytest.raises(BackendError, match="cannot be reached"):
             controller.reconcile()

@@ -89,12 +89,13 @@ def test_ids_key_refuses_a_backend_name_with_a_slash() -> None:
         ids_key("/p/", "a/b")
 
 
-def _backend() -> MemoryBackend:
-    return MemoryBackend.named(f"lb-ids-{next(_names)}")
+def _table() -> tuple[MemoryBackend, str]:
+    """The shared memory:// service (each one starts a thread) and a fresh id table key."""
+    return MemoryBackend.named("lb-ids-tests"), f"/p{next(_names)}/lb/be/ids"
 
 
 def test_ids_are_kept_per_member_and_lowest_free_first() -> None:
-    backend, key = _backend(), "/p/lb/be/ids"
+    backend, key = _table()
     first = assign_ids(backend, key, wanted=["a", "b"], alive={"a": 1, "b": 2}, revision=2)
     assert dict(first.ids) == {"a": 1, "b": 2}
     again = assign_ids(backend, key, wanted=["b", "a"], alive={"a": 1, "b": 2}, revision=5)
@@ -107,7 +108,7 @@ def test_ids_are_kept_per_member_and_lowest_free_first() -> None:
 
 
 def test_an_id_is_reused_only_after_its_member_has_gone() -> None:
-    backend, key = _backend(), "/p/lb/be/ids"
+    backend, key = _table()
     assign_ids(backend, key, wanted=["a", "b"], alive={"a": 1, "b": 2}, revision=2)
     # A controller whose read is older than b's record cannot drop b.
     stale = assign_ids(backend, key, wanted=["a", "c"], alive={"a": 1, "c": 1}, revision=1)
@@ -121,7 +122,7 @@ def test_an_id_is_reused_only_after_its_member_has_gone() -> None:
 
 
 def test_slots_hand_out_only_the_declared_ids() -> None:
-    backend, key = _backend(), "/p/lb/be/ids"
+    backend, key = _table()
     result = assign_ids(
         backend, key, wanted=["a", "b", "c"], alive={"a": 1, "b": 1, "c": 1}, revision=1,
         choices={101, 102},
@@ -145,7 +146,7 @@ def test_two_controllers_never_give_one_id_to_two_live_members(
     events: list[tuple[str, str, bool]],
 ) -> None:
     """Members join and leave; two controllers (one reading a revision behind) allocate."""
-    backend, key = _backend(), "/p/lb/be/ids"
+    backend, key = _table()
     alive: dict[str, int] = {}
     history: list[dict[str, int]] = [{}]
     for revision, (kind, name, stale) in enumerate(events, start=1):

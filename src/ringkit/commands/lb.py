@@ -6,8 +6,9 @@ ids from etcd and enabled, leaving members are drained, then removed. ``nginx`` 
 servers of an upstream into a file the upstream block includes and runs the reload command.
 Both reconcile at start and on every change (and every ``--resync-s``), log what they do to
 stderr, and run until Ctrl-C (exit status 130) or ``--timeout-s``; ``--once`` runs one pass,
-prints what it changed and exits. The etcd password goes in the store URL, as for
-``ringkit ring`` (``etcd://user:password@host:2379/PREFIX``); it is never printed.
+prints what it changed and exits. The etcd password is read as ``ringkit ring`` reads it: for
+``etcd://USER@host:2379/PREFIX``, from ``--etcd-password-file`` or ``$RINGKIT_ETCD_PASSWORD``
+(a password in the URL works too, but every user of ``ps`` sees it); it is never printed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import sys
 import threading
 from collections.abc import Iterator
 
-from ringkit.commands.common import shown_url
+from ringkit.commands.common import shown_url, store_url_with_password
 from ringkit.errors import BackendError
 from ringkit.lb import HAProxyController, NginxController
 from ringkit.live import Store, connect, parse_store_url
@@ -66,7 +67,7 @@ def _follow(controller: HAProxyController | NginxController, args: argparse.Name
 
 def run_haproxy(args: argparse.Namespace) -> int:
     """Keep HAProxy's ``args.backend`` in step with ``args.store``."""
-    store = _open(args.store)
+    store = _open(store_url_with_password(args.store, args.etcd_password_file))
     with contextlib.closing(store), _logging_to_stderr(not args.once):
         controller = HAProxyController(
             store,
@@ -89,7 +90,7 @@ def run_haproxy(args: argparse.Namespace) -> int:
 
 def run_nginx(args: argparse.Namespace) -> int:
     """Keep the upstream file ``args.upstream_file`` in step with ``args.store``."""
-    store = _open(args.store)
+    store = _open(store_url_with_password(args.store, args.etcd_password_file))
     with contextlib.closing(store), _logging_to_stderr(not args.once):
         controller = NginxController(
             store,

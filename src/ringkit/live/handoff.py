@@ -242,6 +242,8 @@ class Handoff:
         self._regions: dict[int, Region] = {}
         self._reported: Region = []
         self._latest: Change | None = None
+        self._settle_queued = False
+        self._settled_at: tuple[int, int] = (-1, -1)  # (settled epoch, latest epoch) last done
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-release-{name}")
         self._thread.daemon = True
@@ -279,10 +281,15 @@ class Handoff:
     def relay(self, change: Change) -> None:
         """On the dispatcher thread: report what `change` took away, then what is now owned."""
         self._latest = change
-        previous = self._regions.get(change.old.epoch)
-        if previous is None:
-            previous = self._region_of(change.old)
-        region = self._region_after(previous, change)
+        if isinstance(change.new.ring, HashRing) and self.replicas == 1:
+            # The member's own arcs: O(T) once, where a diff of the rings costs 9 ms at N = 50
+            # in every member process at every change.
+            region = self._region_of(change.new)
+        else:
+            previous = self._regions.get(change.old.epoch)
+            if previous is None:
+                previous = self._region_of(change.old)
+            region = self._region_after(previous, change)
         self._regions[change.new.epoch] = region
         lost = _intersect(self._reported, _complement(region))
         if lost:
@@ -292,10 +299,14 @@ class Handoff:
 
     def settle(self) -> None:
         """On the dispatcher thread: report the arcs that became owned since the last report."""
+        self._settle_queued = False
         change = self._latest
         if change is None or self._store.blind_s() > 0 or not self._regions:
             return
         settled = self._store.settled_epoch(self.name)
+        if (settled, change.new.epoch) == self._settled_at:
+            return  # nothing new: N members' marks each wake every member once per change
+        self._settled_at = (settled, change.new.epoch)
         held = [epoch for epoch in self._regions if epoch <= settled]
         if not held:
             return
@@ -353,7 +364,9 @@ class Handoff:
         if self._mark >= 0 and (found is None or found[1] != self._lease or found[0] < self._mark):
             self._mark = -1  # (a write of ours still under way shows a mark >= ours)
             self._wake.set()
-        self._store.dispatcher.call_soon(self.settle)
+        if not self._settle_queued:  # one look per burst of marks is enough
+            self._settle_queued = True
+            self._store.dispatcher.call_soon(self.settle)
 
     # -- releasing -------------------------------------------------------------------------------
 

@@ -420,7 +420,10 @@ class Member:
                 break
         if start is None:
             return None
-        return max(start, self._store.resumed_epoch(), self._resumed_epoch)
+        # NOTE: capped at the history read: a resume the store noted after that read (at a
+        # later epoch, one where another member may already have gained the key) is not ours.
+        resumed = min(max(self._store.resumed_epoch(), self._resumed_epoch), history[-1].epoch)
+        return max(start, resumed)
 
     # -- following -------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ringkit.commands.common import store_password_argument
 from ringkit.commands.parsers import deferred
 from ringkit.commands.parsers.names import DEFAULT_DRAIN_TIMEOUT_S, docs_page
 
@@ -62,8 +63,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "--store",
         required=True,
         metavar="URL",
-        help="etcd://[user:password@]HOST:PORT[,…]/PREFIX, etcds://… or memory://NAME",
+        help="etcd://[USER@]HOST:PORT[,…]/PREFIX, etcds://… or memory://NAME",
     )
+    store_password_argument(parser)
     parser.add_argument(
         "--weight-scale",
         type=_positive,
