@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -182,6 +183,7 @@ def test_kill_9_of_the_demo_leaves_no_etcd_and_no_worker_running() -> None:
         for pid in _children(demo.pid):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
+        workers._remove_stale_data(Path(tempfile.gettempdir()))  # the killed demo's etcd data
 
 
 @pytest.mark.server
@@ -209,3 +211,15 @@ def test_a_worker_that_cannot_start_ends_the_run_with_its_error(
     assert main(["demo", "workers", "--store", url, "--workers", "2", "--timeout-s", "50"]) == 1
     err = capsys.readouterr().err
     assert "exited with status 1: ringkit.errors.BackendError: etcd at 127.0.0.1:" in err
+
+
+def test_the_data_of_a_killed_demos_etcd_is_deleted_by_the_next(tmp_path: Path) -> None:
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for name in (f"ringkit-demo-etcd-{gone.pid}-x1", f"ringkit-demo-etcd-{os.getpid()}-x2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "member").write_text("wal")
+    (tmp_path / "ringkit-demo-etcd-notapid").mkdir()
+    workers._remove_stale_data(tmp_path)
+    left = sorted(path.name for path in tmp_path.iterdir())
+    assert left == [f"ringkit-demo-etcd-{os.getpid()}-x2", "ringkit-demo-etcd-notapid"]

@@ -67,6 +67,7 @@ _PARENT_ENV = "RINGKIT_WORKER_PARENT"  # the demo's pid: the worker dies with it
 # few enough that each joins within seconds on a loaded machine, so the deadline is kept.
 _STARTING = max(2, 2 * (os.cpu_count() or 1))
 _STOP_S = 5.0  # how long the stopped workers get, all together, to revoke their leases
+_DATA_PREFIX = "ringkit-demo-etcd-"  # then the demo's pid: whose data folder it is
 
 
 def tenant_names(count: int) -> list[str]:
@@ -311,7 +312,8 @@ def local_etcd(timeout_s: float = 20.0) -> Iterator[str]:
     if binary is None:
         raise ConfigError(ETCD_HINT)
     client, peer = _free_port(), _free_port()
-    with tempfile.TemporaryDirectory(prefix="ringkit-demo-etcd-") as data:
+    _remove_stale_data(Path(tempfile.gettempdir()))
+    with tempfile.TemporaryDirectory(prefix=f"{_DATA_PREFIX}{os.getpid()}-") as data:
         flags = {
             "--name": "demo",
             "--data-dir": data,
@@ -335,6 +337,24 @@ def local_etcd(timeout_s: float = 20.0) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def _remove_stale_data(folder: Path) -> None:
+    """Delete the data folders that etcds of demos no longer running left in `folder`.
+
+    A demo killed with SIGKILL takes its etcd with it but cannot delete the etcd's data folder;
+    the folder's name holds the demo's pid, so the next demo deletes those of dead demos.
+    """
+    for path in folder.glob(f"{_DATA_PREFIX}*-*"):
+        pid = path.name.removeprefix(_DATA_PREFIX).split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:
+            pass  # another user's demo, still running
 
 
 def _wait_healthy(port: int, process: subprocess.Popen[bytes], timeout_s: float) -> None:
