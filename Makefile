@@ -42,7 +42,7 @@ chaos: setup-dev
 
 # `make chaos-live`: the ownership checker of the live ring (tests/chaos_live/), by hand: RUNS
 # seeded runs per fault kind and handoff mode, each at most 40 s (25 s of faults plus set-up).
-LIVE_FAULTS ?= graceful,worker_stop,etcd_stop,leader_kill,bad_records
+LIVE_FAULTS ?= graceful,worker_stop,etcd_stop,leader_kill,bad_records,restore
 LIVE_MODES ?= exclusive,default
 chaos-live: setup-dev
 	PYTHONPATH=src:. $(BIN)/python -m tests.chaos_live --runs $(RUNS) --faults $(LIVE_FAULTS) \

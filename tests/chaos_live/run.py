@@ -8,7 +8,9 @@ nemesis injects one kind of fault, at seeded times, for the length of the load:
 - ``etcd_stop``: SIGSTOP of an etcd follower past the TTL, then SIGCONT (needs 3 members);
 - ``leader_kill``: SIGKILL of the etcd leader, restarted on its data after a second;
 - ``bad_records``: bad and mismatched member records and bad release marks, written and
-  deleted through the etcd API.
+  deleted through the etcd API;
+- ``restore``: every etcd member SIGKILLed and started again on an empty data dir with the same
+  flags, as a restore of the cluster (revisions start again from 1, same cluster id).
 
 The checker (checker.py) then reads every member's runs.
 """
@@ -28,10 +30,10 @@ from pathlib import Path
 import ringkit.live
 from ringkit.errors import RingkitError
 from tests.chaos_live.checker import Verdict, check, load_runs
-from tests.servers import EtcdCluster, etcd_cluster, sigstop, stop
+from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members, sigstop, stop
 
 ROOT = Path(__file__).resolve().parents[2]
-FAULTS = ("graceful", "worker_stop", "etcd_stop", "leader_kill", "bad_records")
+FAULTS = ("graceful", "worker_stop", "etcd_stop", "leader_kill", "bad_records", "restore")
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,12 +187,18 @@ def _nemesis(
             backend.delete(key)
         return "bad records written and deleted"
 
+    def restore() -> str:
+        restart_etcd_members(cluster, list(range(len(cluster.processes))), empty=True)
+        time.sleep(ttl + 1)  # the members register again, the stores raise the epoch base
+        return f"etcd restored empty ({len(cluster.processes)} members)"
+
     return {
         "graceful": graceful,
         "worker_stop": worker_stop,
         "etcd_stop": etcd_stop,
         "leader_kill": leader_kill,
         "bad_records": bad_records,
+        "restore": restore,
     }[fault]
 
 

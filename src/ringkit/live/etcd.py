@@ -12,8 +12,9 @@ from the next revision on another endpoint; nothing is lost because etcd keeps t
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ringkit.errors import BackendError, ConfigError
@@ -167,6 +168,9 @@ class EtcdBackend:
 
         self._url = url
         self._cluster_id = 0
+        self._state = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
         self._errors: tuple[type[BaseException], ...] = (pyetcd.Etcd3Exception, grpc.RpcError)
         credentials = _tls_credentials(grpc, url) if url.tls else None
         endpoints = [
@@ -228,12 +232,34 @@ class EtcdBackend:
             "check that etcd runs there and the URL's hosts and ports"
         )
 
+    @contextlib.contextmanager
+    def _open_client(self) -> Iterator[None]:
+        """Hold the client open for one call: ``close`` waits for calls under way.
+
+        gRPC crashes the process (SIGSEGV) when a stub is made on a channel that another thread
+        closed, so no call may start once closing began, and closing waits for the calls.
+        """
+        with self._state:
+            if self._closed:
+                raise BackendError(f"{self.describe()}: the client was closed")
+            self._in_flight += 1
+        try:
+            yield
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+
     def _call(self, function: Callable[[], T]) -> T:
         """Run `function`, moving to the next endpoint on failure, until the deadline.
 
         Only failures of reach (unavailable, timed out, no leader) are retried; an answer such
         as "lease not found" or "revision compacted" raises at once.
         """
+        with self._open_client():
+            return self._call_open(function)
+
+    def _call_open(self, function: Callable[[], T]) -> T:
         deadline = time.monotonic() + CALL_DEADLINE_S
         renewed = False
         tls_failures = 0
@@ -319,12 +345,13 @@ class EtcdBackend:
         )
         for renewed in (False, True):
             try:
-                response = client.kvstub.Range(
-                    request,
-                    timeout_s,
-                    credentials=client.call_credentials,
-                    metadata=client.metadata,
-                )
+                with self._open_client():
+                    response = client.kvstub.Range(
+                        request,
+                        timeout_s,
+                        credentials=client.call_credentials,
+                        metadata=client.metadata,
+                    )
                 break
             except self._errors as error:
                 if self._url.user and not renewed and _token_expired(error):
@@ -468,5 +495,9 @@ class EtcdBackend:
             client._clear_old_stubs()
 
     def close(self) -> None:
+        with self._state:
+            self._closed = True
+            # Calls under way end within their deadline; then the channels can go.
+            self._state.wait_for(lambda: self._in_flight == 0, timeout=CALL_DEADLINE_S + 1)
         with contextlib.suppress(*self._errors):  # closing a channel that already failed
             self._client.close()

@@ -286,6 +286,8 @@ class Store:
     def _start_watch(self, *, replacing: WatchHandle | None = None) -> None:
         """Watch from the next revision; calls from any earlier watch are dropped from now on."""
         with self._watch_lock:
+            if self._closed:
+                return  # closing: the client is going away (see close)
             self._generation += 1
             generation = self._generation
 
@@ -388,9 +390,13 @@ class Store:
         self._recover(reason, seen=seen)
         return True
 
-    def _recover_soon(self, reason: str) -> None:
-        """Recover on another thread (the caller holds the lock or is the etcd client's)."""
-        seen = self._recoveries
+    def _recover_soon(self, reason: str, *, seen: int | None = None) -> None:
+        """Recover on another thread (the caller holds the lock or is the etcd client's).
+
+        `seen` is the count of recoveries when the evidence was gathered (default: now): a
+        restore that another thread recovered from meanwhile is not recovered from twice.
+        """
+        seen = self._recoveries if seen is None else seen
 
         def run() -> None:
             while not self._closed:
@@ -416,7 +422,7 @@ class Store:
             if self._closed or (seen is not None and seen != self._recoveries):
                 return
             _log.warning(
-                "etcd at %s was restored or replaced (%s); raising the epoch base above %d",
+                "%s was restored or replaced (%s); raising the epoch base above %d",
                 self._backend.describe(),
                 reason,
                 self._snapshot.epoch,
@@ -447,9 +453,9 @@ class Store:
         The records are labelled with the current revision: a new epoch, later than every one
         this process has seen, holding the true state at that revision.
         """
-        seen = self._recoveries
+        seen, floor = self._recoveries, self._snapshot.revision  # what was held before the read
         revision, records = self._read()
-        if revision < self._snapshot.revision:
+        if revision < floor:
             self._recover(f"etcd is at revision {revision}, below the store's", seen=seen)
             return
         with self._lock:
@@ -501,12 +507,14 @@ class Store:
         """Read the followed keys' mod revisions from the service (for the confirmer)."""
         # NOTE: the floor is what was applied *before* the read was sent: the watch may apply
         # a later revision while the read is under way, and that is no restore.
-        floor = self._applied
+        floor, seen = self._applied, self._recoveries
         revision, found = self._backend.read_revisions(self._prefix, timeout_s=timeout_s)
         cluster = self._backend.cluster_id()
         if revision < floor or (self._cluster_id and cluster != self._cluster_id):
             # etcd was restored or replaced under this store (see live.restore).
-            self._recover_soon(f"etcd answered at revision {revision} (cluster {cluster:x})")
+            self._recover_soon(
+                f"etcd answered at revision {revision} (cluster {cluster:x})", seen=seen
+            )
             raise BackendError(
                 f"{self._backend.describe()} must be the cluster this store followed, at "
                 f"revision {floor} or later, to confirm the ring; got revision "
@@ -772,8 +780,9 @@ class Store:
             member.close()
         self._closed = True
         self._confirmer.close()
-        if self._watch is not None:
-            self._watch.cancel()
+        with self._watch_lock:  # no watch is being opened while it is cancelled
+            if self._watch is not None:
+                self._watch.cancel()
         self._backend.close()
         self._dispatcher.close()
         with self._lock:
