@@ -371,10 +371,16 @@ class Handoff:
     # -- releasing -------------------------------------------------------------------------------
 
     def start(self, lease: int) -> None:
-        """Write the first mark under `lease` (before the member's record), then follow."""
+        """Write the first mark under `lease` (before the member's record), then follow.
+
+        :raises BackendError: when the member has stopped (it gave up or closed meanwhile: a
+            heartbeat that found its lease gone must not register it again)
+        """
+        if self._stopped.is_set():
+            raise BackendError(f"member {self.name!r} has stopped; join again")
         self._lease, self._mark, self._mark_revision = lease, -1, 0
         self.write_mark(self._store.dispatcher.delivered)
-        if not self._thread.is_alive():
+        if self._thread.ident is None:  # a rejoin after a lost lease keeps the one thread
             self._thread.start()
 
     def write_mark(self, epoch: int) -> None:
