@@ -44,6 +44,8 @@ from ringkit.cluster.views.stores import (
     Following,
     ServersViewStore,
     ViewStore,
+    authority_of,
+    check_authority,
     stamp,
 )
 from ringkit.cluster.views.view import ClusterView, refuse_mismatch
@@ -124,11 +126,20 @@ class ViewTracker:
     def settle(self) -> Steps[None]:
         """Once: adopt the view the store holds, or publish the first one on empty servers.
 
-        :raises ConfigError: when the published view's configuration differs from the client's
+        :raises ConfigError: when the published view's configuration differs from the client's,
+            or the servers record another view store than the client's as the authority
         """
         if self._settled:
             return
         names = self.servers.names
+        if not isinstance(self.store, ServersViewStore):
+            # The servers record which store decides the view: a client following another
+            # one would route by views nobody publishes any more, and fail every call.
+            try:
+                recorded = yield from ServersViewStore().read(names, 0)
+            except BackendError:
+                recorded = None  # no server answered: the call fails on its own
+            check_authority(recorded, authority_of(self.store), who="the client")
         try:
             found = yield from self.store.read(names, 0)
         except BackendError:

@@ -41,6 +41,7 @@ client refused by a server reads the new view from the store, where it already i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import threading
 import time
@@ -57,8 +58,21 @@ from ringkit.cluster.rebalance.options import (
 )
 from ringkit.cluster.values.keys import route_key
 from ringkit.cluster.values.packed import PackedRecords, Record
-from ringkit.cluster.views.stores import AuthoritativeViewStore, ViewStore, read_views
-from ringkit.cluster.views.view import AuditLog, ClusterView
+from ringkit.cluster.views.stores import (
+    AuthoritativeViewStore,
+    FileViewStore,
+    ViewStore,
+    authority_of,
+    check_authority,
+    read_views,
+)
+from ringkit.cluster.views.view import (
+    SERVERS_AUTHORITY,
+    AuditLog,
+    ClusterView,
+    load_view,
+    write_view,
+)
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.fencing import FencedBackend, fence
@@ -117,6 +131,9 @@ class Rebalancer:
         self.options = options or RebalanceOptions()
         self._on_view = on_view
         self._authority = view_store if isinstance(view_store, AuthoritativeViewStore) else None
+        self._store = view_store
+        #: The authority every view this coordinator publishes records (its store's URL).
+        self.authority = authority_of(view_store)
         self._lock: Any = None
         self._epoch = view.epoch
         self._backends: dict[str, FencedBackend] = {}
@@ -155,9 +172,11 @@ class Rebalancer:
 
     def _refresh(self) -> None:
         self._urls.update(self.view.servers)
-        found = read_views({name: self.backend(name) for name in self._urls})
-        if self._authority is not None:
-            found = self._authoritative(found)
+        on_servers = read_views({name: self.backend(name) for name in self._urls})
+        found = on_servers if self._authority is None else self._authoritative(on_servers)
+        # Publishing through another store would split the cluster: the followers of the
+        # authority would be refused by every server moved past the epoch it holds.
+        check_authority(on_servers, self.authority, who="the coordinator")
         if found is not None and found.epoch > self.view.epoch:
             self.view = found
             self._urls.update(found.servers)
@@ -279,6 +298,7 @@ class Rebalancer:
             state="moving",
             change=dict(change),
             serializer=current.serializer,  # the configuration travels with every view
+            authority=self.authority,
         )
         return self._run(moving)
 
@@ -322,8 +342,90 @@ class Rebalancer:
             state="rolling_back",
             change={"rollback": str(current.epoch)},
             serializer=current.serializer,
+            authority=self.authority,
         )
         return self._run(back, outcome="rolled_back")
+
+    # -- moving the authority ------------------------------------------------------------------
+
+    def _file_path(self) -> str | None:
+        return self._store.path if isinstance(self._store, FileViewStore) else None
+
+    def import_from_servers(self) -> bool:
+        """Make this coordinator's view store the authority over the view the servers hold.
+
+        The store takes the view first (etcd under its lock, refused when it holds a newer
+        epoch; a file store's file is written), then every server is given the same view at
+        the same epoch, recording the new authority. Return False when both held it already.
+
+        :raises ConfigError: when this coordinator has no store other than the servers, or
+            the servers hold no view
+        """
+        path = self._file_path()
+        if self._authority is None and path is None:
+            raise ConfigError(
+                f"the view store to import into must be etcd://HOST:PORT/PREFIX or "
+                f"file://PATH, got {self.authority}"
+            )
+        found = read_views({name: self.backend(name) for name in self._urls})
+        if found is None:
+            raise ConfigError(
+                "the servers hold no cluster view to import; rebalance with --view-store"
+            )
+        moved = dataclasses.replace(found, authority=self.authority)
+        if self._authority is not None:
+            stored = self._authority.import_view(moved)
+        else:
+            assert path is not None
+            write_view(moved, path)
+            stored = True
+        return self._restamp(moved) or stored
+
+    def export_to_servers(self) -> bool:
+        """Give the authority over the view back to the servers (``servers://``).
+
+        The store's view, at its epoch, is given to every server recording ``servers://``,
+        and the store keeps it so recorded (its followers are refused at their first call).
+        Return False when the servers held it already.
+
+        :raises ConfigError: when this coordinator has no other store, the store holds no
+            view, or the servers hold a newer epoch than the store
+        """
+        path = self._file_path()
+        if self._authority is None and path is None:
+            raise ConfigError(
+                f"the view store to export from must be etcd://HOST:PORT/PREFIX or "
+                f"file://PATH, got {self.authority}"
+            )
+        with self._locked():
+            held = self._authority.load() if self._authority is not None else load_view(path)
+            if held is None:
+                raise ConfigError(f"{self.authority} must hold a cluster view to export, got none")
+            self._urls.update(held.servers)
+            on_servers = read_views({name: self.backend(name) for name in self._urls})
+            if on_servers is not None and on_servers.epoch > held.epoch:
+                raise ConfigError(
+                    f"the servers' view must not be newer than {self.authority}'s to export it, "
+                    f"got epoch {on_servers.epoch} on the servers, {held.epoch} in the store"
+                )
+            back = dataclasses.replace(held, authority=SERVERS_AUTHORITY)
+            if self._authority is not None:
+                self._authority.publish(back, replace=True)
+            return self._restamp(back)
+
+    def _restamp(self, view: ClusterView) -> bool:
+        """Give every server of `view` that view at its epoch; True when one held another."""
+        data = view.to_json()
+        changed = False
+        for name in sorted(view.servers):
+            backend = self.backend(name)
+            if backend.read_view() != data:
+                backend.publish(view.epoch, data, replace=True)  # never moves a server back
+                changed = True
+        self.view = view
+        if self._on_view is not None:
+            self._on_view(view)
+        return changed
 
     def _run(
         self, view: ClusterView, outcome: str = "done", *, resuming: bool = False
@@ -355,6 +457,7 @@ class Rebalancer:
             view.replicas,
             change=dict(view.change),
             serializer=view.serializer,
+            authority=self.authority,
         )
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)
