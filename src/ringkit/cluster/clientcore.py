@@ -49,11 +49,18 @@ from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.index import SWEEP_BATCH
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import ConfigError, EpochLostError, QuorumError, UnsupportedError
+from ringkit.errors import (
+    BackendError,
+    ConfigError,
+    EpochLostError,
+    QuorumError,
+    UnsupportedError,
+)
 from ringkit.placement import Placement
 
 __all__ = [
     "DEFAULT_MAX_VALUE_BYTES",
+    "ON_ERROR",
     "ClientCore",
     "QuorumError",
     "ServerOptions",
@@ -64,6 +71,8 @@ __all__ = [
 # Below memcached's default 1 MiB item limit, which also counts the key and item header.
 DEFAULT_MAX_VALUE_BYTES = 1_000_000
 _READ_MODES = ("first", "all")
+#: What ``get_many`` does about a key no replica of which answered: raise, or leave it out.
+ON_ERROR = ("raise", "miss")
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
 
@@ -443,7 +452,15 @@ class ClientCore(Generic[B]):
             return None
         return self.reader.codec.decode(stored).value
 
-    def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
+    def _get_many(
+        self, keys: Iterable[str | bytes], on_error: str = "raise"
+    ) -> Steps[dict[Any, Any]]:
+        if on_error not in ON_ERROR:
+            raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+        # "miss": a key no replica of which answered is left out like a missing one, so the
+        # healthy servers' keys are still served while a shard is down (pymemcache's
+        # ignore_exc). Never cached as a miss: the key may well be there.
+        partial = on_error == "miss"
         asked_keys = check_keys(keys)
         datas = user_keys(asked_keys)
         once = dict(zip(datas, asked_keys, strict=True))
@@ -466,8 +483,8 @@ class ClientCore(Generic[B]):
         def op(router: Router) -> Steps[Any]:
             yield from self._record(router, once)
             if self._splits is not None:
-                return (yield from self._read_splits(router, asked))
-            found = yield from self.reader.get_many(router, asked)
+                return (yield from self._read_splits(router, asked, partial=partial))
+            found = yield from self.reader.get_many(router, asked, partial=partial)
             return {data: decoded.value for data, decoded in found.items()}
 
         if asked:
@@ -476,7 +493,7 @@ class ClientCore(Generic[B]):
             if near is not None:
                 wanted = set(cached)
                 for data in asked:  # in the order asked: the last ones are the most recent
-                    if data in wanted:
+                    if data in wanted and (not partial or data in read):
                         near.fill(data, read.get(data), token)
         if given is None:  # each key asked once, the common case: one entry per key found
             return {once[data]: value for data, value in values.items() if value is not None}
@@ -484,7 +501,9 @@ class ClientCore(Generic[B]):
             key: value for data, value in values.items() if value is not None for key in given[data]
         }
 
-    def _read_splits(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Any]]:
+    def _read_splits(
+        self, router: Router, keys: list[bytes], *, partial: bool = False
+    ) -> Steps[dict[bytes, Any]]:
         """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
         splits = self._splits
         assert splits is not None
@@ -492,7 +511,9 @@ class ClientCore(Generic[B]):
         plain = {data: marker_key(data) for data in keys if data not in split}
         asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
         found = (
-            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)))) if asked else {}
+            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)), partial=partial))
+            if asked
+            else {}
         )
         read = {data: found[data].value for data in plain if data in found}
         for data, marker in plain.items():
@@ -502,7 +523,12 @@ class ClientCore(Generic[B]):
                 split[data] = suffixes
                 read.pop(data, None)
         for data, suffixes in split.items():
-            total = yield from splits.total(router, data, suffixes)
+            try:
+                total = yield from splits.total(router, data, suffixes)
+            except BackendError:
+                if not partial:
+                    raise
+                continue  # a part unreachable: no sum rather than a low one
             if total is not None:
                 read[data] = total
         return read

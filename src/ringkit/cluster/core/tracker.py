@@ -30,6 +30,7 @@ the async client run the same refresh and retry.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -63,6 +64,7 @@ MAX_VIEW_RETRIES = 5
 # The epoch of the view the first client of an empty pool publishes.
 FIRST_EPOCH = 1
 T = TypeVar("T")
+_log = logging.getLogger("ringkit.cluster")
 
 
 class ViewTracker:
@@ -113,10 +115,19 @@ class ViewTracker:
     def adopt(self, view: ClusterView) -> None:
         """Route by `view` from now on, unless the client already has a newer one."""
         with self._lock:
-            if view.epoch < self.router.view.epoch:
+            before = self.router.view.epoch
+            if view.epoch < before:
                 return
             self.servers.join(view.servers)
             self.router = Router(view, hot_keys=self._hot_keys)
+        if view.epoch > before:  # views hold no secret; the URLs are left out all the same
+            _log.info(
+                "cluster view epoch %d adopted (%s, %d servers, from epoch %d)",
+                view.epoch,
+                view.state,
+                len(view.servers),
+                before,
+            )
 
     @property
     def settled(self) -> bool:

@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -94,6 +95,7 @@ __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 #: third of the servers' time the copy does; at 2 the reads fared no better and a move took
 #: longer (docs/rebalance.md, Performance).
 SCAN_PACE = 5
+_log = logging.getLogger("ringkit.cluster")
 
 
 def _size_bytes(records: Sequence[Record]) -> int:
@@ -445,6 +447,13 @@ class Rebalancer:
             for name in (*self._sources(view, transfer), transfer.destination):
                 _ = self.backend(name).index  # raises on a server that cannot list its keys
         self._publish(view, replace=resuming)
+        _log.info(
+            "move %s to epoch %d: %s, %d transfers",
+            "resumed" if resuming else "started",
+            view.epoch,
+            ", ".join(f"{what} {name}" for what, name in sorted(view.change.items())) or view.state,
+            len(plan.transfers),
+        )
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
@@ -477,6 +486,17 @@ class Rebalancer:
             time.perf_counter() - started,
         )
         self.audit.record("done", {"epoch": final.epoch, "outcome": outcome})
+        _log.info(
+            "move finished (%s) at epoch %d: %d keys streamed, %d copied (%d bytes), "
+            "%d deleted from old owners, %.2f s",
+            outcome,
+            final.epoch,
+            report.keys_streamed,
+            report.keys_copied,
+            report.bytes_copied,
+            report.keys_deleted,
+            report.elapsed_s,
+        )
         return report
 
     # -- streaming -----------------------------------------------------------------------------
