@@ -62,7 +62,6 @@ BEFORE_THE_MOVE = (
     "ringkit.cluster.QuorumError",
     "ringkit.cluster.StaleViewError",
     "ringkit.cluster.client.ShardedClient",
-    "ringkit.cluster.client.QuorumError",
     "ringkit.cluster.adapters.PlacementHasher",
     "ringkit.web.app.create_app",
 )

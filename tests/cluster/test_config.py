@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ringkit import HashRing
-from ringkit.cluster import PICKLE, Serializer, ServerURL, ShardedClient, parse_url
+from ringkit.cluster import (
+    PICKLE,
+    ClientOptions,
+    Serializer,
+    ServerURL,
+    ShardedClient,
+    parse_url,
+)
 from ringkit.cluster.values.codec import JSON, Codec
 from ringkit.errors import ConfigError, UnknownNodeError
 from tests.cluster.helpers import memory_urls
@@ -124,8 +132,8 @@ def test_server_map_must_match_the_placement() -> None:
         ({"replicas": 0}, "replicas must be an int >= 1, got 0"),
         ({"replicas": 2, "write_quorum": 3}, "write_quorum must be <= replicas \\(2\\), got 3"),
         ({"read": "any"}, "read must be one of first, all, got 'any'"),
-        ({"timeout_s": 0}, "timeout_s must be > 0, got 0"),
-        ({"dead_timeout_s": -1}, "dead_timeout_s must be >= 0, got -1"),
+        ({"timeout_s": 0}, "timeout_s must be a number > 0, got 0"),
+        ({"dead_timeout_s": -1}, "dead_timeout_s must be a number >= 0, got -1"),
         ({"max_value_bytes": 0}, "max_value_bytes must be an int >= 1, got 0"),
     ],
 )
@@ -133,6 +141,45 @@ def test_bad_options_are_refused(options: dict[str, object], message: str) -> No
     urls = memory_urls()
     with pytest.raises(ConfigError, match=message):
         ShardedClient(HashRing(list(urls)), urls, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        # A value of the wrong type and a value out of range are one mistake, "this value
+        # cannot be used": each fails as a ConfigError naming it, never as a bare TypeError
+        # from a comparison deep inside, and True is no count or duration.
+        ("replicas", "2", "replicas must be an int >= 1, got '2'"),
+        ("replicas", True, "replicas must be an int >= 1, got True"),
+        ("write_quorum", 1.0, "write_quorum must be an int >= 1, got 1.0"),
+        ("max_connections", None, "max_connections must be an int >= 1, got None"),
+        ("max_hints", "10", "max_hints must be an int >= 0, got '10'"),
+        ("timeout_s", "1", "timeout_s must be a number > 0, got '1'"),
+        ("timeout_s", float("nan"), "timeout_s must be a number > 0, got nan"),
+        ("connect_timeout_s", float("inf"), "connect_timeout_s must be a number > 0 or None"),
+        ("dead_timeout_s", None, "dead_timeout_s must be a number >= 0, got None"),
+        ("read_repair", 1, "read_repair must be True or False, got 1"),
+        ("read", None, "read must be one of first, all, got None"),
+        ("hooks", [print, "log"], "each of hooks must be callable, got 'log'"),
+        ("hot_keys", 10, "hot_keys must be a HotKeys or None, got 10"),
+    ],
+)
+def test_one_mistake_in_an_option_is_one_config_error_naming_the_value(
+    option: str, value: object, message: str
+) -> None:
+    urls = memory_urls()
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ShardedClient(HashRing(list(urls)), urls, **{option: value})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        ClientOptions(**{option: value})  # type: ignore[arg-type]
+
+
+def test_the_client_keeps_its_validated_options() -> None:
+    urls = memory_urls()
+    hooks = [print]
+    with ShardedClient(HashRing(list(urls)), urls, replicas=2, hooks=hooks) as client:
+        assert client.options == ClientOptions(replicas=2, hooks=(print,))
+        assert client.options.hooks == (print,)  # a tuple: the options are frozen
 
 
 def test_counters_are_refused_in_reconcile_mode() -> None:

@@ -168,12 +168,23 @@ def test_item_13_incr_on_a_negative_number_is_refused_on_every_backend(
     assert client.down_servers == []
 
 
+@pytest.mark.parametrize("delta", ["2", 2.0, True, None])
+def test_a_delta_that_is_no_int_is_the_same_config_error_as_one_out_of_range(delta: object) -> None:
+    # One mistake, one exception: a delta of the wrong type used to be a TypeError while a
+    # delta out of range was a ConfigError.
+    urls = memory_urls()
+    with ShardedClient(HashRing(list(urls)), urls) as client:
+        for call in (client.incr, client.decr):
+            with pytest.raises(ConfigError, match=f"delta must be an int in .*, got {delta!r}"):
+                call("n", delta)  # type: ignore[arg-type]
+
+
 def test_item_13_counters_past_the_top_and_huge_deltas(
     make_client: Callable[..., Any], backend: str
 ) -> None:
     client = make_client()
     for delta in (2**63, -(2**63), 2**64):
-        with pytest.raises(ConfigError, match="delta must be in"):
+        with pytest.raises(ConfigError, match="delta must be an int in"):
             client.incr("n", delta)
     client.set("top", 2**63 - 1)
     if backend == "redis":  # Redis counts in a signed 64-bit integer and refuses to overflow

@@ -16,9 +16,10 @@ to its servers, given as ``{node name: URL}`` with URLs ``redis://[:password@]ho
 from __future__ import annotations
 
 from ringkit.cluster.aio import AsyncShardedClient
-from ringkit.cluster.client import DEFAULT_MAX_VALUE_BYTES, ShardedClient
+from ringkit.cluster.client import ShardedClient
 from ringkit.cluster.core.health import OpEvent, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys, SpaceSaving, SplitStats
+from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, ClientOptions
 from ringkit.cluster.rebalance.coordination import register_coordinator
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer, RebalanceReport
 from ringkit.cluster.remedies.nearcache import NearCache, NearCacheStats
@@ -47,6 +48,7 @@ __all__ = [
     "PICKLE",
     "AsyncShardedClient",
     "Backend",
+    "ClientOptions",
     "ClusterView",
     "EpochLostError",
     "EtcdViewStore",

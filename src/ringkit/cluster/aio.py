@@ -28,14 +28,14 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import TAKE_STEPS, ClientCore, ServerOptions, check_delta
-from ringkit.cluster.drivers.steps import Steps, call_async, run_async
+from ringkit.cluster.clientcore import ClientCore, check_delta
+from ringkit.cluster.drivers.steps import Steps, run_async
+from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.aio_backends import open_async_backend
 from ringkit.cluster.wire.fencing import AsyncFencedBackend, fence_async, routed_epoch
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import EpochLostError, StaleViewError
 
 __all__ = ["AsyncShardedClient"]
 
@@ -61,16 +61,6 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
 
     async def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it."""
-        direct = self._direct_read(key)
-        if direct is not None:
-            call, server = direct
-            try:
-                value = self._direct_value(call, await call_async(call, server))
-            except (StaleViewError, EpochLostError):
-                pass  # a newer view, or a server that lost it: the steps refresh and retry
-            else:
-                if value is not TAKE_STEPS:
-                    return value
         return await self._run(self._get(key))
 
     async def get_many(

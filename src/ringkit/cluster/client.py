@@ -35,23 +35,17 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import (
-    DEFAULT_MAX_VALUE_BYTES,
-    TAKE_STEPS,
-    ClientCore,
-    ServerOptions,
-    check_delta,
-)
+from ringkit.cluster.clientcore import ClientCore, check_delta
 from ringkit.cluster.drivers.fanout import FanOut
-from ringkit.cluster.drivers.steps import Steps, call_sync, run_sync
+from ringkit.cluster.drivers.steps import Steps, run_sync
+from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import EpochLostError, QuorumError, StaleViewError
 
-__all__ = ["DEFAULT_MAX_VALUE_BYTES", "QuorumError", "ShardedClient"]
+__all__ = ["ShardedClient"]
 
 T = TypeVar("T")
 
@@ -95,16 +89,6 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
-        direct = self._direct_read(key)
-        if direct is not None:
-            call, server = direct
-            try:
-                value = self._direct_value(call, call_sync(call, server))
-            except (StaleViewError, EpochLostError):
-                pass  # a newer view, or a server that lost it: the steps refresh and retry
-            else:
-                if value is not TAKE_STEPS:
-                    return value
         return self._run(self._get(key))
 
     def get_many(self, keys: Iterable[str | bytes], *, on_error: str = "raise") -> dict[Any, Any]:

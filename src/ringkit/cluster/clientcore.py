@@ -19,17 +19,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from ringkit.cluster.checks import int_in_range, one_of, positive_seconds
 from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys
 from ringkit.cluster.core.reader import Reader
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.servers import Fenced, Server, ServerSet, check_server_map
 from ringkit.cluster.core.tracker import ViewTracker
-from ringkit.cluster.core.writer import Writer, check_ttl
+from ringkit.cluster.core.writer import Writer
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
+from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOptions, ServerOptions
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.remedies.nearcache import NearCache
@@ -53,38 +54,17 @@ from ringkit.errors import (
     BackendError,
     ConfigError,
     EpochLostError,
-    QuorumError,
+    StaleViewError,
     UnsupportedError,
 )
 from ringkit.placement import Placement
 
-__all__ = [
-    "DEFAULT_MAX_VALUE_BYTES",
-    "ON_ERROR",
-    "ClientCore",
-    "QuorumError",
-    "ServerOptions",
-    "check_delta",
-    "check_ttl",
-]
+__all__ = ["ON_ERROR", "ClientCore", "check_delta", "check_keys"]
 
-# Below memcached's default 1 MiB item limit, which also counts the key and item header.
-DEFAULT_MAX_VALUE_BYTES = 1_000_000
-_READ_MODES = ("first", "all")
 #: What ``get_many`` does about a key no replica of which answered: raise, or leave it out.
 ON_ERROR = ("raise", "miss")
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
-
-
-def check_positive_int(label: str, value: object) -> int:
-    """Return `value` if it is an int >= 1.
-
-    :raises ConfigError: naming `label` and the value otherwise
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
-    return value
 
 
 # The largest step every backend counts by: Redis's INCRBY takes a signed 64-bit delta.
@@ -94,16 +74,9 @@ _MAX_DELTA = 2**63 - 1
 def check_delta(delta: object) -> int:
     """Return `delta` if it is an int (not a bool) in [-(2**63 - 1), 2**63 - 1].
 
-    :raises TypeError: when it is not an int
-    :raises ConfigError: when it is out of that range
+    :raises ConfigError: otherwise, naming the value
     """
-    if isinstance(delta, bool) or not isinstance(delta, int):
-        raise TypeError(f"delta must be int, got {type(delta).__name__}")
-    if not -_MAX_DELTA <= delta <= _MAX_DELTA:
-        raise ConfigError(
-            f"delta must be in [-(2**63 - 1), 2**63 - 1] (Redis's INCRBY range), got {delta}"
-        )
-    return delta
+    return int_in_range("delta", delta, -_MAX_DELTA, _MAX_DELTA, "Redis's INCRBY range")
 
 
 def check_keys(keys: object) -> list[str | bytes]:
@@ -120,51 +93,6 @@ def check_keys(keys: object) -> list[str | bytes]:
     if not isinstance(keys, Iterable):
         raise TypeError(f"keys must be an iterable of keys, got {type(keys).__name__}")
     return list(keys)
-
-
-# What _direct_value answers when the read must take the steps after all.
-TAKE_STEPS: Any = object()
-
-# Why a raw client refuses what needs versions (issue 14, part 6); named in each refusal.
-_RAW_WHY = "raw values carry no version to reconcile copies by; use serializer='json'"
-
-
-def _raw_codec(replicas: int, read: str, hot_keys: HotKeys | None) -> ValueCodec:
-    """Return the raw codec once the options that need versions are known to be off.
-
-    :raises ConfigError: naming the option and why
-    """
-    if replicas > 1:
-        raise ConfigError(f"replicas must be 1 with serializer='raw', got {replicas}; {_RAW_WHY}")
-    if read != "first":
-        raise ConfigError(f"read must be 'first' with serializer='raw', got {read!r}; {_RAW_WHY}")
-    if hot_keys is not None:
-        raise ConfigError(
-            f"hot_keys must be None with serializer='raw', got {hot_keys!r}; "
-            f"hot-key copies could serve stale values: {_RAW_WHY}"
-        )
-    return RawCodec()
-
-
-@dataclass(frozen=True, slots=True)
-class ServerOptions:
-    """How a client opens its servers; a server that joins through a new view opens alike."""
-
-    timeout_s: float
-    connect_timeout_s: float | None
-    max_connections: int
-    hooks: tuple[Hook, ...]
-    dead_timeout_s: float
-    max_hints: int
-
-    @property
-    def connection(self) -> dict[str, Any]:
-        """The keyword options of ``open_backend`` / ``open_async_backend``."""
-        return {
-            "timeout_s": self.timeout_s,
-            "connect_timeout_s": self.connect_timeout_s,
-            "max_connections": self.max_connections,
-        }
 
 
 class ClientCore(Generic[B]):
@@ -218,25 +146,26 @@ class ClientCore(Generic[B]):
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
     ) -> None:
-        if near_cache is not None and not isinstance(near_cache, NearCache):
-            raise ConfigError(f"near_cache must be a NearCache or None, got {near_cache!r}")
-        if hot_keys is not None and not isinstance(hot_keys, HotKeys):
-            raise ConfigError(f"hot_keys must be a HotKeys or None, got {hot_keys!r}")
-        self._near = near_cache
-        self._replicas = check_positive_int("replicas", replicas)
-        self._quorum = check_positive_int("write_quorum", write_quorum)
-        if write_quorum > replicas:
-            raise ConfigError(f"write_quorum must be <= replicas ({replicas}), got {write_quorum}")
-        if read not in _READ_MODES:
-            raise ConfigError(f"read must be one of {', '.join(_READ_MODES)}, got {read!r}")
-        for label, value in (("timeout_s", timeout_s), ("connect_timeout_s", connect_timeout_s)):
-            if value is not None and not value > 0:
-                raise ConfigError(f"{label} must be > 0, got {value!r}")
-        check_positive_int("max_value_bytes", max_value_bytes)
-        check_positive_int("max_connections", max_connections)
-        self._server_options = ServerOptions(
-            timeout_s, connect_timeout_s, max_connections, tuple(hooks), dead_timeout_s, max_hints
+        self.options = options = ClientOptions(
+            replicas=replicas,
+            write_quorum=write_quorum,
+            read=read,
+            read_repair=read_repair,
+            serializer=serializer,
+            timeout_s=timeout_s,
+            connect_timeout_s=connect_timeout_s,
+            dead_timeout_s=dead_timeout_s,
+            max_hints=max_hints,
+            max_value_bytes=max_value_bytes,
+            max_connections=max_connections,
+            hot_keys=hot_keys,
+            hooks=hooks,
+            view_store=view_store,
+            credentials=credentials,
+            near_cache=near_cache,
         )
+        self._near = near_cache
+        self._server_options = options.server_options
         urls = check_server_map(placement, servers)
         self._credentials = Credentials(credentials)
         self._credentials.check_known(urls)
@@ -245,10 +174,8 @@ class ClientCore(Generic[B]):
         self._index_keys = True
         self._hot = hot_keys
         self._servers: ServerSet[B] = ServerSet(self._open)
-        self._raw = serializer == RAW
-        codec: ValueCodec = (
-            _raw_codec(replicas, read, hot_keys) if self._raw else Codec(get_serializer(serializer))
-        )
+        self._raw = options.raw
+        codec: ValueCodec = RawCodec() if self._raw else Codec(get_serializer(serializer))
         # The client's configuration, as a view: the first client of empty servers publishes it
         # (epoch 1); later clients must match the one published (ringkit.cluster.core.tracker).
         named = RAW if self._raw else get_serializer(serializer).name
@@ -380,9 +307,12 @@ class ClientCore(Generic[B]):
     def _get(self, key: str | bytes) -> Steps[Any]:
         data = user_key(key)
         near = self._near
-        if near is None or not self._near_for((data,)):
-            return self._get_stored(data)  # no extra generator frame on the default path
-        return self._get_near(near, data)
+        if near is not None and self._near_for((data,)):
+            return self._get_near(near, data)
+        call = self._single_call(data)
+        if call is None:
+            return self._get_stored(data)
+        return self._get_single(call, data)
 
     def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
         """Answer `data` from the near-cache, or read it and fill the cache."""
@@ -411,20 +341,16 @@ class ClientCore(Generic[B]):
 
         return (yield from self._fenced(op))
 
-    def _direct_read(self, key: str | bytes) -> tuple[Call, Server[B]] | None:
-        """Return the one call a read of `key` makes, when the steps could make no other.
+    def _single_call(self, data: bytes) -> Call | None:
+        """Return the one call a read of `data` makes, when the steps could make no other.
 
         With one replica, ``read="first"``, a settled stable view, no hot keys, no near-cache,
-        no periodic view check and the replica up, ``_get`` asks that replica once (fenced by
-        the view's epoch) and decodes the answer: the client makes that call itself and hands
-        the answer to :meth:`_direct_value`, without the steps' generators (2.42x -> 2.06x a
-        bare pymemcache read on memcached; benchmarks/bench_fanout.py). None: take the steps.
-        A refusal by a newer view, or a failure, takes the steps after the call (they refresh,
-        or name the cause).
-
-        :raises TypeError, ConfigError: when `key` is not a valid key
+        no periodic view check and the replica up, a read asks that replica once (fenced by the
+        view's epoch) and decodes the answer: :meth:`_get_single` yields that call alone,
+        without the fenced retry's, the reader's and the server set's generators around it
+        (which cost 2.42x -> 2.06x a bare pymemcache read on memcached;
+        benchmarks/bench_fanout.py). None: take the whole read.
         """
-        data = user_key(key)
         router = self._tracker.router
         if (
             router.replicas != 1
@@ -437,17 +363,24 @@ class ClientCore(Generic[B]):
         ):
             return None
         name = router.placement.node_for(route_key(data))
-        server = self._servers.server(name)
-        if not server.health.up:
+        if not self._servers.server(name).health.up:
             return None
-        return Call(name, "get_many", ((data,),), router.view.epoch, "get"), server
+        return Call(name, "get_many", ((data,),), router.view.epoch, "get")
 
-    def _direct_value(self, call: Call, found: Any) -> Any:
-        """Return the value `found` by `call` (a :meth:`_direct_read`), as ``_get`` would."""
-        if isinstance(found, Failed):  # marked down already: the steps fall back or name it
+    def _get_single(self, call: Call, data: bytes) -> Steps[Any]:
+        """Read `data` with `call` alone; a refusal or a failure takes the whole read after it.
+
+        A newer view (or a server that lost it) makes the whole read refresh and retry; a
+        failed server, already marked down, makes it fall back or name the cause.
+        """
+        try:
+            [found] = yield (call,)
+        except (StaleViewError, EpochLostError):
+            return (yield from self._get_stored(data))
+        if isinstance(found, Failed):
             self._servers.server(call.server).stats.bump("failovers")
-            return TAKE_STEPS
-        stored = found.get(call.args[0][0])
+            return (yield from self._get_stored(data))
+        stored = found.get(data)
         if stored is None or is_copy_tombstone(stored):  # an invalidated hot-key copy: a miss
             return None
         return self.reader.codec.decode(stored).value
@@ -455,8 +388,7 @@ class ClientCore(Generic[B]):
     def _get_many(
         self, keys: Iterable[str | bytes], on_error: str = "raise"
     ) -> Steps[dict[Any, Any]]:
-        if on_error not in ON_ERROR:
-            raise ConfigError(f"on_error must be one of {', '.join(ON_ERROR)}, got {on_error!r}")
+        one_of("on_error", on_error, ON_ERROR)
         # "miss": a key no replica of which answered is left out like a missing one, so the
         # healthy servers' keys are still served while a shard is down (pymemcache's
         # ignore_exc). Never cached as a miss: the key may well be there.
@@ -641,8 +573,7 @@ class ClientCore(Generic[B]):
         return answer
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
-        if self.writer.check_ttl(ttl_s) is None:
-            raise ConfigError("ttl_s must be a number > 0, got None")
+        self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
         data = user_key(key)
         return any((yield from self._each(data, "touch", (data, ttl_s))))
 
@@ -686,7 +617,7 @@ class ClientCore(Generic[B]):
         if self._raw:
             raise UnsupportedError(
                 f"{change}_server cannot move keys safely with serializer='raw': a moved copy "
-                f"could overwrite a newer write ({_RAW_WHY}); change the servers offline"
+                f"could overwrite a newer write ({RAW_WHY}); change the servers offline"
             )
 
     def _change(
@@ -717,7 +648,8 @@ class ClientCore(Generic[B]):
         urls = {name: server.url.redacted() for name, server in self._servers.items()}
         return (
             f"{type(self).__name__}({type(self.placement).__name__} of {len(urls)} nodes, "
-            f"servers={urls}, replicas={self._replicas}, write_quorum={self._quorum})"
+            f"servers={urls}, replicas={self.options.replicas}, "
+            f"write_quorum={self.options.write_quorum})"
         )
 
 

@@ -97,7 +97,7 @@ def test_delete_many_refuses_bad_keys_before_deleting_anything(
 
 def test_fan_out_refuses_a_bad_thread_count() -> None:
     for bad in (0, -1, True, 2.5, "4"):
-        with pytest.raises(ValueError, match=f"max_threads must be an int >= 1, got {bad!r}"):
+        with pytest.raises(ConfigError, match=f"max_threads must be an int >= 1, got {bad!r}"):
             FanOut(max_threads=bad)  # type: ignore[arg-type]
 
 

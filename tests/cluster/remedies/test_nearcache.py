@@ -41,7 +41,10 @@ from tests.servers import memcached_server, redis_server
         ({"max_items": 10, "ttl_s": "1"}, "ttl_s must be a number > 0, got '1'"),
         ({"max_items": 10, "ttl_s": math.nan}, "ttl_s must be a number > 0, got nan"),
         ({"max_items": 10, "ttl_s": math.inf}, "ttl_s must be a number > 0, got inf"),
-        ({"max_items": 10, "ttl_s": 1, "hot_only": "yes"}, "hot_only must be a bool, got 'yes'"),
+        (
+            {"max_items": 10, "ttl_s": 1, "hot_only": "yes"},
+            "hot_only must be True or False, got 'yes'",
+        ),
     ],
 )
 def test_bad_near_cache_options_are_named(options: dict[str, Any], message: str) -> None:

@@ -39,6 +39,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from ringkit.cluster.checks import int_in_range, one_of, positive_int
 from ringkit.cluster.values.keys import key_bytes
 from ringkit.errors import ConfigError
 
@@ -82,9 +83,7 @@ class SpaceSaving(Generic[K]):
     """
 
     def __init__(self, capacity: int) -> None:
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
-            raise ConfigError(f"capacity must be an int >= 1, got {capacity!r}")
-        self.capacity = capacity
+        self.capacity = positive_int("capacity", capacity)
         self.total = 0
         self._counts: dict[K, int] = {}
         self._errors: dict[K, int] = {}
@@ -166,16 +165,11 @@ class HotKeys:
         parts: int = 8,
     ) -> None:
         for label, value in (("top", top), ("spread", spread), ("refresh_every", refresh_every)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
-        if capacity < top:
+            positive_int(label, value)
+        if positive_int("capacity", capacity) < top:
             raise ConfigError(f"capacity must be >= top ({top}), got {capacity!r}")
-        if remedy not in REMEDIES:
-            raise ConfigError(f"remedy must be one of {', '.join(REMEDIES)}, got {remedy!r}")
-        if isinstance(parts, bool) or not isinstance(parts, int) or not 2 <= parts <= 256:
-            raise ConfigError(f"parts must be an int in [2, 256], got {parts!r}")
-        self.remedy = remedy
-        self.parts = parts
+        self.remedy = one_of("remedy", remedy, REMEDIES)
+        self.parts = int_in_range("parts", parts, 2, 256)
         self._forced: set[bytes] = set()
         self._split_stats = SplitStats()
         self.spread = spread

@@ -23,11 +23,11 @@ calls are sans-I/O generators (:mod:`ringkit.cluster.drivers.steps`) driven by b
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping, Set
 from typing import Any, cast
 
+from ringkit.cluster.checks import positive_seconds_or_none
 from ringkit.cluster.core.hotcopies import HotCopies, spread_of
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.servers import ServerSet
@@ -58,14 +58,7 @@ def check_ttl(ttl_s: float | None) -> float | None:
 
     :raises ConfigError: otherwise, naming the value
     """
-    if ttl_s is not None and not (
-        isinstance(ttl_s, (int, float))
-        and not isinstance(ttl_s, bool)
-        and math.isfinite(ttl_s)
-        and ttl_s > 0
-    ):
-        raise ConfigError(f"ttl_s must be a number > 0 or None, got {ttl_s!r}")
-    return ttl_s
+    return positive_seconds_or_none("ttl_s", ttl_s)
 
 
 class Writer:

@@ -27,6 +27,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ringkit.cluster.checks import positive_int
+
 __all__ = ["FanOut"]
 
 # The name every fan-out thread starts with (seen in thread dumps and py-spy).
@@ -40,9 +42,7 @@ class FanOut:
     """
 
     def __init__(self, *, max_threads: int) -> None:
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise ValueError(f"max_threads must be an int >= 1, got {max_threads!r}")
-        self.max_threads = max_threads
+        self.max_threads = positive_int("max_threads", max_threads)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pid = os.getpid()

@@ -32,7 +32,6 @@ the client's :class:`~ringkit.cluster.core.hotkeys.HotKeys` sketch finds hot.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections import OrderedDict
@@ -40,8 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ringkit.cluster.checks import is_flag, positive_int, positive_seconds
 from ringkit.cluster.values.keys import key_bytes
-from ringkit.errors import ConfigError
 
 __all__ = ["NearCache", "NearCacheStats"]
 
@@ -58,16 +57,6 @@ class NearCacheStats:
     size: int
 
 
-def _check_positive(label: str, value: object) -> None:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigError(f"{label} must be a number > 0, got {value!r}")
-
-
 class NearCache:
     """A size- and TTL-bounded LRU map of key to value read, local to one client.
 
@@ -80,14 +69,9 @@ class NearCache:
     """
 
     def __init__(self, *, max_items: int, ttl_s: float, hot_only: bool = False) -> None:
-        if isinstance(max_items, bool) or not isinstance(max_items, int) or max_items < 1:
-            raise ConfigError(f"max_items must be an int >= 1, got {max_items!r}")
-        _check_positive("ttl_s", ttl_s)
-        if not isinstance(hot_only, bool):
-            raise ConfigError(f"hot_only must be a bool, got {hot_only!r}")
-        self.max_items = max_items
-        self.ttl_s = float(ttl_s)
-        self.hot_only = hot_only
+        self.max_items = positive_int("max_items", max_items)
+        self.ttl_s = float(positive_seconds("ttl_s", ttl_s))
+        self.hot_only = is_flag("hot_only", hot_only)
         # key -> (deadline on the monotonic clock, value); most recently used last.
         self._entries: OrderedDict[bytes, tuple[float, Any]] = OrderedDict()
         self._pinned: set[bytes] = set()
