@@ -52,7 +52,6 @@ from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
     BackendError,
-    ConfigError,
     EpochLostError,
     StaleViewError,
     UnsupportedError,
