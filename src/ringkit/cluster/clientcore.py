@@ -34,7 +34,12 @@ from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOpti
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.remedies.nearcache import NearCache
-from ringkit.cluster.remedies.splits import SplitCounters, marker_key, suffixes_of
+from ringkit.cluster.remedies.splits import (
+    MARKER_GRACE_S,
+    SplitCounters,
+    marker_key,
+    suffixes_of,
+)
 from ringkit.cluster.values.codec import (
     RAW,
     Codec,
@@ -574,7 +579,17 @@ class ClientCore(Generic[B]):
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
         self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
         data = user_key(key)
-        return any((yield from self._each(data, "touch", (data, ttl_s))))
+        touched = any((yield from self._each(data, "touch", (data, ttl_s))))
+        splits = self._splits
+        if touched and splits is not None:
+            # A split counter's marker and parts live as long as the key (set when it split).
+            suffixes = yield from self._fenced(lambda router: splits.parts_of(router, data))
+            if suffixes:
+                marker, *parts = splits.all_keys(data, suffixes)[:-1]
+                for part in parts:
+                    yield from self._each(part, "touch", (part, ttl_s))
+                yield from self._each(marker, "touch", (marker, ttl_s + MARKER_GRACE_S))
+        return touched
 
     def _check_health(self) -> Steps[list[str]]:
         for name in self._servers.names:

@@ -37,6 +37,7 @@ from ringkit.cluster.wire.backends import (
     require_redis,
     server_failed,
     too_large,
+    ttl_of_meta,
 )
 from ringkit.cluster.wire.memory import MemoryBackend, _not_integer
 from ringkit.cluster.wire.urls import ServerURL
@@ -372,6 +373,10 @@ class AsyncMemcachedBackend:
     async def touch(self, key: bytes, ttl_s: float) -> bool:
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return await self._one(b"touch %s %d\r\n" % (key, expire)) == b"TOUCHED"
+
+    async def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left (``mg KEY t``), as the sync backend does."""
+        return ttl_of_meta(await self._one(b"mg %s t\r\n" % key))
 
     async def ping(self) -> None:
         await self._one(b"version\r\n")

@@ -255,6 +255,24 @@ class RedisBackend:
         self._client.close()
 
 
+def ttl_of_pttl(pttl: object) -> float | None:
+    """Return the seconds a Redis ``PTTL`` reply leaves (-1 no expiry, -2 missing: None)."""
+    left = int(str(pttl))
+    return None if left < 0 else max(left, 1) / 1000
+
+
+def ttl_of_meta(line: bytes) -> float | None:
+    """Return the seconds memcached's ``mg KEY t`` reply leaves (``HD t59``; -1, or a miss: None).
+
+    memcached counts whole seconds, so up to a second is lost here.
+    """
+    flags = line.split()
+    if not flags or flags[0] not in (b"HD", b"VA"):
+        return None  # EN: missing
+    left = next((int(flag[1:]) for flag in flags[1:] if flag.startswith(b"t")), -1)
+    return None if left < 0 else float(max(left, 1))
+
+
 def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
     return None if ttl_s is None else redis_px(ttl_s, time.time(), str(url))
 
@@ -432,6 +450,10 @@ class MemcachedBackend:
     def touch(self, key: bytes, ttl_s: float) -> bool:
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return bool(self._call(lambda client: client.touch(key, expire, noreply=False)))
+
+    def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left (the meta get's ``t`` flag, memcached >= 1.6)."""
+        return ttl_of_meta(self._call(lambda client: client.raw_command(b"mg " + key + b" t")))
 
     def ping(self) -> None:
         self._call(lambda client: client.version())

@@ -137,6 +137,10 @@ Hinted = tuple[int, int]
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
+# Calls that change nothing: a server that lost its epoch still answers them (it misses).
+_READS = frozenset({"get_many", "ttl_left"})
+
+
 class routed_by:  # used as a function: ``with routed_by(epoch):``
     """Send the backend calls made inside the block with `epoch` (this thread or task only).
 
@@ -256,7 +260,7 @@ class FencedBackend(_Fenced):
     def serve(self, op: str, *args: Any) -> Any:
         """Run backend call `op(*args)` fenced by the routed epoch (check, then act, locked)."""
         with self._lock:
-            self._check(self.epoch_of(), write=op != "get_many")
+            self._check(self.epoch_of(), write=op not in _READS)
             return getattr(self.inner, op)(*args)
 
     def _check(self, sent: int, *, write: bool) -> None:
@@ -301,6 +305,11 @@ class FencedBackend(_Fenced):
 
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self.serve("touch", key, ttl_s))
+
+    def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left; None when it has no expiry or is missing."""
+        left: float | None = self.serve("ttl_left", key)
+        return left
 
     def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
         """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only).
@@ -678,7 +687,7 @@ class AsyncFencedBackend(_Fenced):
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
-        self._gate.check(sent, self.url, write=op != "get_many")
+        self._gate.check(sent, self.url, write=op not in _READS)
         return await getattr(self.inner, op)(*args)
 
     async def _run(self, script: Script) -> Any:
