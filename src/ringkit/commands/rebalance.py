@@ -37,6 +37,7 @@ from ringkit.cluster.rebalance.coordinator import (
     RebalanceReport,
     read_views,
 )
+from ringkit.cluster.rebalance.options import DEFAULT_PAGE_BYTES
 from ringkit.cluster.views.stores import (
     AuthoritativeViewStore,
     FileViewStore,
@@ -119,6 +120,13 @@ def register(subparsers: Any) -> None:
     add("--keys-per-s", type=float, default=None, help="throttle: keys moved per second")
     add("--max-streams", type=positive_int, default=2, help="streams per source (default: 2)")
     add("--batch", type=positive_int, default=500, help="keys per range read (default: 500)")
+    add(
+        "--page-bytes",
+        type=positive_int,
+        default=DEFAULT_PAGE_BYTES,
+        help=f"bytes of keys and values per copied page; a larger value moves alone "
+        f"(default: {DEFAULT_PAGE_BYTES})",
+    )
     add("--no-scan", action="store_true", help="skip the SCAN for keys written without ringkit")
     add("--audit", help="append every view and plan to this JSON-lines file")
     add("--write-view", help="write the final view to this file")
@@ -253,6 +261,7 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
     bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
         batch=args.batch,
+        page_bytes=args.page_bytes,
         keys_per_s=args.keys_per_s,
         max_streams_per_source=args.max_streams,
         scan=not args.no_scan,

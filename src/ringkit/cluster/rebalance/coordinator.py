@@ -636,7 +636,7 @@ class Rebalancer:
         for name in sources:
             index = self.backend(name).index
             with limits[name]:
-                for records in index.dump_arc(start, end, space, batch):
+                for records in index.dump_arc(start, end, space, batch, self.options.page_bytes):
                     copied = target.restore(records, replace_unversioned=rollback)
                     size = _size_bytes(records)
                     tally.add(len(records), copied, size)
