@@ -376,7 +376,8 @@ class AsyncMemcachedBackend:
 
     async def ttl_left(self, key: bytes) -> float | None:
         """Return the seconds `key` has left (``mg KEY t``), as the sync backend does."""
-        return ttl_of_meta(await self._one(b"mg %s t\r\n" % key))
+        [line] = await self._exchange(b"mg %s t\r\n" % key, 1)
+        return None if line == b"ERROR" else ttl_of_meta(self._check(line, self.url))
 
     async def ping(self) -> None:
         await self._one(b"version\r\n")

@@ -264,7 +264,11 @@ def ttl_of_pttl(pttl: object) -> float | None:
 def ttl_of_meta(line: bytes) -> float | None:
     """Return the seconds memcached's ``mg KEY t`` reply leaves (``HD t59``; -1, or a miss: None).
 
-    memcached counts whole seconds, so up to a second is lost here.
+    memcached counts whole seconds, so up to a second is lost here. A memcached older than 1.6
+    answers ``ERROR`` (no meta commands): no TTL known either.
+
+    >>> ttl_of_meta(b"HD t59"), ttl_of_meta(b"HD t-1"), ttl_of_meta(b"EN"), ttl_of_meta(b"ERROR")
+    (59.0, None, None, None)
     """
     flags = line.split()
     if not flags or flags[0] not in (b"HD", b"VA"):
@@ -301,6 +305,7 @@ class MemcachedBackend:
                 MemcacheClientError,
                 MemcacheError,
                 MemcacheServerError,
+                MemcacheUnknownCommandError,
             )
         except ImportError:
             raise ConfigError(
@@ -309,6 +314,7 @@ class MemcachedBackend:
         self.url = url
         self._client_error = MemcacheClientError
         self._server_error = MemcacheServerError
+        self._unknown_command = MemcacheUnknownCommandError
         self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
 
         def connect() -> Any:
@@ -452,8 +458,20 @@ class MemcachedBackend:
         return bool(self._call(lambda client: client.touch(key, expire, noreply=False)))
 
     def ttl_left(self, key: bytes) -> float | None:
-        """Return the seconds `key` has left (the meta get's ``t`` flag, memcached >= 1.6)."""
-        return ttl_of_meta(self._call(lambda client: client.raw_command(b"mg " + key + b" t")))
+        """Return the seconds `key` has left (the meta get's ``t`` flag, memcached >= 1.6).
+
+        A memcached without meta commands answers ERROR: no TTL known (the server is fine).
+        """
+        unknown = self._unknown_command
+
+        def action(client: Any) -> bytes:
+            try:
+                line: bytes = client.raw_command(b"mg " + key + b" t")
+            except unknown:
+                return b"ERROR"
+            return line
+
+        return ttl_of_meta(self._call(action))
 
     def ping(self) -> None:
         self._call(lambda client: client.version())
