@@ -29,7 +29,7 @@ from _harness import print_table, time_interleaved
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.adapters import PlacementHasher, RedisRouter
-from ringkit.cluster.core.servers import route_key
+from ringkit.cluster.values.keys import route_key
 from ringkit.cluster.views.view import ClusterView
 from ringkit.demos.gatepass import local_servers
 

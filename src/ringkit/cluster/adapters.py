@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ringkit.cluster.core.servers import route_key
+from ringkit.cluster.values.keys import route_key
 from ringkit.cluster.wire.backends import redis_options
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names

@@ -1,14 +1,14 @@
 """The one decision core of the sync and async sharded clients.
 
-:class:`ClientCore` validates every option once, at construction, and composes the client:
-a :class:`~ringkit.cluster.core.servers.ServerSet` (the servers, their health, probes and hints), a
-:class:`~ringkit.cluster.core.tracker.ViewTracker` over a
+:class:`ClientCore` checks its options once (:class:`~ringkit.cluster.options.ClientOptions`)
+and composes the client: a :class:`~ringkit.cluster.core.servers.ServerSet` (the servers, their
+health, probes and hints), a :class:`~ringkit.cluster.core.tracker.ViewTracker` over a
 :class:`~ringkit.cluster.views.stores.ViewStore` (the view, its router, refresh and retry), a
-:class:`~ringkit.cluster.core.reader.Reader` and a :class:`~ringkit.cluster.core.writer.Writer`.
-Nothing intercepts attribute assignment; each part has its own interface.
+:class:`~ringkit.cluster.core.reader.Reader`, a :class:`~ringkit.cluster.core.writer.Writer` and
+the remedies (:mod:`ringkit.cluster.remedies`). Nothing intercepts attribute assignment; each
+part has its own interface.
 
-Every operation is written here once, as a sans-I/O generator
-(:mod:`ringkit.cluster.drivers.steps`):
+Every verb is written here once, as a sans-I/O generator (:mod:`ringkit.cluster.drivers.steps`):
 :class:`~ringkit.cluster.client.ShardedClient` drives it with blocking backends,
 :class:`~ringkit.cluster.aio.AsyncShardedClient` awaits it; the two only open their kind of
 server and run the steps. Membership changes are the coordinator's
@@ -33,13 +33,14 @@ from ringkit.cluster.drivers.steps import Call, Failed, Steps
 from ringkit.cluster.options import DEFAULT_MAX_VALUE_BYTES, RAW_WHY, ClientOptions, ServerOptions
 from ringkit.cluster.rebalance.coordination import coordinator_for
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
-from ringkit.cluster.remedies.nearcache import NearCache
-from ringkit.cluster.remedies.splits import (
-    MARKER_GRACE_S,
-    SplitCounters,
-    marker_key,
-    suffixes_of,
+from ringkit.cluster.remedies.nearcache import (
+    NearCache,
+    invalidating,
+    read_many_through,
+    read_through,
+    wanted,
 )
+from ringkit.cluster.remedies.splits import SplitCounters
 from ringkit.cluster.values.codec import (
     RAW,
     Codec,
@@ -56,7 +57,6 @@ from ringkit.cluster.wire.index import SWEEP_BATCH
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
-    BackendError,
     EpochLostError,
     StaleViewError,
     UnsupportedError,
@@ -102,7 +102,8 @@ def check_keys(keys: object) -> list[str | bytes]:
 class ClientCore(Generic[B]):
     """Options, composition and every operation's decisions; subclasses drive the steps.
 
-    Options (keyword-only, all validated here, before any server is contacted):
+    Options (keyword-only, all checked by :class:`ClientOptions` before any server is contacted,
+    and kept as ``options``):
 
     - `replicas`: copies of each key, on the first R distinct nodes of its preference list;
     - `write_quorum`: replicas that must acknowledge a write (<= replicas), else QuorumError;
@@ -300,35 +301,15 @@ class ClientCore(Generic[B]):
                 call = Call(name, "delete", (data,), router.view.epoch)
                 yield from self._servers.attempt(name, call, [data])
 
-    def _near_for(self, keys: Iterable[bytes]) -> list[bytes]:
-        """Return those of `keys` whose reads go through the near-cache."""
-        near = self._near
-        if near is None:
-            return []
-        hot = self._hot.hot if self._hot is not None else frozenset()
-        return [data for data in keys if near.wants(data, hot)]
-
     def _get(self, key: str | bytes) -> Steps[Any]:
         data = user_key(key)
         near = self._near
-        if near is not None and self._near_for((data,)):
-            return self._get_near(near, data)
+        if near is not None and wanted(near, (data,), self._hot):
+            return read_through(near, data, self._get_stored(data), self._hot)
         call = self._single_call(data)
         if call is None:
             return self._get_stored(data)
         return self._get_single(call, data)
-
-    def _get_near(self, near: NearCache, data: bytes) -> Steps[Any]:
-        """Answer `data` from the near-cache, or read it and fill the cache."""
-        hit, value = near.lookup(data)
-        if hit:
-            if self._hot is not None:  # the sketch still sees the read, so the key stays hot
-                self._hot.record(data)
-            return value
-        token = near.fill_token()
-        value = yield from self._get_stored(data)
-        near.fill(data, value, token)
-        return value
 
     def _get_stored(self, data: bytes) -> Steps[Any]:
         """Read `data` from its servers (the sum of its parts if it is a split counter)."""
@@ -338,7 +319,7 @@ class ClientCore(Generic[B]):
             if self._hot is not None:
                 yield from self._record(router, (data,))
             if splits is not None:
-                read = yield from self._read_splits(router, [data])
+                read = yield from splits.read(router, [data])
                 return read.get(data)
             found = yield from self.reader.get(router, data)
             return None if found is None else found.value
@@ -405,84 +386,43 @@ class ClientCore(Generic[B]):
             given = {}
             for data, key in zip(datas, asked_keys, strict=True):
                 given.setdefault(data, []).append(key)
+
+        def read(asked: list[bytes]) -> Steps[dict[bytes, Any]]:
+            def op(router: Router) -> Steps[Any]:
+                yield from self._record(router, once)
+                if self._splits is not None:
+                    return (yield from self._splits.read(router, asked, partial=partial))
+                found = yield from self.reader.get_many(router, asked, partial=partial)
+                return {data: decoded.value for data, decoded in found.items()}
+
+            return self._fenced(op)
+
         near = self._near
         values: dict[bytes, Any] = {}
-        cached = self._near_for(once)
         if near is not None:
-            for data in cached:
-                hit, value = near.lookup(data)
-                if hit:
-                    values[data] = value
-        token = near.fill_token() if near is not None else (0, 0.0)
-        asked = [data for data in once if data not in values] if values else list(once)
-
-        def op(router: Router) -> Steps[Any]:
-            yield from self._record(router, once)
-            if self._splits is not None:
-                return (yield from self._read_splits(router, asked, partial=partial))
-            found = yield from self.reader.get_many(router, asked, partial=partial)
-            return {data: decoded.value for data, decoded in found.items()}
-
-        if asked:
-            read = yield from self._fenced(op)
-            values.update(read)
-            if near is not None:
-                wanted = set(cached)
-                for data in asked:  # in the order asked: the last ones are the most recent
-                    if data in wanted and (not partial or data in read):
-                        near.fill(data, read.get(data), token)
+            values = yield from read_many_through(
+                near, list(once), read, self._hot, fill_misses=not partial
+            )
+        elif once:
+            values = yield from read(list(once))
         if given is None:  # each key asked once, the common case: one entry per key found
             return {once[data]: value for data, value in values.items() if value is not None}
         return {
             key: value for data, value in values.items() if value is not None for key in given[data]
         }
 
-    def _read_splits(
-        self, router: Router, keys: list[bytes], *, partial: bool = False
-    ) -> Steps[dict[bytes, Any]]:
-        """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
-        splits = self._splits
-        assert splits is not None
-        split = {data: suffixes for data in keys if (suffixes := splits.known(data))}
-        plain = {data: marker_key(data) for data in keys if data not in split}
-        asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
-        found = (
-            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)), partial=partial))
-            if asked
-            else {}
-        )
-        read = {data: found[data].value for data in plain if data in found}
-        for data, marker in plain.items():
-            if marker is not None and (
-                suffixes := splits.learn(data, suffixes_of(found.get(marker)))
-            ):
-                split[data] = suffixes
-                read.pop(data, None)
-        for data, suffixes in split.items():
-            try:
-                total = yield from splits.total(router, data, suffixes)
-            except BackendError:
-                if not partial:
-                    raise
-                continue  # a part unreachable: no sum rather than a low one
-            if total is not None:
-                read[data] = total
-        return read
-
-    def _invalidating(self, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
-        """Return write `steps` that then drop `keys` from the near-cache, whatever the outcome."""
-        near = self._near
-        return steps if near is None else _dropping(near, keys, steps)
-
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
-        yield from self._invalidating(
-            encoded, self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s))
+        yield from invalidating(
+            self._near,
+            encoded,
+            self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s)),
         )
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
-        answers: list[Any] = yield from self._invalidating(
+        answers: list[Any] = yield from invalidating(
+            self._near,
             (data,),
             self._fenced(lambda router: self.writer.each(router, data, method, args, done)),
         )
@@ -494,24 +434,13 @@ class ClientCore(Generic[B]):
 
     def _delete(self, key: str | bytes) -> Steps[bool]:
         data = user_key(key)
-        return (yield from self._invalidating((data,), self._delete_all(data)))
+        return (yield from invalidating(self._near, (data,), self._delete_key(data)))
 
-    def _delete_all(self, data: bytes) -> Steps[bool]:
-        """Delete `data`; a split counter's marker first, then its parts, then the key itself."""
-        keys = [data]
-        splits = self._splits
-        if splits is not None:
-            suffixes = yield from self._fenced(lambda router: splits.parts_of(router, data))
-            keys = splits.all_keys(data, suffixes) if suffixes else keys
-        existed = False  # whether the key or one of its parts existed (not the marker)
-        try:
-            for each in keys:
-                answers = yield from self._delete_one(each)
-                existed = existed or (any(answers) and (each == data or each != keys[0]))
-        finally:
-            if splits is not None:
-                splits.forget(data)
-        return existed
+    def _delete_key(self, data: bytes) -> Steps[bool]:
+        """Delete `data` (a split counter's marker and parts too); return whether it existed."""
+        if self._splits is not None:
+            return (yield from self._splits.delete(data, self._fenced, self._delete_one))
+        return any((yield from self._delete_one(data)))
 
     def _delete_one(self, data: bytes) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once
@@ -522,16 +451,16 @@ class ClientCore(Generic[B]):
 
     def _delete_many(self, keys: Iterable[str | bytes]) -> Steps[int]:
         given = list(dict.fromkeys(user_key(key) for key in check_keys(keys)))
-        return (yield from self._invalidating(given, self._delete_given(given)))
+        return (yield from invalidating(self._near, given, self._delete_given(given)))
 
     def _delete_given(self, given: list[bytes]) -> Steps[int]:
         if self._splits is not None:
-            # A split counter is its marker and parts too, which only ``_delete_all`` finds:
+            # A split counter is its marker and parts too, which only ``_delete_key`` finds:
             # deleting the key alone would leave the marker, and the next read would sum the
             # parts back. Key by key, as ``delete`` does.
             deleted = 0
             for data in given:
-                deleted += bool((yield from self._delete_all(data)))
+                deleted += bool((yield from self._delete_key(data)))
             return deleted
         gone: set[bytes] = set()  # kept across the retries of a refused call
         yield from self._fenced(lambda router: self.writer.delete_many(router, given, gone))
@@ -549,46 +478,18 @@ class ClientCore(Generic[B]):
         if splits is None:
             answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
             return answer
-        return (yield from self._invalidating((data,), self._incr_split(splits, data, delta)))
-
-    def _incr_split(self, splits: SplitCounters, data: bytes, delta: int) -> Steps[int | None]:
-        """Count `delta` into one part of `data` if it is split; else into it, then split it if due.
-
-        Returns the new value of the part counted into: the total is a ``get``.
-        """
-        splits.hot.record(data)  # remedy="split" finds write-hot counters
-        suffixes = splits.known(data)
-        if suffixes is None:
-            # The key itself counts first: a missing counter stays missing (None), unsplit.
-            answer: int | None = (yield from self._each(data, "incr", (data, delta)))[0]
-            if answer is not None and splits.hot.wants_split(data):
-                yield from self._fenced(lambda router: splits.switch(router, data))
-            return answer
-        target = splits.target(data, suffixes)
-        answers = yield from self._each(target, "incr", (target, delta))
-        # A part is gone only when no replica had it (the key was deleted): a replica that
-        # restarted empty answers None while the other one counted, and counting into the key
-        # as well would count the increment twice.
-        answer = next((count for count in answers if count is not None), None)
-        if answer is None and target != data:
-            splits.forget(data)
-            splits.hot.count_split("parts_missing")
-            answer = (yield from self._each(data, "incr", (data, delta)))[0]
-        return answer
+        return (
+            yield from invalidating(
+                self._near, (data,), splits.incr(data, delta, self._each, self._fenced)
+            )
+        )
 
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
         self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
         data = user_key(key)
         touched = any((yield from self._each(data, "touch", (data, ttl_s))))
-        splits = self._splits
-        if touched and splits is not None:
-            # A split counter's marker and parts live as long as the key (set when it split).
-            suffixes = yield from self._fenced(lambda router: splits.parts_of(router, data))
-            if suffixes:
-                marker, *parts = splits.all_keys(data, suffixes)[:-1]
-                for part in parts:
-                    yield from self._each(part, "touch", (part, ttl_s))
-                yield from self._each(marker, "touch", (marker, ttl_s + MARKER_GRACE_S))
+        if touched and self._splits is not None:
+            yield from self._splits.touch(data, ttl_s, self._each, self._fenced)
         return touched
 
     def _check_health(self) -> Steps[list[str]]:
@@ -665,11 +566,3 @@ class ClientCore(Generic[B]):
             f"servers={urls}, replicas={self.options.replicas}, "
             f"write_quorum={self.options.write_quorum})"
         )
-
-
-def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
-    """Run `steps`, then drop `keys` from `near` when they return or raise."""
-    try:
-        return (yield from steps)
-    finally:
-        near.invalidate(keys)

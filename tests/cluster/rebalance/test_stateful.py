@@ -16,8 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from ringkit import HashRing, Transfer
 from ringkit.cluster import ShardedClient, memory_store
-from ringkit.cluster.core.servers import route_key
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
+from ringkit.cluster.values.keys import route_key
 from tests.cluster.helpers import new_client
 
 _runs = itertools.count()

@@ -27,9 +27,6 @@ from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.values.codec import stored_version, tombstone
 from ringkit.cluster.values.keys import (
     DELETE_TOMBSTONE_TTL_S,
-    MAX_KEY_BYTES,
-    key_bytes,
-    route_key,
     tombstone_key,
 )
 from ringkit.cluster.wire.urls import ServerURL, parse_url
@@ -42,15 +39,7 @@ from ringkit.errors import (
 )
 from ringkit.placement import Placement
 
-__all__ = [
-    "MAX_KEY_BYTES",
-    "Fenced",
-    "Server",
-    "ServerSet",
-    "check_server_map",
-    "key_bytes",
-    "route_key",
-]
+__all__ = ["Fenced", "Server", "ServerSet", "check_server_map"]
 
 
 class Fenced(Protocol):

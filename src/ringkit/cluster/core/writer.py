@@ -38,7 +38,7 @@ from ringkit.cluster.values.keys import DELETE_TOMBSTONE_TTL_S, user_key
 from ringkit.cluster.wire.redis.handoff import copy_tombstone, copy_version
 from ringkit.errors import ConfigError, QuorumError
 
-__all__ = ["DELETE_TOMBSTONE_TTL_S", "TOMBSTONE_TTL_S", "Writer", "check_ttl"]
+__all__ = ["TOMBSTONE_TTL_S", "Writer", "check_ttl"]
 
 # How long a delete made while data moves keeps its tombstone. It must outlast a copy in flight
 # (one page between its read on the old owner and its write on the new one: milliseconds, or as

@@ -35,14 +35,23 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ringkit.cluster.checks import is_flag, positive_int, positive_seconds
+from ringkit.cluster.core.hotkeys import HotKeys
+from ringkit.cluster.drivers.steps import Steps
 from ringkit.cluster.values.keys import key_bytes
 
-__all__ = ["NearCache", "NearCacheStats"]
+__all__ = [
+    "NearCache",
+    "NearCacheStats",
+    "invalidating",
+    "read_many_through",
+    "read_through",
+    "wanted",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +188,78 @@ class NearCache:
 
     def _check(self) -> None:
         assert len(self._entries) <= self.max_items
+
+
+# -- the client's reads and writes through a near-cache --------------------------------------
+
+T = TypeVar("T")
+
+
+def wanted(near: NearCache | None, keys: Iterable[bytes], hot_keys: HotKeys | None) -> list[bytes]:
+    """Return those of `keys` whose reads go through `near` (none without a near-cache)."""
+    if near is None:
+        return []
+    hot = hot_keys.hot if hot_keys is not None else frozenset()
+    return [key for key in keys if near.wants(key, hot)]
+
+
+def read_through(
+    near: NearCache, key: bytes, read: Steps[Any], hot_keys: HotKeys | None
+) -> Steps[Any]:
+    """Answer `key` from `near`, or run `read` (the servers') and fill `near` with its value.
+
+    A hit is still recorded by the hot-key sketch, so a key answered from memory stays hot.
+    """
+    hit, value = near.lookup(key)
+    if hit:
+        if hot_keys is not None:
+            hot_keys.record(key)
+        return value
+    token = near.fill_token()
+    value = yield from read
+    near.fill(key, value, token)
+    return value
+
+
+def read_many_through(
+    near: NearCache,
+    keys: list[bytes],
+    read: Callable[[list[bytes]], Steps[dict[bytes, Any]]],
+    hot_keys: HotKeys | None,
+    *,
+    fill_misses: bool = True,
+) -> Steps[dict[bytes, Any]]:
+    """Answer what `near` holds of `keys`; `read` the rest from the servers and fill `near`.
+
+    Returns ``{key: value}`` (a value may be None: a miss the servers answered). Without
+    `fill_misses`, a key `read` left out is not cached as a miss (it may have been unreachable).
+    """
+    cached = wanted(near, keys, hot_keys)
+    values: dict[bytes, Any] = {}
+    for key in cached:
+        hit, value = near.lookup(key)
+        if hit:
+            values[key] = value
+    token = near.fill_token()
+    asked = [key for key in keys if key not in values] if values else keys
+    if asked:
+        found = yield from read(asked)
+        values.update(found)
+        fills = set(cached)
+        for key in asked:  # in the order asked: the last ones are the most recent
+            if key in fills and (fill_misses or key in found):
+                near.fill(key, found.get(key), token)
+    return values
+
+
+def invalidating(near: NearCache | None, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+    """Return write `steps` that then drop `keys` from `near`, whatever the outcome."""
+    return steps if near is None else _dropping(near, keys, steps)
+
+
+def _dropping(near: NearCache, keys: Iterable[bytes], steps: Steps[T]) -> Steps[T]:
+    """Run `steps`, then drop `keys` from `near` when they return or raise."""
+    try:
+        return (yield from steps)
+    finally:
+        near.invalidate(keys)

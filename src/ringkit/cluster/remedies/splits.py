@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import random
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ringkit.cluster.core.hotkeys import HotKeys
@@ -47,8 +48,14 @@ from ringkit.cluster.core.writer import Writer
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
 from ringkit.cluster.values.codec import Decoded
 from ringkit.cluster.values.keys import MAX_KEY_BYTES, route_key
+from ringkit.errors import BackendError
 
-__all__ = ["SplitCounters", "marker_key", "part_key", "suffixes_of"]
+__all__ = ["Each", "Fenced", "SplitCounters", "marker_key", "part_key", "suffixes_of"]
+
+# The client's fenced write of one key on all its targets: (key, method, args) -> answers.
+Each = Callable[[bytes, str, tuple[Any, ...]], Steps[list[Any]]]
+# The client's fenced retry: runs an operation under the view, refreshing on a refusal.
+Fenced = Callable[[Callable[[Router], Steps[Any]]], Steps[Any]]
 
 # Candidate suffixes tried per part when looking for owners distinct from the others'.
 _TRIES_PER_PART = 64
@@ -122,8 +129,8 @@ def _is_int(decoded: Decoded) -> bool:
 class SplitCounters:
     """The split-counter steps of one client: learn, switch, count, sum and delete parts.
 
-    Knowing: ``parts_of``, ``forget``. Switching: ``switch``. Counting: ``target``. Reading:
-    ``total``. Deleting: ``all_keys``.
+    Knowing: ``parts_of``, ``forget``. Switching: ``switch``. Counting: ``target``, ``incr``.
+    Reading: ``total``, ``read``. Deleting: ``all_keys``, ``delete``.
     """
 
     def __init__(self, hot: HotKeys, reader: Reader, writer: Writer) -> None:
@@ -225,3 +232,87 @@ class SplitCounters:
     def all_keys(self, key: bytes, suffixes: tuple[int, ...]) -> list[bytes]:
         """Return what a delete of split `key` removes: marker first, then parts, then key."""
         return [marker_key(key) or key, *(part_key(key, n) for n in suffixes), key]
+
+    # -- the client's verbs on split counters --------------------------------------------------
+
+    def read(
+        self, router: Router, keys: list[bytes], *, partial: bool = False
+    ) -> Steps[dict[bytes, Any]]:
+        """Read `keys`, each with its split marker (same servers, same batch); sum split ones.
+
+        With `partial`, a key no server of which answered is left out, and so is a split
+        counter one of whose parts could not be read (no sum rather than a low one).
+        """
+        split = {data: suffixes for data in keys if (suffixes := self.known(data))}
+        plain = {data: marker_key(data) for data in keys if data not in split}
+        asked = list(dict.fromkeys([*plain, *(m for m in plain.values() if m is not None)]))
+        found = (yield from self.reader.get_many(router, asked, partial=partial)) if asked else {}
+        read = {data: found[data].value for data in plain if data in found}
+        for data, marker in plain.items():
+            if marker is not None and (
+                suffixes := self.learn(data, suffixes_of(found.get(marker)))
+            ):
+                split[data] = suffixes
+                read.pop(data, None)
+        for data, suffixes in split.items():
+            try:
+                total = yield from self.total(router, data, suffixes)
+            except BackendError:
+                if not partial:
+                    raise
+                continue
+            if total is not None:
+                read[data] = total
+        return read
+
+    def touch(self, key: bytes, ttl_s: float, each: Each, fenced: Fenced) -> Steps[None]:
+        """Give split `key`'s parts `ttl_s` and its marker that and the grace (after the key)."""
+        suffixes = yield from fenced(lambda router: self.parts_of(router, key))
+        if suffixes:
+            marker, *parts = self.all_keys(key, suffixes)[:-1]
+            for part in parts:
+                yield from each(part, "touch", (part, ttl_s))
+            yield from each(marker, "touch", (marker, ttl_s + MARKER_GRACE_S))
+
+    def incr(self, key: bytes, delta: int, each: Each, fenced: Fenced) -> Steps[int | None]:
+        """Count `delta` into one part of `key` if split; else into it, then split it if due.
+
+        Returns the new value of the part counted into: the total is a ``get``.
+        """
+        self.hot.record(key)  # remedy="split" finds write-hot counters
+        suffixes = self.known(key)
+        if suffixes is None:
+            # The key itself counts first: a missing counter stays missing (None), unsplit.
+            answer: int | None = (yield from each(key, "incr", (key, delta)))[0]
+            if answer is not None and self.hot.wants_split(key):
+                yield from fenced(lambda router: self.switch(router, key))
+            return answer
+        target = self.target(key, suffixes)
+        answers = yield from each(target, "incr", (target, delta))
+        # A part is gone only when no replica had it (the key was deleted): a replica that
+        # restarted empty answers None while the other one counted, and counting into the key
+        # as well would count the increment twice.
+        answer = next((count for count in answers if count is not None), None)
+        if answer is None and target != key:
+            self.forget(key)
+            self.hot.count_split("parts_missing")
+            answer = (yield from each(key, "incr", (key, delta)))[0]
+        return answer
+
+    def delete(
+        self, key: bytes, fenced: Fenced, delete_one: Callable[[bytes], Steps[list[Any]]]
+    ) -> Steps[bool]:
+        """Delete `key`: its marker first, then its parts, then the key itself.
+
+        Returns whether the key or one of its parts existed (not the marker).
+        """
+        suffixes = yield from fenced(lambda router: self.parts_of(router, key))
+        keys = self.all_keys(key, suffixes) if suffixes else [key]
+        existed = False
+        try:
+            for each in keys:
+                answers = yield from delete_one(each)
+                existed = existed or (any(answers) and (each == key or each != keys[0]))
+        finally:
+            self.forget(key)
+        return existed
