@@ -118,6 +118,9 @@ class ClientCore(Generic[B]):
       could), deleted there on re-admission by whichever client re-admits it;
     - `max_value_bytes`: largest stored value; `max_connections`: pool size per server;
     - `hot_keys`: a :class:`HotKeys` policy, or None; `hooks`: callables given each OpEvent;
+    - `index_keys`: whether Redis writes also record each key in the server's key index
+      (default True: a rebalance reads an arc as range reads); False saves the index's memory
+      and a rebalance finds the keys with a ``SCAN`` of each source;
     - `near_cache`: a :class:`~ringkit.cluster.remedies.nearcache.NearCache` (reads answered from
       this client's memory, at most its `ttl_s` old for other processes' writes), or None (default);
     - `view_store`: where the newest cluster view is read, a URL (``servers://``, the default;
@@ -150,6 +153,7 @@ class ClientCore(Generic[B]):
         view_store: str | ViewStore | None = None,
         credentials: Mapping[str, str | tuple[str, str]] | None = None,
         near_cache: NearCache | None = None,
+        index_keys: bool = True,
     ) -> None:
         self.options = options = ClientOptions(
             replicas=replicas,
@@ -168,6 +172,7 @@ class ClientCore(Generic[B]):
             view_store=view_store,
             credentials=credentials,
             near_cache=near_cache,
+            index_keys=index_keys,
         )
         self._near = near_cache
         self._server_options = options.server_options
@@ -176,7 +181,7 @@ class ClientCore(Generic[B]):
         self._credentials.check_known(urls)
         public = self._credentials.learn_all(urls)
         store = open_view_store(view_store)
-        self._index_keys = True
+        self._index_keys = options.index_keys
         self._hot = hot_keys
         self._servers: ServerSet[B] = ServerSet(self._open)
         self._raw = options.raw
@@ -266,9 +271,10 @@ class ClientCore(Generic[B]):
     def index_keys(self) -> bool:
         """Whether Redis writes also record the key in the server's index (default True).
 
-        The index makes a rebalance a range read per arc; it costs about 127 bytes per key on
-        Redis 7 (measured with 20-byte keys). Off, writes skip it and a rebalance finds the keys
-        with one SCAN of each source (``RebalanceOptions(scan=True)``, the default).
+        Set by the ``index_keys=`` option. The index makes a rebalance a range read per arc;
+        it costs about 127 bytes per key on Redis 7 (measured with 20-byte keys). Off, writes
+        skip it and a rebalance finds the keys with one SCAN of each source
+        (``RebalanceOptions(scan=True)``, the default).
         """
         return self._index_keys
 
@@ -293,7 +299,17 @@ class ClientCore(Generic[B]):
             return
         now = time.monotonic()
         for data in keys:
-            if hot.due(data, now):  # mark, copy, check, then rotate reads over the copies
+            if not hot.due(data, now):
+                continue
+            if not router.view.hot_copies:
+                # Writers read spread markers only under a view that says keys may be spread:
+                # publish one first; copies follow once every writer must have learnt it.
+                yield from self._tracker.spread_hot_keys()
+                router = self._tracker.router
+                if not router.view.hot_copies:
+                    break
+            if self._tracker.hot_copies_learnt(time.monotonic()):
+                # mark, copy, check, then rotate reads over the copies
                 yield from self.writer.copies.spread(router, data, hot)
         for data in hot.drain_left():
             # A key left the hot set: delete its extra copies so they never serve stale values.
@@ -413,11 +429,60 @@ class ClientCore(Generic[B]):
 
     def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
         encoded = self.writer.encode_many(items, ttl_s)
+        call = self._single_write(encoded, ttl_s)
+        if call is not None:
+            return (yield from self._set_single(call, encoded, ttl_s))
+        yield from self._set_encoded(encoded, ttl_s)
+
+    def _set_encoded(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> Steps[None]:
         yield from invalidating(
             self._near,
             encoded,
             self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s)),
         )
+
+    def _single_write(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> Call | None:
+        """Return the one call a write of one encoded key makes, when the steps make no other.
+
+        As :meth:`_single_call` for a read, and also under a view that spreads no hot key (no
+        spread marker to read back): the write is one call to the key's one replica, and its
+        acknowledgement is that call's answer. None: take the whole write.
+        """
+        router = self._tracker.router
+        view = router.view
+        if (
+            len(encoded) != 1
+            or router.replicas != 1
+            or self._hot is not None
+            or self._near is not None
+            or self.view_check_s is not None
+            or view.transitional
+            or view.hot_copies
+            or not self._tracker.settled
+        ):
+            return None
+        [data] = encoded
+        name = router.placement.node_for(route_key(data))
+        if not self._servers.server(name).health.up:
+            return None
+        return Call(name, "set_many", (encoded, ttl_s), view.epoch)
+
+    def _set_single(
+        self, call: Call, encoded: Mapping[bytes, bytes], ttl_s: float | None
+    ) -> Steps[None]:
+        """Write with `call` alone; a refusal or a failure takes the whole write after it.
+
+        The whole write sends the same encoded value (same version): a newer view makes it
+        refresh and retry, a failed server (marked down already) makes it hint or name the
+        cause.
+        """
+        try:
+            [outcome] = yield (call,)
+        except (StaleViewError, EpochLostError):
+            yield from self._set_encoded(encoded, ttl_s)
+            return
+        if isinstance(outcome, Failed):
+            yield from self._set_encoded(encoded, ttl_s)
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once

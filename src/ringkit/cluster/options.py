@@ -72,6 +72,7 @@ class ClientOptions:
     view_store: str | ViewStore | None = field(default=None, repr=False)
     credentials: Mapping[str, str | tuple[str, str]] | None = field(default=None, repr=False)
     near_cache: NearCache | None = None
+    index_keys: bool = True
 
     def __post_init__(self) -> None:
         replicas = positive_int("replicas", self.replicas)
@@ -89,6 +90,7 @@ class ClientOptions:
         positive_int("max_connections", self.max_connections)
         instance_or_none("hot_keys", self.hot_keys, HotKeys)
         instance_or_none("near_cache", self.near_cache, NearCache)
+        is_flag("index_keys", self.index_keys)
         object.__setattr__(self, "hooks", callables("hooks", self.hooks))
         if self.raw:
             self._check_raw()

@@ -10,9 +10,11 @@ acknowledges.
 
 from __future__ import annotations
 
+import time
 from contextlib import ExitStack
 
 import pytest
+import redis
 
 from ringkit import HashRing
 from ringkit.cluster import HotKeys, ShardedClient, memory_store
@@ -111,3 +113,48 @@ def test_item_04_a_writer_reads_the_marker_from_another_replica_when_the_first_f
     assert [client.get("viral") for _ in range(READS)] == ["v2"] * READS
     client.close()
     other.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["redis", "memcached"])
+def test_spreading_is_a_view_change_that_a_writer_on_the_old_view_learns(kind: str) -> None:
+    # Writes read no spread marker under a view that spreads no key (the default), so the
+    # spreading client first publishes a view that allows copies, and copies only once every
+    # writer must route by it: a writer still on the old view is refused, refreshes, and then
+    # updates the copies (memcached: after the fence's check interval).
+    with ExitStack() as stack:
+        trio = [stack.enter_context(START[kind]()) for _ in range(3)]
+        urls = server_urls(kind, trio)
+        other = stack.enter_context(workers())("sync", urls, {"replicas": 1})
+        other("set", "viral", "old")
+        hot_keys = HotKeys(top=2, spread=3, refresh_every=4)
+        hot = ShardedClient(HashRing(list(urls)), urls, hot_keys=hot_keys)
+        assert hot.get("viral") == "old" and not hot.view.hot_copies
+        deadline = time.monotonic() + 30
+        while not hot_keys.active_spread(b"viral"):
+            assert time.monotonic() < deadline, "the hot key was never spread"
+            assert hot.get("viral") == "old"
+            time.sleep(0.05)
+        assert hot.view.hot_copies and hot.epoch == 2
+        copies = hot.router.copy_names(b"viral", hot_keys.spread)
+        assert copies and all(
+            hot.server(name).backend.get_many([b"viral"]) for name in copies
+        )  # the copies are in place
+        other("set", "viral", "new")  # routed by epoch 1: refused, refreshed, copies updated
+        assert [hot.get("viral") for _ in range(READS)] == ["new"] * READS
+        hot.close()
+
+
+def test_a_write_reads_no_spread_marker_while_no_key_may_be_spread() -> None:
+    with redis_server() as server:
+        url = f"redis://{server.address}/0"
+        client = ShardedClient(HashRing(["a"]), {"a": url})
+        client.set("warm", 1)
+        raw = redis.Redis.from_url(url)
+        before = raw.info("commandstats")
+        for i in range(10):
+            client.set(f"key:{i}", i)
+        after = raw.info("commandstats")
+        assert "cmdstat_mget" not in after or after["cmdstat_mget"] == before["cmdstat_mget"]
+        assert after["cmdstat_evalsha"]["calls"] - before["cmdstat_evalsha"]["calls"] == 10
+        client.close()

@@ -8,6 +8,7 @@ client's own rotation rule, checked against ``ShardedClient.read_order`` on a pr
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 
@@ -82,8 +83,9 @@ def test_zipf_million_requests_top10_found_and_load_relieved() -> None:
     client = ShardedClient(ring, dict(zip(names, urls.values(), strict=True)), hot_keys=hot)
     hot.refresh()
     assert hot.hot == set(found)
-    # The client activates a hot key once its copies are in place (ringkit.cluster.core.hotcopies);
-    # the routing rule is checked here on its own.
+    # The client activates a hot key once its copies are in place (ringkit.cluster.core.hotcopies),
+    # under a view that allows copies; the routing rule is checked here on its own.
+    client.adopt_view(dataclasses.replace(client.view, epoch=client.epoch + 1, hot_copies=True))
     for key in found:
         hot.activate(key, time.monotonic())
     # Hot reads rotate over their copies with one shared counter, one step per hot read.

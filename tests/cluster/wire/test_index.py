@@ -18,6 +18,7 @@ import redis
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.values.keys import INDEX_KEY
+from ringkit.errors import ConfigError
 from tests.cluster.helpers import new_client
 from tests.servers import Server, redis_server
 
@@ -115,3 +116,19 @@ def test_a_range_read_drops_the_dead_entries_it_meets(server: Server, raw: redis
     assert len(read) == 100  # the whole circle: only the live keys are read
     assert raw.zcard(INDEX_KEY) == 100
     client.close()
+
+
+def test_index_keys_is_an_option_of_the_constructor(server: Server, raw: redis.Redis) -> None:
+    url = f"redis://{server.address}/0"
+    client = ShardedClient(HashRing(["a"]), {"a": url}, index_keys=False)
+    assert client.index_keys is False
+    client.set_many({f"k{i}": i for i in range(20)})
+    client.set("one", 1)
+    assert raw.exists(INDEX_KEY) == 0  # no write indexed its key
+    client.close()
+    indexing = ShardedClient(HashRing(["a"]), {"a": url})
+    indexing.set("two", 2)
+    assert raw.zcard(INDEX_KEY) == 1
+    indexing.close()
+    with pytest.raises(ConfigError, match="index_keys must be True or False, got 'no'"):
+        ShardedClient(HashRing(["a"]), {"a": url}, index_keys="no")  # type: ignore[arg-type]

@@ -60,7 +60,11 @@ class Router:
         return self.placement.nodes_for(route_key(key), spread)
 
     def _spread(self, key: bytes) -> int:
-        return self.hot_keys.active_spread(key) if self.hot_keys is not None else 0
+        # Copies are read only under a view that spreads hot keys: under any other, writers do
+        # not update them (they read no markers), so a copy may be stale.
+        if self.hot_keys is None or not self.view.hot_copies:
+            return 0
+        return self.hot_keys.active_spread(key)
 
     def copy_names(self, key: bytes, spread: int) -> list[str]:
         """Return the servers of `key`'s `spread` copies beyond its replicas."""

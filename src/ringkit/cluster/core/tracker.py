@@ -50,6 +50,7 @@ from ringkit.cluster.views.stores import (
     stamp,
 )
 from ringkit.cluster.views.view import ClusterView, refuse_mismatch
+from ringkit.cluster.wire.fencing import MEMCACHED_FENCE_CHECK_S
 from ringkit.errors import (
     BackendError,
     ConfigError,
@@ -92,6 +93,7 @@ class ViewTracker:
         self._checked_at = time.monotonic()
         self._configured = view
         self._settled = False
+        self._hot_copies_since: float | None = None  # when a view allowing copies was adopted
         servers.join(view.servers)
         # One reference, read once per call: adopting a view is one assignment.
         self.router = Router(view, hot_keys=hot_keys)
@@ -119,6 +121,8 @@ class ViewTracker:
             if view.epoch < before:
                 return
             self.servers.join(view.servers)
+            if view.hot_copies and not self.router.view.hot_copies:
+                self._hot_copies_since = time.monotonic()
             self.router = Router(view, hot_keys=self._hot_keys)
         if view.epoch > before:  # views hold no secret; the URLs are left out all the same
             _log.info(
@@ -176,6 +180,47 @@ class ViewTracker:
         except (ConfigError, UnsupportedError):
             return None  # a placement a view cannot hold: the client routes unfenced, as before
         return first
+
+    def spread_hot_keys(self) -> Steps[None]:
+        """Publish the client's view with hot-key copies allowed, as the next epoch.
+
+        Writers read a key's spread marker only under such a view (a write under any other
+        sends no marker read), so turning spreading on is a view change like a membership
+        change: every server refuses the writes routed by the older view (memcached: within
+        the fence's check interval), and their clients refresh and learn it. Only where the
+        servers are the view's authority (``servers://``, a stable view): elsewhere the view's
+        own authority publishes it (``hot_copies`` in the view).
+        """
+        view = self.view
+        if (
+            view.hot_copies
+            or view.transitional
+            or view.epoch == 0
+            or not isinstance(self.store, ServersViewStore)
+        ):
+            return
+        spread = dataclasses.replace(view, epoch=view.epoch + 1, hot_copies=True)
+        if (yield from stamp(spread, self.servers.names)):
+            self.adopt(spread)
+        else:  # another client published this epoch first: take what the servers hold
+            yield from self.refresh()
+
+    def hot_copies_learnt(self, now: float) -> bool:
+        """Return True once every writer must route by a view that allows hot-key copies.
+
+        Redis and the memory store refuse an older view's write atomically from the moment
+        they hold the new epoch; a memcached writer may trust its last read of the epoch for
+        :data:`~ringkit.cluster.fencing.MEMCACHED_FENCE_CHECK_S`, so where the view has a
+        memcached server, copies wait that long after this client adopted the view (which the
+        servers held before).
+        """
+        since = self._hot_copies_since
+        if since is None:
+            return False
+        servers = self.view.servers.values()
+        if not any(url.startswith("memcached:") for url in servers):
+            return True
+        return now >= since + MEMCACHED_FENCE_CHECK_S
 
     def restamp(self, server: str) -> Steps[None]:
         """Give `server` (its URL text), which lost its epoch, the newest view of the others.

@@ -230,9 +230,14 @@ class Writer:
             else:
                 missed[name] = list(group)
         # Each key's spread marker is read back from one server that takes the write (a marker
-        # is on every replica); from another that took it if that one fails.
-        reader = {data: name for name in reversed(usable) for data in groups[name]}
-        asks = {name: [data for data in groups[name] if reader[data] == name] for name in usable}
+        # is on every replica); from another that took it if that one fails. None at all while
+        # the view says no key is spread: then no client makes copies (HotCopies.spread).
+        asks: dict[str, list[bytes]] = {name: [] for name in usable}
+        if router.view.hot_copies:
+            reader = {data: name for name in reversed(usable) for data in groups[name]}
+            asks = {
+                name: [data for data in groups[name] if reader[data] == name] for name in usable
+            }
         calls = []
         for name in usable:
             call = Call(name, method, (groups[name], ttl_s), epoch)
@@ -306,7 +311,7 @@ class Writer:
         acked: set[tuple[str, bytes]] = set()
         missed: dict[str, list[bytes]] = {}
         markers: dict[bytes, int] = {}
-        marked = False
+        marked = not router.view.hot_copies  # no key is spread: no marker to read
         for name in router.write_names(data):
             if name in done:  # taken by an earlier attempt of this call (see `done`)
                 ok, answer = True, done[name]

@@ -300,6 +300,7 @@ class Rebalancer:
             state="moving",
             change=dict(change),
             serializer=current.serializer,  # the configuration travels with every view
+            hot_copies=current.hot_copies,
             authority=self.authority,
         )
         return self._run(moving)
@@ -344,6 +345,7 @@ class Rebalancer:
             state="rolling_back",
             change={"rollback": str(current.epoch)},
             serializer=current.serializer,
+            hot_copies=current.hot_copies,
             authority=self.authority,
         )
         return self._run(back, outcome="rolled_back")
@@ -466,6 +468,7 @@ class Rebalancer:
             view.replicas,
             change=dict(view.change),
             serializer=view.serializer,
+            hot_copies=view.hot_copies,
             authority=self.authority,
         )
         self._publish(final, view.servers)

@@ -81,6 +81,8 @@ class ClusterView:
     state: str = "stable"
     change: Mapping[str, str] = field(default_factory=dict)
     serializer: str | None = None  # the clients' serializer name; None: not recorded
+    # Whether hot keys may be spread (ringkit.cluster.hotcopies): off, no write reads a marker.
+    hot_copies: bool = False
     # Where the view is decided: servers://, file://PATH or etcd://ENDPOINTS/PREFIX (no secret).
     authority: str = SERVERS_AUTHORITY
 
@@ -97,6 +99,8 @@ class ClusterView:
             raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
         if self.replicas < 1:
             raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
+        if not isinstance(self.hot_copies, bool):
+            raise ConfigError(f"hot_copies must be a bool, got {self.hot_copies!r}")
         if self.state not in STATES:
             raise ConfigError(f"view state must be one of {', '.join(STATES)}, got {self.state!r}")
         if (self.previous is None) != (self.state == "stable"):
@@ -153,6 +157,7 @@ class ClusterView:
             "servers": dict(sorted(servers.items())),
             "change": dict(self.change),
             "serializer": self.serializer,
+            "hot_copies": self.hot_copies,
         }
 
     def to_json(self) -> bytes:
@@ -182,6 +187,11 @@ class ClusterView:
             raise ConfigError(
                 f"cluster view field 'serializer' must be a string, got {_shape(serializer)}"
             )
+        hot_copies = data.get("hot_copies", False)
+        if not isinstance(hot_copies, bool):
+            raise ConfigError(
+                f"cluster view field 'hot_copies' must be true or false, got {_shape(hot_copies)}"
+            )
         previous = data.get("previous")
         authority = data.get("authority", SERVERS_AUTHORITY)
         if not isinstance(authority, str):
@@ -197,6 +207,7 @@ class ClusterView:
             state=state,
             change=change,
             serializer=serializer,
+            hot_copies=hot_copies,
             authority=authority,
         )
 

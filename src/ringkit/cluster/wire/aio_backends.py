@@ -276,13 +276,34 @@ class AsyncMemcachedBackend:
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         if not keys:
             return {}
-        lines = await self._exchange(b"get " + b" ".join(keys) + b"\r\n", 1)
+        return self._values(await self._exchange(b"get " + b" ".join(keys) + b"\r\n", 1))
+
+    def _values(self, lines: list[bytes]) -> dict[bytes, bytes]:
+        """Return the values of a ``get``'s reply (its VALUE blocks, then END)."""
         found = {}
         for line in lines[:-1]:
             header, _, data = line.partition(b"\r\n")
             found[header.split()[1]] = data[:-2]
         self._check(lines[-1], self.url)
         return found
+
+    async def set_many_then_get(
+        self, items: Mapping[bytes, bytes], ttl_s: float | None, keys: Sequence[bytes]
+    ) -> dict[bytes, bytes]:
+        """Store every item, then read `keys`: pipelined, one round trip (as the sync form)."""
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        request = b"".join(
+            b"set %s 0 %d %d\r\n%s\r\n" % (key, expire, len(value), value)
+            for key, value in items.items()
+        )
+        request += b"get " + b" ".join(keys) + b"\r\n"
+        lines = await self._exchange(request, len(items) + 1)
+        self._stored(lines[: len(items)], items)
+        return self._values(lines[len(items) :])
+
+    def _stored(self, answers: list[bytes], items: Mapping[bytes, bytes]) -> None:
+        if any(self._check(line, self.url, items) != b"STORED" for line in answers):
+            raise BackendError(f"server {self.url} did not store every key: {answers[:3]}")
 
     async def _store(
         self, verb: bytes, items: Mapping[bytes, bytes], ttl_s: float | None
@@ -297,9 +318,7 @@ class AsyncMemcachedBackend:
 
     async def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
         if items:
-            answers = await self._store(b"set", items, ttl_s)
-            if any(answer != b"STORED" for answer in answers):
-                raise BackendError(f"server {self.url} did not store every key: {answers[:3]}")
+            self._stored(await self._store(b"set", items, ttl_s), items)
 
     async def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
         return (await self._store(b"add", {key: value}, ttl_s))[0] == b"STORED"
@@ -312,7 +331,10 @@ class AsyncMemcachedBackend:
 
     async def _gets(self, key: bytes) -> tuple[bytes | None, bytes]:
         """The value of `key` and its cas token (None and b"" when absent)."""
-        lines = await self._exchange(b"gets %s\r\n" % key, 1)
+        return self._cas_value(await self._exchange(b"gets %s\r\n" % key, 1))
+
+    def _cas_value(self, lines: list[bytes]) -> tuple[bytes | None, bytes]:
+        """Return the value and cas token of a one-key ``gets`` reply (None and b"": absent)."""
         self._check(lines[-1], self.url)
         if len(lines) == 1:
             return None, b""
@@ -349,10 +371,21 @@ class AsyncMemcachedBackend:
     async def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
         """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
-        As the sync backend: the tombstone first, the delete a ``cas`` that expires the key.
+        As the sync backend: the tombstone first, pipelined with the key's ``gets`` (one
+        round trip), the delete a ``cas`` that expires the key.
         """
-        await self.set_many({tombstone_key(key): tombstone}, ttl_s)
-        there, token = await self._gets(key)
+        tomb = {tombstone_key(key): tombstone}
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        request = b"set %s 0 %d %d\r\n%s\r\ngets %s\r\n" % (
+            tombstone_key(key),
+            expire,
+            len(tombstone),
+            tombstone,
+            key,
+        )
+        lines = await self._exchange(request, 2)
+        self._stored(lines[:1], tomb)
+        there, token = self._cas_value(lines[1:])
         if there is None or not buries(tombstone, there):
             return False
         return await self._cas(key, there, token, -1)

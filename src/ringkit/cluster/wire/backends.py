@@ -374,6 +374,63 @@ class MemcachedBackend:
         if failed:
             raise BackendError(f"server {self.url} did not store {len(failed)} keys")
 
+    def set_many_then_get(
+        self, items: Mapping[bytes, bytes], ttl_s: float | None, keys: Sequence[bytes]
+    ) -> dict[bytes, bytes]:
+        """Store every item, then read `keys`: both pipelined on one connection, one round trip.
+
+        memcached answers the requests of a connection in order (protocol.txt), so the read
+        sees the stores. A writer reads its keys' hot-copy markers this way.
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        request = b"".join(
+            b"set %s 0 %d %d\r\n%s\r\n" % (key, expire, len(value), value)
+            for key, value in items.items()
+        )
+        request += b"get " + b" ".join(keys) + b"\r\n"
+        found = self._call(lambda client: self._pipelined(client, request, len(items)), items)
+        return {key: value for key, (value, _) in found.items()}
+
+    def _pipelined(
+        self, client: Any, request: bytes, stores: int
+    ) -> dict[bytes, tuple[bytes, bytes]]:
+        """Send `request` (`stores` stores, then one get or gets) and read its answers in order.
+
+        Returns the values found with their cas tokens (b"" for a ``get``).
+        """
+        from pymemcache.client.base import _readline, _readvalue
+        from pymemcache.exceptions import MemcacheUnknownError
+
+        try:
+            if client.sock is None:
+                client._connect()
+            client.sock.sendall(request)
+            buf, found = b"", dict[bytes, tuple[bytes, bytes]]()
+            for _ in range(stores):
+                buf, line = _readline(client.sock, buf)
+                if line != b"STORED":
+                    self._refused(line)
+            while True:
+                buf, line = _readline(client.sock, buf)
+                if line == b"END":
+                    return found
+                if not line.startswith(b"VALUE "):
+                    self._refused(line)
+                    raise MemcacheUnknownError(line[:32])
+                _, key, _, size, *token = line.split()
+                buf, value = _readvalue(client.sock, buf, int(size))
+                found[key] = value, token[0] if token else b""
+        except Exception:
+            client.close()  # never reuse a connection left out of step
+            raise
+
+    def _refused(self, line: bytes) -> None:
+        """Raise pymemcache's error for an answer that is not the one expected."""
+        text = line.decode(errors="replace")
+        if line.startswith(b"CLIENT_ERROR"):
+            raise self._client_error(text)
+        raise self._server_error(text)
+
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return bool(
@@ -418,14 +475,23 @@ class MemcachedBackend:
         """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
         The tombstone first: a repair that reads in between sees it and stands down. The
-        delete is a ``cas`` with a negative exptime (expired at once), so a write that lands
-        between the ``gets`` and it survives. Returns True if the key went.
+        tombstone's ``set`` and the key's ``gets`` are pipelined (one round trip; memcached
+        answers a connection's requests in order). The delete is a ``cas`` with a negative
+        exptime (expired at once), so a write that lands between the ``gets`` and it survives.
+        Returns True if the key went.
         """
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+        tomb_key = tombstone_key(key)
+        request = b"set %s 0 %d %d\r\n%s\r\ngets %s\r\n" % (
+            tomb_key,
+            expire,
+            len(tombstone),
+            tombstone,
+            key,
+        )
 
         def action(client: Any) -> bool:
-            client.set(tombstone_key(key), tombstone, expire, noreply=False)
-            there, token = client.gets(key)
+            there, token = self._pipelined(client, request, 1).get(key, (None, b""))
             if not buries(tombstone, there):
                 return False
             return bool(client.cas(key, there, token, -1, noreply=False))

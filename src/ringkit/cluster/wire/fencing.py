@@ -79,6 +79,7 @@ from ringkit.cluster.wire.redis.scripts import (
     redis_answer,
     redis_error,
     redis_scripts,
+    with_markers,
 )
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
@@ -392,7 +393,17 @@ class FencedBackend(_Fenced):
     def write_marked(
         self, op: str, args: Sequence[Any], keys: Sequence[bytes]
     ) -> tuple[Any, dict[bytes, bytes]]:
-        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
+        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here.
+
+        On memcached a ``set_many`` and the read are pipelined: one round trip.
+        """
+        if op == "set_many" and isinstance(self.inner, MemcachedBackend):
+            items, ttl_s = args
+            markers = {spread_key(key): key for key in keys}
+            with self._lock:
+                self._check(self.epoch_of(), write=True)
+                found = self.inner.set_many_then_get(items, ttl_s, list(markers))
+            return None, {markers[marker]: value for marker, value in found.items()}
         answer = getattr(self, op)(*args)
         return answer, self.read_markers(keys)
 
@@ -488,6 +499,20 @@ class FencedRedis(FencedBackend):
         except self._errors as error:
             raise redis_error(error, self.url, Script("", tuple(keys), tuple(args))) from None
 
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        # The read's one command, sent straight (the most frequent call: no list of scripts to
+        # build and run); encoded and checked by the same functions as every fenced call.
+        sent = self.epoch_of()
+        [read] = redis_scripts("get_many", (keys,), sent, self.point_of)
+        try:
+            found = self._redis.execute_command(read.name, *read.keys)
+        except self._errors as error:
+            raise redis_error(error, self.url, read) from None
+        answer: dict[bytes, bytes] = redis_answer(
+            "get_many", (keys,), [found], sent=sent, url=self.url
+        )
+        return answer
+
     def serve(self, op: str, *args: Any) -> Any:
         sent = self.epoch_of()
         scripts = redis_scripts(op, args, sent, self.point_of, index_keys=self.index_keys)
@@ -549,10 +574,19 @@ class FencedRedis(FencedBackend):
     def write_marked(
         self, op: str, args: Sequence[Any], keys: Sequence[bytes]
     ) -> tuple[Any, dict[bytes, bytes]]:
-        # One round trip: the write's script and the markers' MGET, pipelined in this order.
+        # One round trip: the write's script reads the markers after writing; a write of
+        # several scripts is pipelined with the markers' MGET behind it.
         scripts = redis_scripts(
             op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
         )
+        one = with_markers(scripts, [spread_key(key) for key in keys])
+        if one is not None:
+            reply = self._run(one.name, one.keys, one.args)  # loads it if it must
+            answer = _marked_reply(op, args, keys, reply)
+            for step in self.sweep_due(op, args):  # as serve does after a write
+                with contextlib.suppress(BackendError):
+                    self.sweep.advance(self._run(step.name, step.keys, step.args))
+            return answer
         try:
             pipe = self._redis.pipeline(transaction=False)
             replies = _marked_pipeline(pipe, scripts, self._scripts, keys).execute(
@@ -589,6 +623,15 @@ def _marked_pipeline(
         pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
     pipe.mget([spread_key(key) for key in keys])
     return pipe
+
+
+def _marked_reply(
+    op: str, args: Sequence[Any], keys: Sequence[bytes], reply: list[Any]
+) -> tuple[Any, dict[bytes, bytes]]:
+    """Return a write's answer and the markers found, from its marked script's reply."""
+    answer, markers = reply
+    found = {key: value for key, value in zip(keys, markers, strict=True) if value is not None}
+    return redis_answer(op, args, [answer]), found
 
 
 def _marked_answer(
@@ -651,9 +694,14 @@ class AsyncFencedBackend(_Fenced):
     inner: AsyncBackend
 
     def __init__(self, inner: AsyncBackend, epoch_of: EpochOf, point_of: PointOf) -> None:
-        from ringkit.cluster.wire.aio_backends import AsyncMemoryBackend, AsyncRedisBackend
+        from ringkit.cluster.wire.aio_backends import (
+            AsyncMemcachedBackend,
+            AsyncMemoryBackend,
+            AsyncRedisBackend,
+        )
 
         super().__init__(inner, epoch_of, point_of)
+        self._memcached = inner if isinstance(inner, AsyncMemcachedBackend) else None
         self._memory = (
             FencedBackend(inner._sync, epoch_of, point_of)
             if isinstance(inner, AsyncMemoryBackend)
@@ -684,11 +732,15 @@ class AsyncFencedBackend(_Fenced):
                 with contextlib.suppress(BackendError):  # best effort, as in the sync form
                     self.sweep.advance(await self._run(step))
             return answer
+        await self._gate_check(sent, write=op not in _READS)
+        return await getattr(self.inner, op)(*args)
+
+    async def _gate_check(self, sent: int, *, write: bool) -> None:
+        """memcached's fence: the server's epoch, read again at most every 0.5 s."""
         now = time.monotonic()
         if self._gate.due(sent, now):
             self._gate.learn((await self.inner.get_many([EPOCH_KEY])).get(EPOCH_KEY), now)
-        self._gate.check(sent, self.url, write=op not in _READS)
-        return await getattr(self.inner, op)(*args)
+        self._gate.check(sent, self.url, write=write)
 
     async def _run(self, script: Script) -> Any:
         import redis
@@ -826,6 +878,13 @@ class AsyncFencedBackend(_Fenced):
             scripts = redis_scripts(
                 op, args, self.epoch_of(), self.point_of, index_keys=self.index_keys
             )
+            one = with_markers(scripts, [spread_key(key) for key in keys])
+            if one is not None:  # the write's script reads the markers: one round trip
+                answer = _marked_reply(op, args, keys, await self._run(one))
+                for step in self.sweep_due(op, args):  # as serve does after a write
+                    with contextlib.suppress(BackendError):
+                        self.sweep.advance(await self._run(step))
+                return answer
             try:
                 pipe = _marked_pipeline(
                     self.inner._client.pipeline(transaction=False),  # type: ignore[attr-defined]
@@ -842,6 +901,12 @@ class AsyncFencedBackend(_Fenced):
                     with contextlib.suppress(BackendError):
                         self.sweep.advance(await self._run(step))
                 return marked
+        if op == "set_many" and self._memcached is not None:
+            items, ttl_s = args  # memcached: the set and the markers' get pipelined
+            markers = {spread_key(key): key for key in keys}
+            await self._gate_check(self.epoch_of(), write=True)
+            found = await self._memcached.set_many_then_get(items, ttl_s, list(markers))
+            return None, {markers[marker]: value for marker, value in found.items()}
         answer = await self.serve(op, *args)
         return answer, await self.read_markers(keys)
 

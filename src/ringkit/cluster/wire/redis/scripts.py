@@ -52,6 +52,7 @@ __all__ = [
     "redis_answer",
     "redis_error",
     "redis_scripts",
+    "with_markers",
 ]
 
 # At most this many keys per script call: Lua's unpack() has a stack limit.
@@ -177,16 +178,39 @@ return tonumber(ARGV[1])
 """
 
 
-SCRIPTS = {
+# A write that also reads the spread markers of its keys (hot-key copies) after writing, in the
+# same script: the markers are the last KEYS, their count the last ARGV. They are taken off
+# KEYS and ARGV before the write's own body runs, so the body reads them as it always does.
+_MARKED_HEAD = """
+local marked = tonumber(ARGV[#ARGV])
+ARGV[#ARGV] = nil
+local markers = {}
+for i = #KEYS, #KEYS - marked + 1, -1 do
+  table.insert(markers, 1, KEYS[i])
+  KEYS[i] = nil
+end
+local answer = (function()
+"""
+_MARKED_TAIL = """
+end)()
+if type(answer) == 'table' and answer.err then return answer end
+return {answer, redis.call('MGET', unpack(markers))}
+"""
+MARKED = "+markers"
+_WRITES = {
     "set": _SET,
     "add": _ADD,
     "delete": _DELETE,
     "incr": _INCR,
     "touch": _TOUCH,
-    "publish": _PUBLISH,
     "repair": _REPAIR,
     "bury": _BURY,
+}
+SCRIPTS = {
+    **_WRITES,
+    "publish": _PUBLISH,
     "sweep": SWEEP_SCRIPT,
+    **{name + MARKED: _MARKED_HEAD + body + _MARKED_TAIL for name, body in _WRITES.items()},
 }
 
 
@@ -268,6 +292,18 @@ def redis_scripts(
     if op == "ttl_left":  # unfenced: it only tells a split counter's parts how long to live
         return [Script("PTTL", (args[0],), ())]
     raise UnsupportedError(f"no fenced Redis form of {op!r}")
+
+
+def with_markers(scripts: Sequence[Script], markers: Sequence[bytes]) -> Script | None:
+    """Return the one script that runs `scripts` and then reads `markers`; None if none does.
+
+    Only a write made of one script has such a form (its answer and the markers' values come
+    back together, as ``[answer, [marker or nil, …]]``).
+    """
+    if len(scripts) != 1 or scripts[0].name not in _WRITES or not markers:
+        return None
+    [script] = scripts
+    return Script(script.name + MARKED, (*script.keys, *markers), (*script.args, len(markers)))
 
 
 def redis_answer(
