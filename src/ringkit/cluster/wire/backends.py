@@ -199,6 +199,11 @@ class RedisBackend:
         self._client = redis.Redis(**options, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
         self._incr = self._client.register_script(_INCR_SCRIPT)
 
+    @property
+    def client(self) -> Any:
+        """The redis-py client (with its pool), which the fenced form sends its scripts through."""
+        return self._client
+
     def _call(self, action: Callable[[Any], T]) -> T:
         try:
             return action(self._client)
@@ -436,6 +441,27 @@ class MemcachedBackend:
         return bool(
             self._call(lambda client: client.add(key, value, expire, noreply=False), {key: value})
         )
+
+    def gets(self, key: bytes) -> tuple[bytes | None, bytes | None]:
+        """Return `key`'s value and cas token ((None, None) when absent; protocol.txt)."""
+        found: tuple[bytes | None, bytes | None] = self._call(lambda client: client.gets(key))
+        return found
+
+    def store_unchanged(
+        self, key: bytes, value: bytes, token: bytes | None, ttl_s: float | None
+    ) -> bool:
+        """Store `value` if `key` is as the ``gets`` that gave `token` read it (None: absent).
+
+        ``add`` where it was absent, ``cas`` otherwise: a write in between makes either refuse.
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+
+        def action(client: Any) -> bool:
+            if token is None:
+                return bool(client.add(key, value, expire, noreply=False))
+            return bool(client.cas(key, value, token, expire, noreply=False))
+
+        return self._call(action, {key: value})
 
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
