@@ -27,7 +27,8 @@ from ringkit.cluster.values.codec import JSON, PICKLE, Serializer
 from ringkit.cluster.views.etcd import EtcdViewStore
 from ringkit.cluster.views.stores import ViewStore, open_view_store, register_view_store
 from ringkit.cluster.views.view import ClusterView, load_view
-from ringkit.cluster.wire.backends import Backend, MemoryStore, memory_store, open_backend
+from ringkit.cluster.wire.backends import Backend, open_backend
+from ringkit.cluster.wire.memory import MemoryStore, memory_store
 from ringkit.cluster.wire.urls import ServerURL, parse_url
 from ringkit.errors import EpochLostError, QuorumError, StaleViewError, ViewConflictError
 

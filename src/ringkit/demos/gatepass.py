@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ringkit.cluster.client import ShardedClient
 from ringkit.cluster.views.view import ClusterView
-from ringkit.cluster.wire.backends import memory_store
+from ringkit.cluster.wire.memory import memory_store
 from ringkit.errors import ConfigError
 from ringkit.placement import Placement
 from ringkit.ring import DEFAULT_VNODES, HashRing
