@@ -80,6 +80,7 @@ def test_every_subcommand_runs_a_function_its_module_defines() -> None:
 
 
 def test_the_names_the_parsers_copy_are_the_librarys() -> None:
+    from ringkit.cluster.rebalance.options import DEFAULT_PAGE_BYTES
     from ringkit.commands.compat_lookup import COMPAT_MODES
     from ringkit.hashing import DEFAULT_HASH, HASHERS
     from ringkit.lb import DEFAULT_DRAIN_TIMEOUT_S
@@ -98,6 +99,7 @@ def test_the_names_the_parsers_copy_are_the_librarys() -> None:
     assert names.DEFAULT_SETUP_S == plan.DEFAULT_SETUP_S
     assert names.DEFAULT_BANDWIDTH_BYTES_PER_S == plan.DEFAULT_BANDWIDTH_BYTES_PER_S
     assert names.DEFAULT_DRAIN_TIMEOUT_S == DEFAULT_DRAIN_TIMEOUT_S
+    assert names.DEFAULT_PAGE_BYTES == DEFAULT_PAGE_BYTES
 
 
 def test_a_help_text_points_at_documentation_a_wheel_user_can_open() -> None:

@@ -64,9 +64,14 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
         """Return the value stored at `key`, or None when no replica has it."""
         return await self._run(self._get(key))
 
-    async def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
-        """Return ``{key: value}`` for the keys found; per-server batches run concurrently."""
-        return await self._run(self._get_many(keys))
+    async def get_many(
+        self, keys: Iterable[str | bytes], *, on_error: str = "raise"
+    ) -> dict[Any, Any]:
+        """Return ``{key: value}`` for the keys found; per-server batches run concurrently.
+
+        ``on_error="miss"`` leaves out the keys no replica of which could be reached.
+        """
+        return await self._run(self._get_many(keys, on_error))
 
     @ttl_keyword
     async def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:

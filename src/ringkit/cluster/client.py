@@ -92,15 +92,16 @@ class ShardedClient(ClientCore[FencedBackend]):
         """
         return self._run(self._get(key))
 
-    def get_many(self, keys: Iterable[str | bytes]) -> dict[Any, Any]:
+    def get_many(self, keys: Iterable[str | bytes], *, on_error: str = "raise") -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
 
         Keys are grouped per server: one round trip per server in each fallback round, to
-        every server at once (:attr:`fan_out`).
+        every server at once (:attr:`fan_out`). With ``on_error="miss"``, a key no replica of
+        which could be reached is left out too, so the healthy servers' keys are returned.
 
-        :raises BackendError: when no replica of some key could be reached
+        :raises BackendError: when no replica of some key could be reached (``"raise"``)
         """
-        return self._run(self._get_many(keys))
+        return self._run(self._get_many(keys, on_error))
 
     # -- writing -------------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
-from ringkit.cluster.checks import int_in_range, positive_seconds
+from ringkit.cluster.checks import int_in_range, one_of, positive_seconds
 from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys
 from ringkit.cluster.core.reader import Reader
@@ -58,11 +58,17 @@ from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.index import SWEEP_BATCH
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import EpochLostError, StaleViewError, UnsupportedError
+from ringkit.errors import (
+    EpochLostError,
+    StaleViewError,
+    UnsupportedError,
+)
 from ringkit.placement import Placement
 
-__all__ = ["ClientCore", "check_delta", "check_keys"]
+__all__ = ["ON_ERROR", "ClientCore", "check_delta", "check_keys"]
 
+#: What ``get_many`` does about a key no replica of which answered: raise, or leave it out.
+ON_ERROR = ("raise", "miss")
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
 
@@ -398,7 +404,14 @@ class ClientCore(Generic[B]):
             return None
         return self.reader.codec.decode(stored).value
 
-    def _get_many(self, keys: Iterable[str | bytes]) -> Steps[dict[Any, Any]]:
+    def _get_many(
+        self, keys: Iterable[str | bytes], on_error: str = "raise"
+    ) -> Steps[dict[Any, Any]]:
+        one_of("on_error", on_error, ON_ERROR)
+        # "miss": a key no replica of which answered is left out like a missing one, so the
+        # healthy servers' keys are still served while a shard is down (pymemcache's
+        # ignore_exc). Never cached as a miss: the key may well be there.
+        partial = on_error == "miss"
         asked_keys = check_keys(keys)
         datas = user_keys(asked_keys)
         once = dict(zip(datas, asked_keys, strict=True))
@@ -412,8 +425,8 @@ class ClientCore(Generic[B]):
             def op(router: Router) -> Steps[Any]:
                 yield from self._record(router, once)
                 if self._splits is not None:
-                    return (yield from self._splits.read(router, asked))
-                found = yield from self.reader.get_many(router, asked)
+                    return (yield from self._splits.read(router, asked, partial=partial))
+                found = yield from self.reader.get_many(router, asked, partial=partial)
                 return {data: decoded.value for data, decoded in found.items()}
 
             return self._fenced(op)
@@ -421,7 +434,9 @@ class ClientCore(Generic[B]):
         near = self._near
         values: dict[bytes, Any] = {}
         if near is not None:
-            values = yield from read_many_through(near, list(once), read, self._hot)
+            values = yield from read_many_through(
+                near, list(once), read, self._hot, fill_misses=not partial
+            )
         elif once:
             values = yield from read(list(once))
         if given is None:  # each key asked once, the common case: one entry per key found
@@ -555,7 +570,10 @@ class ClientCore(Generic[B]):
     def _touch(self, key: str | bytes, ttl_s: float) -> Steps[bool]:
         self.writer.check_ttl(positive_seconds("ttl_s", ttl_s))
         data = user_key(key)
-        return any((yield from self._each(data, "touch", (data, ttl_s))))
+        touched = any((yield from self._each(data, "touch", (data, ttl_s))))
+        if touched and self._splits is not None:
+            yield from self._splits.touch(data, ttl_s, self._each, self._fenced)
+        return touched
 
     def _check_health(self) -> Steps[list[str]]:
         for name in self._servers.names:

@@ -19,7 +19,9 @@ and their paths are checked before anything moves.
 ``--view-store etcd://HOST:PORT/PREFIX`` keeps the view in etcd (:mod:`ringkit.cluster.views.etcd`):
 the current view comes from there (``--servers`` and ``--view`` only start an empty store), the
 coordinator holds etcd's lease lock while it works, and each view is published there first.
-``--import-from-servers`` moves the view the servers hold into etcd, once, to switch stores.
+``--import-from-servers`` moves the view the servers hold into etcd (or a ``file://`` store),
+once, to switch stores, and ``--export-to-servers`` moves it back. The servers record which store
+is the view's authority: a coordinator through another store is refused, naming both commands.
 """
 
 from __future__ import annotations
@@ -36,7 +38,12 @@ from ringkit.cluster.rebalance.coordinator import (
     RebalanceReport,
     read_views,
 )
-from ringkit.cluster.views.stores import AuthoritativeViewStore, ViewStore, open_view_store
+from ringkit.cluster.views.stores import (
+    AuthoritativeViewStore,
+    FileViewStore,
+    ViewStore,
+    open_view_store,
+)
 from ringkit.cluster.views.view import ClusterView, check_view_path, load_view, write_view
 from ringkit.cluster.wire.credentials import Credentials
 from ringkit.commands.common import print_json, refuse, shown_url
@@ -49,6 +56,8 @@ __all__ = ["run"]
 def _initial_view(
     args: argparse.Namespace, store: ViewStore | None, credentials: Credentials
 ) -> ClusterView:
+    if isinstance(store, FileViewStore) and args.servers is None and args.view is None:
+        return load_view(store.path)
     if isinstance(store, AuthoritativeViewStore) and args.servers is None and args.view is None:
         held = store.load()
         if held is None:
@@ -155,18 +164,26 @@ def _act(rebalancer: Rebalancer, args: argparse.Namespace) -> RebalanceReport:
     return rebalancer.rollback()
 
 
-def _import(rebalancer: Rebalancer, store: ViewStore | None, as_json: bool) -> int:
-    if not isinstance(store, AuthoritativeViewStore):
-        raise refuse("--import-from-servers needs --view-store etcd://HOST:PORT/PREFIX")
-    found = read_views({name: rebalancer.backend(name) for name in rebalancer.view.servers})
-    if found is None:
-        raise refuse("the servers hold no cluster view to import; rebalance with --view-store")
-    imported = store.import_view(found)
-    if as_json:
-        print_json({"imported": imported, "epoch": found.epoch, "view_store": store.url})
+def _move_authority(
+    rebalancer: Rebalancer, store: ViewStore | None, args: argparse.Namespace
+) -> int:
+    if store is None:
+        flag = "--import-from-servers" if args.import_from_servers else "--export-to-servers"
+        raise refuse(f"{flag} needs --view-store etcd://HOST:PORT/PREFIX (or file://PATH)")
+    if args.import_from_servers:
+        moved = rebalancer.import_from_servers()
+        done = "imported" if moved else "already held"
+        what = f"the servers' view at epoch {rebalancer.view.epoch}"
     else:
-        done = "imported" if imported else "already held"
-        print(f"{done}: the servers' view at epoch {found.epoch} ({found.state}) in {store.url}")
+        moved = rebalancer.export_to_servers()
+        done = "exported" if moved else "already held"
+        what = f"the view of {rebalancer.authority} at epoch {rebalancer.view.epoch}"
+    view = rebalancer.view
+    if args.json:
+        key = "imported" if args.import_from_servers else "exported"
+        print_json({key: moved, "epoch": view.epoch, "view_store": store.url})
+    else:
+        print(f"{done}: {what} ({view.state}); the authority is {view.authority}")
     return 0
 
 
@@ -190,6 +207,7 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
     bar = TransferBar() if show and not args.status else None
     options = RebalanceOptions(
         batch=args.batch,
+        page_bytes=args.page_bytes,
         keys_per_s=args.keys_per_s,
         max_streams_per_source=args.max_streams,
         scan=not args.no_scan,
@@ -198,8 +216,8 @@ def _run(args: argparse.Namespace, store: ViewStore | None) -> int:
     )
     rebalancer = Rebalancer(view, options=options, view_store=store, credentials=credentials)
     try:
-        if args.import_from_servers:
-            return _import(rebalancer, store, args.json)
+        if args.import_from_servers or args.export_to_servers:
+            return _move_authority(rebalancer, store, args)
         if args.status:
             backends = {name: rebalancer.backend(name) for name in view.servers}
             if isinstance(store, AuthoritativeViewStore):

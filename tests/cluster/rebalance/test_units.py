@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -10,9 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ringkit import HashRing, Transfer
-from ringkit.cluster import memory_store
+from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
 from ringkit.cluster.rebalance.options import Progress
+from ringkit.cluster.views.stores import stamp
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.index import _in_arc, lex_ranges, member
 from ringkit.errors import BackendError
@@ -113,3 +115,18 @@ def test_down_servers_that_cannot_be_worked_around_stop_the_change(new: New) -> 
     ):
         client.remove_server("s2")
     assert client.view.state == "stable" and client.epoch == 1  # the first client's view
+
+
+def test_a_change_keeps_hot_key_copies_allowed() -> None:
+    # Writers update spread copies only under a view that allows them: a membership change
+    # that dropped the setting would leave copies that no writer updates.
+    urls = memory_urls(4)
+    three = {name: urls[name] for name in ("s1", "s2", "s3")}
+    client = ShardedClient(HashRing(list(three)), three)
+    client.set("k", 1)  # settles: epoch 1
+    client.adopt_view(dataclasses.replace(client.view, epoch=2, hot_copies=True))
+    client._run(stamp(client.view, list(three)))  # the servers hold it too
+    client.add_server("s4", urls["s4"])
+    assert client.view.hot_copies and client.view.epoch > 2
+    assert client.get("k") == 1
+    client.close()

@@ -9,6 +9,7 @@ sum is exact under concurrent increments from several processes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any
@@ -296,3 +297,33 @@ def test_the_sum_equals_every_count_made_by_either_client(
         if read:
             assert client.get("likes") == expected
     assert [client.get("likes") for client in clients] == [expected, expected]
+
+
+def test_a_split_counter_with_a_ttl_ends_whole_and_the_next_window_counts_from_one(
+    make_client: Callable[..., Any],
+) -> None:
+    """A rate limit's window: the parts and marker carry the key's TTL (they had none before,
+    and the next window read the old window's count, 69-76 instead of 1)."""
+    hot = HotKeys(remedy="split", parts=3)
+    client = make_client(hot_keys=hot)
+    client.set("rate", 0, ttl_s=2)
+    hot.split("rate")
+    for _ in range(40):
+        client.incr("rate")
+    assert client.get("rate") == 40 and hot.split_stats().keys_split == 1
+    deadline = time.monotonic() + 15
+    while client.get("rate") is not None:  # the window ends: the key, its parts and marker
+        assert time.monotonic() < deadline, "the split counter outlived its TTL"
+        time.sleep(0.1)
+    assert client.add("rate", 0, ttl_s=30)
+    client.incr("rate")
+    client.incr("rate")
+    assert client.get("rate") == 2
+    # touch refreshes the parts and the marker with the key: the sum survives the first TTL.
+    client.set("window", 0, ttl_s=2)
+    hot.split("window")
+    for _ in range(12):
+        client.incr("window")
+    assert client.touch("window", 30)
+    time.sleep(3)  # past the first TTL: only a part or marker left without the touch would go
+    assert client.get("window") == 12

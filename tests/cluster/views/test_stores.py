@@ -85,10 +85,11 @@ def test_a_custom_view_store_is_asked_on_every_check(new: New) -> None:
 def test_a_file_store_client_redirects_a_stale_write(tmp_path: Path, new: New) -> None:
     urls = memory_urls(4)
     base = {name: urls[name] for name in ("s1", "s2", "s3")}
-    admin = ringkit.cluster.ShardedClient(HashRing(list(base)), base)
     path = tmp_path / "view.json"
-    path.write_bytes(admin.refresh_view().to_json())  # the first view, epoch 1
-    stale = new(HashRing(list(base)), base, view_store=f"file://{path}")
+    store = f"file://{path}"  # the authority: the servers record it with each view
+    path.write_bytes(ClusterView(1, HashRing(list(base)), base, authority=store).to_json())
+    admin = ringkit.cluster.ShardedClient(HashRing(list(base)), base, view_store=store)
+    stale = new(HashRing(list(base)), base, view_store=store)
     assert stale.get("k0") is None and stale.epoch == 1
     admin.add_server("s4", urls["s4"])
     path.write_bytes(admin.view.to_json())  # the operator publishes the new view to the file

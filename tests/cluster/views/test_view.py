@@ -157,3 +157,18 @@ def test_memcached_fencing_refuses_a_stale_write(new: New) -> None:
         assert stale.epoch == 3 and admin.get("k") == "v"
         with pytest.raises(StaleViewError, match="is at epoch 3, the call was routed by epoch 1"):
             type(backend)(backend.inner, lambda: 1, lambda key: 0).set_many({b"x": b"y"}, None)  # type: ignore[attr-defined]
+
+
+def test_hot_copies_is_off_in_a_first_view_and_travels_with_the_view() -> None:
+    urls = {"a": "memory://a", "b": "memory://b"}
+    view = ClusterView(1, HashRing(["a", "b"]), urls)
+    assert view.hot_copies is False and view.to_dict()["hot_copies"] is False
+    spread = ClusterView(2, HashRing(["a", "b"]), urls, hot_copies=True)
+    assert ClusterView.from_json(spread.to_json()).hot_copies is True
+    older = json.loads(view.to_json())
+    del older["hot_copies"]  # a view published before the field existed: no key is spread
+    assert ClusterView.from_dict(older).hot_copies is False
+    with pytest.raises(ConfigError, match="'hot_copies' must be true or false, got a string"):
+        ClusterView.from_dict({**older, "hot_copies": "yes"})
+    with pytest.raises(ConfigError, match="hot_copies must be a bool, got 1"):
+        ClusterView(1, HashRing(["a", "b"]), urls, hot_copies=1)  # type: ignore[arg-type]

@@ -99,14 +99,18 @@ class Reader:
             raise _unreachable([key], self._causes(router, key))
         return None
 
-    def get_many(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+    def get_many(
+        self, router: Router, keys: list[bytes], *, partial: bool = False
+    ) -> Steps[dict[bytes, Decoded]]:
         """Return the keys found (``read="first"`` or ``"all"``).
 
-        :raises BackendError: when no server of some key answered at all
+        With `partial`, keys no server of which answered are left out, as misses are.
+
+        :raises BackendError: when no server of some key answered at all (unless `partial`)
         """
         if self.read_all:
-            return (yield from self._read_all(router, keys))
-        return (yield from self._read_first(router, keys))
+            return (yield from self._read_all(router, keys, partial))
+        return (yield from self._read_first(router, keys, partial))
 
     def _fetch(self, router: Router, groups: dict[str, list[bytes]]) -> Steps[list[Any]]:
         """Read each group from its server in one round; a failed server gives None."""
@@ -118,7 +122,9 @@ class Reader:
                 self.servers.server(name).stats.bump("failovers")
         return [None if isinstance(outcome, Failed) else _live(outcome) for outcome in outcomes]
 
-    def _read_first(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+    def _read_first(
+        self, router: Router, keys: list[bytes], partial: bool
+    ) -> Steps[dict[bytes, Decoded]]:
         epoch = router.view.epoch
         # Keys with the same read order move together, round after round: each round asks the
         # same servers whether they are usable and sends them to the same one, and those that
@@ -162,7 +168,7 @@ class Reader:
                     datas = [values[key] for key in hits]
                     stored.update(zip(hits, datas, strict=True))
                     found.update(zip(hits, self.codec.decode_many(datas), strict=True))
-        if len(answered) < len(keys):
+        if len(answered) < len(keys) and not partial:
             unreachable = [key for key in keys if key not in answered]
             raise _unreachable(unreachable, self._causes(router, unreachable[0]))
         if missed and self.repairs(router.view):
@@ -171,7 +177,9 @@ class Reader:
                     yield from self._repair(router, key, stored[key], found[key], names)
         return found
 
-    def _read_all(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Decoded]]:
+    def _read_all(
+        self, router: Router, keys: list[bytes], partial: bool
+    ) -> Steps[dict[bytes, Decoded]]:
         """Ask every replica for each key and its tombstone; the newest version wins.
 
         A tombstone takes part like a value (Cassandra reconciles deletes the same way): a
@@ -196,7 +204,7 @@ class Reader:
                     if tomb is not None and stored_version(tomb) > stored_version(tombs.get(key)):
                         tombs[key] = tomb
         unreachable = [key for key in keys if key not in answers]
-        if unreachable:
+        if unreachable and not partial:
             raise _unreachable(unreachable, self._causes(router, unreachable[0]))
         found: dict[bytes, Decoded] = {}
         for key, by_server in answers.items():

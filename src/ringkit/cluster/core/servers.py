@@ -17,6 +17,7 @@ on the servers that took it (:meth:`hand_over`), in memory when none could keep 
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Generic, Protocol, TypeVar
@@ -49,6 +50,9 @@ class Fenced(Protocol):
 
 
 B = TypeVar("B", bound=Fenced)
+# One logger for the operator: a server marked down and re-admitted, as pymemcache logs both.
+# Lines name the server and its URL with the password shown as ***, never the secret.
+_log = logging.getLogger("ringkit.cluster")
 
 
 class Server(Generic[B]):
@@ -81,8 +85,18 @@ class Server(Generic[B]):
 
     def failed(self, op: str, elapsed_s: float, error: Exception) -> None:
         """Count a failed call and mark the server down."""
+        was_up = self.health.up
         self.health.mark_down(now=time.monotonic())
         self.last_error = str(error)
+        if was_up:
+            _log.warning(
+                "server %s (%s) marked down for %.1f s after a failed %s: %s",
+                self.name,
+                self.url.redacted(),
+                self.health.dead_timeout_s,
+                op,
+                error,
+            )
         self.stats.record(elapsed_s, error=True)
         self._tell(OpEvent(self.name, op, "error", elapsed_s, str(error)))
 
@@ -147,6 +161,12 @@ class ServerSet(Generic[B]):
             return False
         health.readmit()
         server.stats.bump("readmissions")
+        _log.info(
+            "server %s (%s) re-admitted: %d hinted keys invalidated on it",
+            name,
+            server.url.redacted(),
+            sum(len(keys) for keys in applied.values()),
+        )
         holders = [holder for holder, keys in applied.items() if keys]
         if holders:  # best effort: a hint left behind only costs a miss at the next re-admission
             yield tuple(

@@ -30,6 +30,7 @@ the async client run the same refresh and retry.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +45,8 @@ from ringkit.cluster.views.stores import (
     Following,
     ServersViewStore,
     ViewStore,
+    authority_of,
+    check_authority,
     stamp,
 )
 from ringkit.cluster.views.view import ClusterView, refuse_mismatch
@@ -62,6 +65,7 @@ MAX_VIEW_RETRIES = 5
 # The epoch of the view the first client of an empty pool publishes.
 FIRST_EPOCH = 1
 T = TypeVar("T")
+_log = logging.getLogger("ringkit.cluster")
 
 
 class ViewTracker:
@@ -113,12 +117,21 @@ class ViewTracker:
     def adopt(self, view: ClusterView) -> None:
         """Route by `view` from now on, unless the client already has a newer one."""
         with self._lock:
-            if view.epoch < self.router.view.epoch:
+            before = self.router.view.epoch
+            if view.epoch < before:
                 return
             self.servers.join(view.servers)
             if view.hot_copies and not self.router.view.hot_copies:
                 self._hot_copies_since = time.monotonic()
             self.router = Router(view, hot_keys=self._hot_keys)
+        if view.epoch > before:  # views hold no secret; the URLs are left out all the same
+            _log.info(
+                "cluster view epoch %d adopted (%s, %d servers, from epoch %d)",
+                view.epoch,
+                view.state,
+                len(view.servers),
+                before,
+            )
 
     @property
     def settled(self) -> bool:
@@ -128,11 +141,20 @@ class ViewTracker:
     def settle(self) -> Steps[None]:
         """Once: adopt the view the store holds, or publish the first one on empty servers.
 
-        :raises ConfigError: when the published view's configuration differs from the client's
+        :raises ConfigError: when the published view's configuration differs from the client's,
+            or the servers record another view store than the client's as the authority
         """
         if self._settled:
             return
         names = self.servers.names
+        if not isinstance(self.store, ServersViewStore):
+            # The servers record which store decides the view: a client following another
+            # one would route by views nobody publishes any more, and fail every call.
+            try:
+                recorded = yield from ServersViewStore().read(names, 0)
+            except BackendError:
+                recorded = None  # no server answered: the call fails on its own
+            check_authority(recorded, authority_of(self.store), who="the client")
         try:
             found = yield from self.store.read(names, 0)
         except BackendError:

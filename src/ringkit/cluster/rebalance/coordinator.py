@@ -41,7 +41,9 @@ client refused by a server reads the new view from the store, where it already i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -57,8 +59,21 @@ from ringkit.cluster.rebalance.options import (
 )
 from ringkit.cluster.values.keys import route_key
 from ringkit.cluster.values.packed import PackedRecords, Record
-from ringkit.cluster.views.stores import AuthoritativeViewStore, ViewStore, read_views
-from ringkit.cluster.views.view import AuditLog, ClusterView
+from ringkit.cluster.views.stores import (
+    AuthoritativeViewStore,
+    FileViewStore,
+    ViewStore,
+    authority_of,
+    check_authority,
+    read_views,
+)
+from ringkit.cluster.views.view import (
+    SERVERS_AUTHORITY,
+    AuditLog,
+    ClusterView,
+    load_view,
+    write_view,
+)
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.credentials import Credentials
 from ringkit.cluster.wire.fencing import FencedBackend, fence
@@ -80,6 +95,7 @@ __all__ = ["RebalanceOptions", "RebalanceReport", "Rebalancer", "read_views"]
 #: third of the servers' time the copy does; at 2 the reads fared no better and a move took
 #: longer (docs/rebalance.md, Performance).
 SCAN_PACE = 5
+_log = logging.getLogger("ringkit.cluster")
 
 
 def _size_bytes(records: Sequence[Record]) -> int:
@@ -117,6 +133,9 @@ class Rebalancer:
         self.options = options or RebalanceOptions()
         self._on_view = on_view
         self._authority = view_store if isinstance(view_store, AuthoritativeViewStore) else None
+        self._store = view_store
+        #: The authority every view this coordinator publishes records (its store's URL).
+        self.authority = authority_of(view_store)
         self._lock: Any = None
         self._epoch = view.epoch
         self._backends: dict[str, FencedBackend] = {}
@@ -155,9 +174,11 @@ class Rebalancer:
 
     def _refresh(self) -> None:
         self._urls.update(self.view.servers)
-        found = read_views({name: self.backend(name) for name in self._urls})
-        if self._authority is not None:
-            found = self._authoritative(found)
+        on_servers = read_views({name: self.backend(name) for name in self._urls})
+        found = on_servers if self._authority is None else self._authoritative(on_servers)
+        # Publishing through another store would split the cluster: the followers of the
+        # authority would be refused by every server moved past the epoch it holds.
+        check_authority(on_servers, self.authority, who="the coordinator")
         if found is not None and found.epoch > self.view.epoch:
             self.view = found
             self._urls.update(found.servers)
@@ -280,6 +301,7 @@ class Rebalancer:
             change=dict(change),
             serializer=current.serializer,  # the configuration travels with every view
             hot_copies=current.hot_copies,
+            authority=self.authority,
         )
         return self._run(moving)
 
@@ -324,8 +346,90 @@ class Rebalancer:
             change={"rollback": str(current.epoch)},
             serializer=current.serializer,
             hot_copies=current.hot_copies,
+            authority=self.authority,
         )
         return self._run(back, outcome="rolled_back")
+
+    # -- moving the authority ------------------------------------------------------------------
+
+    def _file_path(self) -> str | None:
+        return self._store.path if isinstance(self._store, FileViewStore) else None
+
+    def import_from_servers(self) -> bool:
+        """Make this coordinator's view store the authority over the view the servers hold.
+
+        The store takes the view first (etcd under its lock, refused when it holds a newer
+        epoch; a file store's file is written), then every server is given the same view at
+        the same epoch, recording the new authority. Return False when both held it already.
+
+        :raises ConfigError: when this coordinator has no store other than the servers, or
+            the servers hold no view
+        """
+        path = self._file_path()
+        if self._authority is None and path is None:
+            raise ConfigError(
+                f"the view store to import into must be etcd://HOST:PORT/PREFIX or "
+                f"file://PATH, got {self.authority}"
+            )
+        found = read_views({name: self.backend(name) for name in self._urls})
+        if found is None:
+            raise ConfigError(
+                "the servers hold no cluster view to import; rebalance with --view-store"
+            )
+        moved = dataclasses.replace(found, authority=self.authority)
+        if self._authority is not None:
+            stored = self._authority.import_view(moved)
+        else:
+            assert path is not None
+            write_view(moved, path)
+            stored = True
+        return self._restamp(moved) or stored
+
+    def export_to_servers(self) -> bool:
+        """Give the authority over the view back to the servers (``servers://``).
+
+        The store's view, at its epoch, is given to every server recording ``servers://``,
+        and the store keeps it so recorded (its followers are refused at their first call).
+        Return False when the servers held it already.
+
+        :raises ConfigError: when this coordinator has no other store, the store holds no
+            view, or the servers hold a newer epoch than the store
+        """
+        path = self._file_path()
+        if self._authority is None and path is None:
+            raise ConfigError(
+                f"the view store to export from must be etcd://HOST:PORT/PREFIX or "
+                f"file://PATH, got {self.authority}"
+            )
+        with self._locked():
+            held = self._authority.load() if self._authority is not None else load_view(path)
+            if held is None:
+                raise ConfigError(f"{self.authority} must hold a cluster view to export, got none")
+            self._urls.update(held.servers)
+            on_servers = read_views({name: self.backend(name) for name in self._urls})
+            if on_servers is not None and on_servers.epoch > held.epoch:
+                raise ConfigError(
+                    f"the servers' view must not be newer than {self.authority}'s to export it, "
+                    f"got epoch {on_servers.epoch} on the servers, {held.epoch} in the store"
+                )
+            back = dataclasses.replace(held, authority=SERVERS_AUTHORITY)
+            if self._authority is not None:
+                self._authority.publish(back, replace=True)
+            return self._restamp(back)
+
+    def _restamp(self, view: ClusterView) -> bool:
+        """Give every server of `view` that view at its epoch; True when one held another."""
+        data = view.to_json()
+        changed = False
+        for name in sorted(view.servers):
+            backend = self.backend(name)
+            if backend.read_view() != data:
+                backend.publish(view.epoch, data, replace=True)  # never moves a server back
+                changed = True
+        self.view = view
+        if self._on_view is not None:
+            self._on_view(view)
+        return changed
 
     def _run(
         self, view: ClusterView, outcome: str = "done", *, resuming: bool = False
@@ -345,6 +449,13 @@ class Rebalancer:
             for name in (*self._sources(view, transfer), transfer.destination):
                 _ = self.backend(name).index  # raises on a server that cannot list its keys
         self._publish(view, replace=resuming)
+        _log.info(
+            "move %s to epoch %d: %s, %d transfers",
+            "resumed" if resuming else "started",
+            view.epoch,
+            ", ".join(f"{what} {name}" for what, name in sorted(view.change.items())) or view.state,
+            len(plan.transfers),
+        )
         self.audit.record(
             "plan", {"epoch": view.epoch, "transfers": [str(t) for t in plan.transfers]}
         )
@@ -358,6 +469,7 @@ class Rebalancer:
             change=dict(view.change),
             serializer=view.serializer,
             hot_copies=view.hot_copies,
+            authority=self.authority,
         )
         self._publish(final, view.servers)
         deleted = self._cleanup(movement, new.space)
@@ -377,6 +489,17 @@ class Rebalancer:
             time.perf_counter() - started,
         )
         self.audit.record("done", {"epoch": final.epoch, "outcome": outcome})
+        _log.info(
+            "move finished (%s) at epoch %d: %d keys streamed, %d copied (%d bytes), "
+            "%d deleted from old owners, %.2f s",
+            outcome,
+            final.epoch,
+            report.keys_streamed,
+            report.keys_copied,
+            report.bytes_copied,
+            report.keys_deleted,
+            report.elapsed_s,
+        )
         return report
 
     # -- streaming -----------------------------------------------------------------------------
@@ -516,7 +639,7 @@ class Rebalancer:
         for name in sources:
             index = self.backend(name).index
             with limits[name]:
-                for records in index.dump_arc(start, end, space, batch):
+                for records in index.dump_arc(start, end, space, batch, self.options.page_bytes):
                     copied = target.restore(records, replace_unversioned=rollback)
                     size = _size_bytes(records)
                     tally.add(len(records), copied, size)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ringkit.movement import Transfer
 
 __all__ = [
+    "DEFAULT_PAGE_BYTES",
     "Progress",
     "ProgressCallback",
     "RebalanceOptions",
@@ -101,9 +102,18 @@ class Progress:
         return None
 
 
+#: The most bytes (keys and values) a copied page holds, unless one value alone is larger: a
+#: page of 500 values near 1 MB held its source for seconds and timed out, and every read of
+#: other keys on that server waited behind it.
+DEFAULT_PAGE_BYTES = 1 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class RebalanceOptions:
     """How a rebalance runs: page size, throttles, progress, audit file and a transfer hook.
+
+    A copied page holds at most `batch` keys and `page_bytes` bytes of keys and values (None:
+    no byte bound), and one key at least: a value larger than `page_bytes` moves alone.
 
     The checkpoint is saved at most every `checkpoint_s` seconds (0: after every transfer) and
     at the end of the copy; a resumed rebalance runs again what was not saved (the copy is
@@ -113,6 +123,7 @@ class RebalanceOptions:
     """
 
     batch: int = 500
+    page_bytes: int | None = DEFAULT_PAGE_BYTES
     keys_per_s: float | None = None
     max_streams_per_source: int = 2
     scan: bool = True
@@ -127,6 +138,12 @@ class RebalanceOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
+        if self.page_bytes is not None and (
+            isinstance(self.page_bytes, bool)
+            or not isinstance(self.page_bytes, int)
+            or self.page_bytes < 1
+        ):
+            raise ConfigError(f"page_bytes must be an int >= 1 or None, got {self.page_bytes!r}")
         Throttle(self.keys_per_s)  # validates
         if not self.checkpoint_s >= 0:
             raise ConfigError(f"checkpoint_s must be >= 0, got {self.checkpoint_s!r}")

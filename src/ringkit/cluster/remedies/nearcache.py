@@ -226,10 +226,13 @@ def read_many_through(
     keys: list[bytes],
     read: Callable[[list[bytes]], Steps[dict[bytes, Any]]],
     hot_keys: HotKeys | None,
+    *,
+    fill_misses: bool = True,
 ) -> Steps[dict[bytes, Any]]:
     """Answer what `near` holds of `keys`; `read` the rest from the servers and fill `near`.
 
-    Returns ``{key: value}`` (a value may be None: a miss the servers answered).
+    Returns ``{key: value}`` (a value may be None: a miss the servers answered). Without
+    `fill_misses`, a key `read` left out is not cached as a miss (it may have been unreachable).
     """
     cached = wanted(near, keys, hot_keys)
     values: dict[bytes, Any] = {}
@@ -244,7 +247,7 @@ def read_many_through(
         values.update(found)
         fills = set(cached)
         for key in asked:  # in the order asked: the last ones are the most recent
-            if key in fills:
+            if key in fills and (fill_misses or key in found):
                 near.fill(key, found.get(key), token)
     return values
 

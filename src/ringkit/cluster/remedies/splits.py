@@ -22,6 +22,10 @@ Naming (all ordinary keys, so rebalancing moves them like any other):
   key whose marker cannot be named so (its route holds ``}``, or the name would pass 250 bytes)
   is never split.
 
+A counter with a TTL (a rate limit's window) keeps it whole: the switch reads the TTL the key
+has left and gives it to the marker and the parts it creates, and ``touch`` of a split counter
+refreshes all of them, so the counter ends as one and the next window starts from nothing.
+
 A client with ``HotKeys(remedy="split")`` reads a key's marker *with* the key, in the same
 batch to the same server (no extra round trip), unless it already knows the key is split, so
 it sums the parts from the first read after another process's switch. Clients that do not use
@@ -41,9 +45,10 @@ from ringkit.cluster.core.hotkeys import HotKeys
 from ringkit.cluster.core.reader import Reader
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.writer import Writer
-from ringkit.cluster.drivers.steps import Steps
+from ringkit.cluster.drivers.steps import Call, Failed, Steps
 from ringkit.cluster.values.codec import Decoded
 from ringkit.cluster.values.keys import MAX_KEY_BYTES, route_key
+from ringkit.errors import BackendError
 
 __all__ = ["Each", "Fenced", "SplitCounters", "marker_key", "part_key", "suffixes_of"]
 
@@ -54,6 +59,11 @@ Fenced = Callable[[Callable[[Router], Steps[Any]]], Steps[Any]]
 
 # Candidate suffixes tried per part when looking for owners distinct from the others'.
 _TRIES_PER_PART = 64
+#: A split counter's marker outlives its parts by this much: memcached keeps TTLs in whole
+#: seconds, and a part that outlived its marker would be counted again by the next window's
+#: switch (its ``add`` keeps a part that exists). While only the marker is left, reads sum
+#: nothing from the parts and a count into a missing part goes to the key.
+MARKER_GRACE_S = 2.0
 
 
 def _digest(key: bytes) -> bytes:
@@ -162,17 +172,34 @@ class SplitCounters:
             return ()
         suffixes = choose_suffixes(router, key, self.hot.parts)
         value = ",".join(str(suffix) for suffix in suffixes)
-        stored = self.writer.encode_many({marker: value}, None)[marker]
-        added = yield from self.writer.each(router, marker, "add", (marker, stored, None))
+        # The key's TTL goes to its marker and parts: without it they outlived the key, and the
+        # next window of a rate limit summed the old window's parts into its count.
+        ttl_s = yield from self._ttl_left(router, key)
+        marker_ttl_s = None if ttl_s is None else ttl_s + MARKER_GRACE_S
+        stored = self.writer.encode_many({marker: value}, marker_ttl_s)[marker]
+        added = yield from self.writer.each(router, marker, "add", (marker, stored, marker_ttl_s))
         if not (added and added[0]):  # another process split it first: use its parts
             suffixes = suffixes_of((yield from self.reader.get(router, marker))) or suffixes
+            if marker_ttl_s is not None:  # a marker left from the key's last window: extend it
+                yield from self.writer.each(router, marker, "touch", (marker, marker_ttl_s))
         else:
             self.hot.count_split("keys_split")
-        zeros = self.writer.encode_many({part_key(key, n): 0 for n in suffixes}, None)
+        zeros = self.writer.encode_many({part_key(key, n): 0 for n in suffixes}, ttl_s)
         for part, zero in zeros.items():  # add: a part another process made keeps its count
-            yield from self.writer.each(router, part, "add", (part, zero, None))
+            yield from self.writer.each(router, part, "add", (part, zero, ttl_s))
         self.learn(key, suffixes)
         return suffixes
+
+    def _ttl_left(self, router: Router, key: bytes) -> Steps[float | None]:
+        """Return the seconds `key` has left on its first replica that is up (None: no TTL)."""
+        servers = self.reader.servers
+        for name in router.read_order(key):
+            if servers.server(name).health.up:
+                [left] = yield (Call(name, "ttl_left", (key,), router.view.epoch, "ttl"),)
+                if not isinstance(left, Failed):
+                    found: float | None = left
+                    return found
+        return None
 
     def target(self, key: bytes, suffixes: tuple[int, ...]) -> bytes:
         """Return the part an ``incr`` of split `key` goes to, at random (part 0: the key)."""
@@ -208,14 +235,18 @@ class SplitCounters:
 
     # -- the client's verbs on split counters --------------------------------------------------
 
-    def read(self, router: Router, keys: list[bytes]) -> Steps[dict[bytes, Any]]:
-        """Read `keys`, each with its split marker (same servers, same batch); sum split ones."""
+    def read(
+        self, router: Router, keys: list[bytes], *, partial: bool = False
+    ) -> Steps[dict[bytes, Any]]:
+        """Read `keys`, each with its split marker (same servers, same batch); sum split ones.
+
+        With `partial`, a key no server of which answered is left out, and so is a split
+        counter one of whose parts could not be read (no sum rather than a low one).
+        """
         split = {data: suffixes for data in keys if (suffixes := self.known(data))}
         plain = {data: marker_key(data) for data in keys if data not in split}
-        asked = [*plain, *(marker for marker in plain.values() if marker is not None)]
-        found = (
-            (yield from self.reader.get_many(router, list(dict.fromkeys(asked)))) if asked else {}
-        )
+        asked = list(dict.fromkeys([*plain, *(m for m in plain.values() if m is not None)]))
+        found = (yield from self.reader.get_many(router, asked, partial=partial)) if asked else {}
         read = {data: found[data].value for data in plain if data in found}
         for data, marker in plain.items():
             if marker is not None and (
@@ -224,10 +255,24 @@ class SplitCounters:
                 split[data] = suffixes
                 read.pop(data, None)
         for data, suffixes in split.items():
-            total = yield from self.total(router, data, suffixes)
+            try:
+                total = yield from self.total(router, data, suffixes)
+            except BackendError:
+                if not partial:
+                    raise
+                continue
             if total is not None:
                 read[data] = total
         return read
+
+    def touch(self, key: bytes, ttl_s: float, each: Each, fenced: Fenced) -> Steps[None]:
+        """Give split `key`'s parts `ttl_s` and its marker that and the grace (after the key)."""
+        suffixes = yield from fenced(lambda router: self.parts_of(router, key))
+        if suffixes:
+            marker, *parts = self.all_keys(key, suffixes)[:-1]
+            for part in parts:
+                yield from each(part, "touch", (part, ttl_s))
+            yield from each(marker, "touch", (marker, ttl_s + MARKER_GRACE_S))
 
     def incr(self, key: bytes, delta: int, each: Each, fenced: Fenced) -> Steps[int | None]:
         """Count `delta` into one part of `key` if split; else into it, then split it if due.

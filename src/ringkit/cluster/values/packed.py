@@ -19,8 +19,10 @@ are dropped.
 :data:`RESTORE_PAGE` lands each record with the rules of the per-key copy it replaces: where the
 key is absent and not deleted at a newer version (its tombstone), or holds an older ringkit
 version; with ``mode`` 1 (a rollback) also over a value without a version. It adds the landed
-keys' index members in batches. :data:`DELETE_PAGE` deletes a page of an arc and its index
-entries in one script (``DEL`` of the page, ``ZREMRANGEBYLEX`` of exactly the entries read).
+keys' index members in batches. A page is bounded by bytes as well as keys (``STRLEN`` of each
+entry before any value is read), and holds one key at least. :data:`DELETE_PAGE` deletes a page
+of an arc and its index entries in one script (``UNLINK`` of the page, ``ZREMRANGEBYLEX`` of
+exactly the entries read).
 
 A key whose tombstone name is a digest (a key too long for the prefix,
 :func:`~ringkit.cluster.values.keys.tombstone_key`) is named by the source's reply, and the
@@ -149,12 +151,27 @@ def long_key_tombstones(page: PackedRecords) -> list[bytes]:
     return [name for key in page.long_keys for name in (key, tombstone_key(key))]
 
 
-# KEYS: index; ARGV: min, max, count (a ZRANGEBYLEX range and page size). Returns the packed
-# records, their count, their bytes, the next min ('' at the end of the range), then the keys
-# too long to have a prefixed tombstone.
+# KEYS: index; ARGV: min, max, count, bytes (a ZRANGEBYLEX range, the page's most keys and most
+# bytes, 0: no bound). Returns the packed records, their count, their bytes, the next min (''
+# at the end of the range), then the keys too long to have a prefixed tombstone. A page stops
+# before the entry that would pass `bytes` (sizes by STRLEN, O(1), before any value is read),
+# but holds one entry at least: a value larger than a page moves alone. So a page of large
+# values holds the server for a bounded time, as a page of small ones does.
 DUMP_PAGE = f"""
-local count = tonumber(ARGV[3])
+local count, most = tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
 local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, count)
+local full = #found == count
+if most > 0 then
+  local sized, taken = 0, {{}}
+  for i, entry in ipairs(found) do
+    local length = redis.pcall('STRLEN', string.sub(entry, 9))
+    if type(length) ~= 'number' then length = 0 end  -- not a string: its DUMP goes as is
+    sized = sized + #entry - 8 + length
+    if i > 1 and sized > most then full = true; break end
+    taken[i] = entry
+  end
+  found = taken
+end
 local keys = {{}}
 for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
 local strings = {{}}
@@ -179,7 +196,7 @@ for i, entry in ipairs(found) do
 end
 if #dead > 0 then redis.call('ZREM', KEYS[1], unpack(dead)) end
 local after = ''
-if #found == count then after = '(' .. found[#found] end
+if full then after = '(' .. found[#found] end
 return {{table.concat(parts), n, size, after, unpack(long)}}
 """
 
@@ -264,7 +281,8 @@ local keys = {}
 for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
 local gone = 0
 for at = 1, #keys, 1000 do
-  gone = gone + redis.call('DEL', unpack(keys, at, math.min(at + 999, #keys)))
+  -- UNLINK: a page of large values is freed in the background, not while the script runs
+  gone = gone + redis.call('UNLINK', unpack(keys, at, math.min(at + 999, #keys)))
 end
 redis.call('ZREMRANGEBYLEX', KEYS[2], ARGV[2], '[' .. found[#found])
 local after = ''

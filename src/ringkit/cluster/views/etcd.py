@@ -27,6 +27,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from ringkit.cluster.drivers.steps import Blocking, Steps
 from ringkit.cluster.views.view import ClusterView
@@ -73,6 +74,9 @@ class EtcdViewStore:
                 f"got {parsed.scheme!r}; use etcd://HOST:PORT/PREFIX"
             )
         self.url = redact(url)
+        # What the views decided here record: endpoints and prefix, never a user or password.
+        hosts = ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in parsed.endpoints)
+        self.authority = f"{parsed.scheme}://{hosts}{parsed.prefix.rstrip('/') or '/'}"
         self.lock_ttl_s = lock_ttl_s
         self.backend: Backend
         self.backend, prefix = open_store_backend(url)
@@ -172,7 +176,12 @@ class EtcdViewStore:
                 )
             if held is not None and held.to_json() == view.to_json():
                 return False
-            self.publish(view)
+            # The same view imported before its authority was recorded is rewritten in place.
+            same = (
+                held is not None
+                and held.to_json() == replace(view, authority=held.authority).to_json()
+            )
+            self.publish(view, replace=same)
             return True
 
     # -- following -----------------------------------------------------------------------------

@@ -16,6 +16,11 @@ registers ``etcd://``):
   compare-and-swap key in etcd, followed by a watch, and a lease lock for the coordinator
   (:mod:`ringkit.cluster.views.etcd`).
 
+Every view records its *authority*, the store it is decided in (``servers://``, ``file://PATH``
+or ``etcd://ENDPOINTS/PREFIX``, never a secret), and the servers hold it with the view: a
+coordinator that would publish through another store, and a client configured with another
+store, are refused (:func:`check_authority`), naming the command that moves the authority.
+
 Two richer forms of the protocol: a :class:`FollowedViewStore` pushes each new view to the
 client (the client follows it from construction to ``close``), and an
 :class:`AuthoritativeViewStore` is where the coordinator publishes views first, under its lock.
@@ -36,7 +41,7 @@ from functools import partial
 from typing import Any, Protocol, runtime_checkable
 
 from ringkit.cluster.drivers.steps import Blocking, Call, Failed, Steps, run_plain
-from ringkit.cluster.views.view import ClusterView, load_view
+from ringkit.cluster.views.view import SERVERS_AUTHORITY, ClusterView, load_view
 from ringkit.errors import BackendError, ConfigError, ViewConflictError
 
 __all__ = [
@@ -46,9 +51,12 @@ __all__ = [
     "Following",
     "ServersViewStore",
     "ViewStore",
+    "authority_of",
+    "check_authority",
     "open_view_store",
     "read_views",
     "register_view_store",
+    "same_authority",
     "stamp",
 ]
 
@@ -119,20 +127,24 @@ class AuthoritativeViewStore(ViewStore, Protocol):
 class ServersViewStore:
     """The view stored on the cache servers themselves (``ringkit:view``), newest epoch wins."""
 
-    url = "servers://"
+    url = SERVERS_AUTHORITY
+    authority = SERVERS_AUTHORITY
 
     def read(self, servers: Sequence[str], at_least: int) -> Steps[ClusterView | None]:
         """Ask the servers in name order until one holds a view of epoch `at_least` or newer.
 
         Servers that fail are skipped.
 
-        :raises BackendError: when no server answered
+        :raises BackendError: when no server answered, ending with each server's failure (a
+            refused connection, an authentication or TLS error)
         """
         best: ClusterView | None = None
         answered = 0
+        causes: list[str] = []
         for name in sorted(servers):
             [data] = yield (Call(name, "read_view", (), 0, "read_view"),)
             if isinstance(data, Failed):
+                causes.append(str(data.error))
                 continue
             answered += 1
             if data:
@@ -142,7 +154,10 @@ class ServersViewStore:
             if best is not None and at_least and best.epoch >= at_least:
                 break
         if not answered and servers:
-            raise BackendError(f"no server answered for the cluster view (asked {len(servers)})")
+            raise BackendError(
+                f"no server answered for the cluster view (asked {len(servers)}); "
+                f"cause: {'; '.join(causes) or 'none reported'}"
+            )
         return best
 
 
@@ -167,7 +182,7 @@ class FileViewStore:
     """A view kept in a JSON file (``file:///path``), read again on every refresh."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
+        self.url = self.authority = url
         self.path = url.removeprefix("file://")
 
     def read(self, servers: Sequence[str], at_least: int) -> Steps[ClusterView | None]:
@@ -220,3 +235,60 @@ def read_views(backends: Mapping[str, Any], at_least: int = 0) -> ClusterView | 
     :raises BackendError: when no server answered
     """
     return run_plain(ServersViewStore().read(list(backends), at_least), backends)
+
+
+def authority_of(store: ViewStore | None) -> str:
+    """Return the authority a view decided through `store` records (None: the servers).
+
+    A store names it with an ``authority`` attribute (its URL without user or password);
+    otherwise its URL is taken.
+    """
+    if store is None:
+        return SERVERS_AUTHORITY
+    authority = getattr(store, "authority", None)
+    return authority if isinstance(authority, str) else store.url
+
+
+def _etcd_parts(authority: str) -> tuple[frozenset[str], str] | None:
+    scheme, _, rest = authority.partition("://")
+    if scheme not in ("etcd", "etcds"):
+        return None
+    hosts, _, path = rest.partition("/")
+    return frozenset(hosts.split(",")), "/".join(part for part in path.split("/") if part)
+
+
+def same_authority(recorded: str, configured: str) -> bool:
+    """Whether `configured` names the store `recorded` names.
+
+    Two etcd URLs name the same store when their prefixes are equal and they share an
+    endpoint (a client may list a subset of the cluster's members, in any order).
+    """
+    if recorded == configured:
+        return True
+    mine, theirs = _etcd_parts(configured), _etcd_parts(recorded)
+    if mine is None or theirs is None:
+        return False
+    return mine[1] == theirs[1] and bool(mine[0] & theirs[0])
+
+
+def check_authority(recorded: ClusterView | None, configured: str, *, who: str) -> None:
+    """Refuse `who` configured with the store `configured` where the servers record another.
+
+    `recorded` is the newest view on the servers (None: they hold none, nothing to refuse).
+
+    :raises ConfigError: naming both authorities and the command that moves the authority
+    """
+    if recorded is None or same_authority(recorded.authority, configured):
+        return
+    held = recorded.authority
+    if held == SERVERS_AUTHORITY:
+        move = f"ringkit rebalance --servers … --view-store {configured} --import-from-servers"
+    else:
+        move = f"ringkit rebalance --view-store {held} --export-to-servers"
+        if configured != SERVERS_AUTHORITY:
+            move += f", then --view-store {configured} --import-from-servers"
+    raise ConfigError(
+        f"{who}'s view store must be the authority the servers record for the cluster view "
+        f"(epoch {recorded.epoch}): configured {configured}, recorded {held}; configure "
+        f"--view-store {held} (view_store=), or move the authority with `{move}`"
+    )

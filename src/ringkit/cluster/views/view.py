@@ -41,6 +41,7 @@ from ringkit.placement import Placement
 from ringkit.ring import HashRing
 
 __all__ = [
+    "SERVERS_AUTHORITY",
     "STATES",
     "VIEW_ENV",
     "AuditLog",
@@ -52,6 +53,8 @@ __all__ = [
 ]
 
 STATES = ("stable", "moving", "rolling_back")
+#: The authority of a view published on the cache servers themselves (the default store).
+SERVERS_AUTHORITY = "servers://"
 VIEW_ENV = "RINGKIT_VIEW"
 _FORMAT = 1
 _log = logging.getLogger("ringkit.cluster")
@@ -80,8 +83,16 @@ class ClusterView:
     serializer: str | None = None  # the clients' serializer name; None: not recorded
     # Whether hot keys may be spread (ringkit.cluster.hotcopies): off, no write reads a marker.
     hot_copies: bool = False
+    # Where the view is decided: servers://, file://PATH or etcd://ENDPOINTS/PREFIX (no secret).
+    authority: str = SERVERS_AUTHORITY
 
     def __post_init__(self) -> None:
+        if not isinstance(self.authority, str) or "://" not in self.authority:
+            raise ConfigError(
+                f"view authority must be a store URL such as servers://, got {self.authority!r}"
+            )
+        if "@" in self.authority.partition("://")[2].partition("/")[0]:
+            raise ConfigError("view authority must not hold a user or password")
         if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
             raise ConfigError(f"epoch must be an int >= 0, got {self.epoch!r}")
         if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
@@ -133,7 +144,10 @@ class ClusterView:
         `redact_passwords` is kept for callers of older versions: a view has none to redact.
         """
         servers = dict(self.servers)
+        # The default authority is left out: a view stored by an older ringkit reads the same.
+        authority = {} if self.authority == SERVERS_AUTHORITY else {"authority": self.authority}
         return {
+            **authority,
             "format": _FORMAT,
             "epoch": self.epoch,
             "state": self.state,
@@ -179,6 +193,11 @@ class ClusterView:
                 f"cluster view field 'hot_copies' must be true or false, got {_shape(hot_copies)}"
             )
         previous = data.get("previous")
+        authority = data.get("authority", SERVERS_AUTHORITY)
+        if not isinstance(authority, str):
+            raise ConfigError(
+                f"cluster view field 'authority' must be a string, got {_shape(authority)}"
+            )
         return cls(
             epoch=epoch,
             placement=_ring_field("placement", data["placement"]),
@@ -189,6 +208,7 @@ class ClusterView:
             change=change,
             serializer=serializer,
             hot_copies=hot_copies,
+            authority=authority,
         )
 
     @classmethod

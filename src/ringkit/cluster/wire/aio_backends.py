@@ -37,6 +37,7 @@ from ringkit.cluster.wire.backends import (
     require_redis,
     server_failed,
     too_large,
+    ttl_of_meta,
 )
 from ringkit.cluster.wire.memory import MemoryBackend, _not_integer
 from ringkit.cluster.wire.urls import ServerURL
@@ -75,6 +76,11 @@ class AsyncMemoryBackend:
     def __init__(self, url: ServerURL) -> None:
         self.url = url
         self._sync = MemoryBackend(url)
+
+    @property
+    def sync(self) -> MemoryBackend:
+        """The blocking backend over the same store (the memory store does no I/O)."""
+        return self._sync
 
     async def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         return self._sync.get_many(keys)
@@ -142,6 +148,11 @@ class AsyncRedisBackend:
         pool = redis.asyncio.BlockingConnectionPool(timeout=timeout_s, retry=retry, **options)
         self._client = redis.asyncio.Redis(connection_pool=pool)
         self._incr = self._client.register_script(_INCR_SCRIPT)
+
+    @property
+    def client(self) -> Any:
+        """The ``redis.asyncio`` client, which the fenced form sends its scripts through."""
+        return self._client
 
     async def _call(self, action: Callable[[Any], Awaitable[T]]) -> T:
         try:
@@ -328,8 +339,8 @@ class AsyncMemcachedBackend:
     async def delete(self, key: bytes) -> bool:
         return await self._one(b"delete %s\r\n" % key) == b"DELETED"
 
-    async def _gets(self, key: bytes) -> tuple[bytes | None, bytes]:
-        """The value of `key` and its cas token (None and b"" when absent)."""
+    async def gets(self, key: bytes) -> tuple[bytes | None, bytes]:
+        """Return `key`'s value and its cas token (None and b"" when absent)."""
         return self._cas_value(await self._exchange(b"gets %s\r\n" % key, 1))
 
     def _cas_value(self, lines: list[bytes]) -> tuple[bytes | None, bytes]:
@@ -340,7 +351,8 @@ class AsyncMemcachedBackend:
         header, _, data = lines[0].partition(b"\r\n")
         return data[:-2], header.split()[4]
 
-    async def _cas(self, key: bytes, value: bytes, token: bytes, expire: int) -> bool:
+    async def cas(self, key: bytes, value: bytes, token: bytes, expire: int) -> bool:
+        """Store `value` if `key` still has cas `token`, expiring at `expire` (protocol.txt)."""
         request = b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(value), token, value)
         return await self._one(request) == b"STORED"
 
@@ -350,20 +362,20 @@ class AsyncMemcachedBackend:
         As the sync backend: the tombstone is read before, and again after an ``add``.
         """
         tomb_key = tombstone_key(key)
-        there, token = await self._gets(key)
-        tomb, _ = await self._gets(tomb_key)
+        there, token = await self.gets(key)
+        tomb, _ = await self.gets(tomb_key)
         if not supersedes(value, there, tomb):
             return False
         if there is not None:
             expire = memcached_exptime(ttl_s, time.time(), str(self.url))
-            return await self._cas(key, value, token, expire)
+            return await self.cas(key, value, token, expire)
         if not await self.add(key, value, ttl_s):
             return False
-        tomb, _ = await self._gets(tomb_key)
+        tomb, _ = await self.gets(tomb_key)
         if tomb is not None and not supersedes(value, None, tomb):
-            now, token = await self._gets(key)
+            now, token = await self.gets(key)
             if now == value:
-                await self._cas(key, value, token, -1)  # expired at once: taken back
+                await self.cas(key, value, token, -1)  # expired at once: taken back
             return False
         return True
 
@@ -387,7 +399,7 @@ class AsyncMemcachedBackend:
         there, token = self._cas_value(lines[1:])
         if there is None or not buries(tombstone, there):
             return False
-        return await self._cas(key, there, token, -1)
+        return await self.cas(key, there, token, -1)
 
     async def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
         """:meth:`bury` each key, one after the other (memcached has no batched ``cas``)."""
@@ -405,6 +417,11 @@ class AsyncMemcachedBackend:
     async def touch(self, key: bytes, ttl_s: float) -> bool:
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return await self._one(b"touch %s %d\r\n" % (key, expire)) == b"TOUCHED"
+
+    async def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left (``mg KEY t``), as the sync backend does."""
+        [line] = await self._exchange(b"mg %s t\r\n" % key, 1)
+        return None if line == b"ERROR" else ttl_of_meta(self._check(line, self.url))
 
     async def ping(self) -> None:
         await self._one(b"version\r\n")

@@ -199,6 +199,11 @@ class RedisBackend:
         self._client = redis.Redis(**options, retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
         self._incr = self._client.register_script(_INCR_SCRIPT)
 
+    @property
+    def client(self) -> Any:
+        """The redis-py client (with its pool), which the fenced form sends its scripts through."""
+        return self._client
+
     def _call(self, action: Callable[[Any], T]) -> T:
         try:
             return action(self._client)
@@ -255,6 +260,28 @@ class RedisBackend:
         self._client.close()
 
 
+def ttl_of_pttl(pttl: object) -> float | None:
+    """Return the seconds a Redis ``PTTL`` reply leaves (-1 no expiry, -2 missing: None)."""
+    left = int(str(pttl))
+    return None if left < 0 else max(left, 1) / 1000
+
+
+def ttl_of_meta(line: bytes) -> float | None:
+    """Return the seconds memcached's ``mg KEY t`` reply leaves (``HD t59``; -1, or a miss: None).
+
+    memcached counts whole seconds, so up to a second is lost here. A memcached older than 1.6
+    answers ``ERROR`` (no meta commands): no TTL known either.
+
+    >>> ttl_of_meta(b"HD t59"), ttl_of_meta(b"HD t-1"), ttl_of_meta(b"EN"), ttl_of_meta(b"ERROR")
+    (59.0, None, None, None)
+    """
+    flags = line.split()
+    if not flags or flags[0] not in (b"HD", b"VA"):
+        return None  # EN: missing
+    left = next((int(flag[1:]) for flag in flags[1:] if flag.startswith(b"t")), -1)
+    return None if left < 0 else float(max(left, 1))
+
+
 def _milliseconds(ttl_s: float | None, url: ServerURL) -> int | None:
     return None if ttl_s is None else redis_px(ttl_s, time.time(), str(url))
 
@@ -283,6 +310,7 @@ class MemcachedBackend:
                 MemcacheClientError,
                 MemcacheError,
                 MemcacheServerError,
+                MemcacheUnknownCommandError,
             )
         except ImportError:
             raise ConfigError(
@@ -291,6 +319,7 @@ class MemcachedBackend:
         self.url = url
         self._client_error = MemcacheClientError
         self._server_error = MemcacheServerError
+        self._unknown_command = MemcacheUnknownCommandError
         self._errors: tuple[type[Exception], ...] = (MemcacheError, OSError)
 
         def connect() -> Any:
@@ -413,6 +442,27 @@ class MemcachedBackend:
             self._call(lambda client: client.add(key, value, expire, noreply=False), {key: value})
         )
 
+    def gets(self, key: bytes) -> tuple[bytes | None, bytes | None]:
+        """Return `key`'s value and cas token ((None, None) when absent; protocol.txt)."""
+        found: tuple[bytes | None, bytes | None] = self._call(lambda client: client.gets(key))
+        return found
+
+    def store_unchanged(
+        self, key: bytes, value: bytes, token: bytes | None, ttl_s: float | None
+    ) -> bool:
+        """Store `value` if `key` is as the ``gets`` that gave `token` read it (None: absent).
+
+        ``add`` where it was absent, ``cas`` otherwise: a write in between makes either refuse.
+        """
+        expire = memcached_exptime(ttl_s, time.time(), str(self.url))
+
+        def action(client: Any) -> bool:
+            if token is None:
+                return bool(client.add(key, value, expire, noreply=False))
+            return bool(client.cas(key, value, token, expire, noreply=False))
+
+        return self._call(action, {key: value})
+
     def delete(self, key: bytes) -> bool:
         return bool(self._call(lambda client: client.delete(key, noreply=False)))
 
@@ -498,6 +548,22 @@ class MemcachedBackend:
     def touch(self, key: bytes, ttl_s: float) -> bool:
         expire = memcached_exptime(ttl_s, time.time(), str(self.url))
         return bool(self._call(lambda client: client.touch(key, expire, noreply=False)))
+
+    def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left (the meta get's ``t`` flag, memcached >= 1.6).
+
+        A memcached without meta commands answers ERROR: no TTL known (the server is fine).
+        """
+        unknown = self._unknown_command
+
+        def action(client: Any) -> bytes:
+            try:
+                line: bytes = client.raw_command(b"mg " + key + b" t")
+            except unknown:
+                return b"ERROR"
+            return line
+
+        return ttl_of_meta(self._call(action))
 
     def ping(self) -> None:
         self._call(lambda client: client.version())

@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.values.expiry import memcached_exptime
@@ -138,6 +137,10 @@ Hinted = tuple[int, int]
 _ROUTED: ContextVar[int | None] = ContextVar("ringkit_routed_epoch", default=None)
 
 
+# Calls that change nothing: a server that lost its epoch still answers them (it misses).
+_READS = frozenset({"get_many", "ttl_left"})
+
+
 class routed_by:  # used as a function: ``with routed_by(epoch):``
     """Send the backend calls made inside the block with `epoch` (this thread or task only).
 
@@ -228,15 +231,6 @@ class _Fenced:
         return [Script("sweep", (INDEX_KEY,), (self.sweep.cursor, count))] if count else []
 
 
-def _memcached_store(
-    client: Any, *, key: bytes, new: bytes, token: bytes | None, expire: int
-) -> Any:
-    """Store `new` if `key` is still as read with cas `token` (absent: None); pymemcache."""
-    if token is None:
-        return client.add(key, new, expire, noreply=False)
-    return client.cas(key, new, token, expire, noreply=False)
-
-
 class FencedBackend(_Fenced):
     """A backend whose every call carries an epoch; also the coordinator's handle on a server.
 
@@ -257,7 +251,7 @@ class FencedBackend(_Fenced):
     def serve(self, op: str, *args: Any) -> Any:
         """Run backend call `op(*args)` fenced by the routed epoch (check, then act, locked)."""
         with self._lock:
-            self._check(self.epoch_of(), write=op != "get_many")
+            self._check(self.epoch_of(), write=op not in _READS)
             return getattr(self.inner, op)(*args)
 
     def _check(self, sent: int, *, write: bool) -> None:
@@ -303,6 +297,11 @@ class FencedBackend(_Fenced):
     def touch(self, key: bytes, ttl_s: float) -> bool:
         return bool(self.serve("touch", key, ttl_s))
 
+    def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left; None when it has no expiry or is missing."""
+        left: float | None = self.serve("ttl_left", key)
+        return left
+
     def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
         """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only).
 
@@ -332,13 +331,12 @@ class FencedBackend(_Fenced):
                 if new is not None and new != held:
                     inner.set_many({key: new}, ttl_s)
                 return result
-        expire = memcached_exptime(ttl_s, time.time())
         for _ in range(MAX_CAS_TRIES):
-            held, token = inner._call(lambda client: client.gets(key))
+            held, token = inner.gets(key)
             new, result = update(held)
             if new is None or new == held:
                 return result
-            if inner._call(partial(_memcached_store, key=key, new=new, token=token, expire=expire)):
+            if inner.store_unchanged(key, new, token, ttl_s):
                 return result
         return None
 
@@ -470,7 +468,7 @@ class FencedRedis(FencedBackend):
         super().__init__(inner, epoch_of, point_of)
         import redis
 
-        self._redis: Any = inner._client
+        self._redis: Any = inner.client
         self._errors: tuple[type[Exception], ...] = (redis.RedisError, OSError)
         self._scripts = {
             name: self._redis.register_script(source)
@@ -694,13 +692,13 @@ class AsyncFencedBackend(_Fenced):
         super().__init__(inner, epoch_of, point_of)
         self._memcached = inner if isinstance(inner, AsyncMemcachedBackend) else None
         self._memory = (
-            FencedBackend(inner._sync, epoch_of, point_of)
+            FencedBackend(inner.sync, epoch_of, point_of)
             if isinstance(inner, AsyncMemoryBackend)
             else None
         )
         self._scripts: dict[str, Any] = {}
         if isinstance(inner, AsyncRedisBackend):
-            client = inner._client
+            client = inner.client
             self._scripts = {
                 name: client.register_script(src)
                 for name, src in {**SCRIPTS, **HANDOFF_SCRIPTS}.items()
@@ -723,7 +721,7 @@ class AsyncFencedBackend(_Fenced):
                 with contextlib.suppress(BackendError):  # best effort, as in the sync form
                     self.sweep.advance(await self._run(step))
             return answer
-        await self._gate_check(sent, write=op != "get_many")
+        await self._gate_check(sent, write=op not in _READS)
         return await getattr(self.inner, op)(*args)
 
     async def _gate_check(self, sent: int, *, write: bool) -> None:
@@ -738,7 +736,7 @@ class AsyncFencedBackend(_Fenced):
 
         try:
             if script.name not in self._scripts:  # a plain command (a read's MGET)
-                client = self.inner._client  # type: ignore[attr-defined]
+                client = self.inner.client  # type: ignore[attr-defined]
                 return await client.execute_command(script.name, *script.keys, *script.args)
             return await self._scripts[script.name](keys=list(script.keys), args=list(script.args))
         except (TimeoutError, redis.RedisError, OSError) as error:
@@ -751,7 +749,7 @@ class AsyncFencedBackend(_Fenced):
         if len(scripts) == 1:
             return [await self._run(scripts[0])]
         try:
-            pipe = self.inner._client.pipeline(transaction=False)  # type: ignore[attr-defined]
+            pipe = self.inner.client.pipeline(transaction=False)  # type: ignore[attr-defined]
             for script in scripts:
                 sha = self._scripts[script.name].sha
                 pipe.evalsha(sha, len(script.keys), *script.keys, *script.args)
@@ -775,7 +773,7 @@ class AsyncFencedBackend(_Fenced):
         import redis
 
         try:
-            return await self.inner._client.execute_command(*command)  # type: ignore[attr-defined]
+            return await self.inner.client.execute_command(*command)  # type: ignore[attr-defined]
         except (TimeoutError, redis.RedisError, OSError) as error:
             raise server_failed(self.url, error) from None
 
@@ -784,19 +782,14 @@ class AsyncFencedBackend(_Fenced):
         inner: Any = self.inner
         expire = memcached_exptime(ttl_s, time.time())
         for _ in range(MAX_CAS_TRIES):
-            lines = await inner._exchange(b"gets %s\r\n" % key, 1)
-            held, token = None, b""
-            if len(lines) > 1:
-                header, _, data = lines[0].partition(b"\r\n")
-                held, token = data[:-2], header.split()[4]
+            held, token = await inner.gets(key)
             new, result = update(held)
             if new is None or new == held:
                 return result
             if held is None:
                 done = await inner.add(key, new, ttl_s)
             else:
-                request = b"cas %s 0 %d %d %s\r\n%s\r\n" % (key, expire, len(new), token, new)
-                done = (await inner._exchange(request, 1))[0] == b"STORED"
+                done = await inner.cas(key, new, token, expire)
             if done:
                 return result
         return None
@@ -878,7 +871,7 @@ class AsyncFencedBackend(_Fenced):
                 return answer
             try:
                 pipe = _marked_pipeline(
-                    self.inner._client.pipeline(transaction=False),  # type: ignore[attr-defined]
+                    self.inner.client.pipeline(transaction=False),  # type: ignore[attr-defined]
                     scripts,
                     self._scripts,
                     keys,

@@ -183,7 +183,7 @@ class Index(Protocol):
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]: ...
     def dump(self, keys: Sequence[bytes]) -> list[Record]: ...
     def dump_arc(
-        self, start: int, end: int, space: int, batch: int
+        self, start: int, end: int, space: int, batch: int, page_bytes: int | None = None
     ) -> Iterator[Sequence[Record]]: ...
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int: ...
     def delete(self, keys: Sequence[bytes]) -> int: ...
@@ -395,10 +395,14 @@ class RedisIndex:
             self._forget(keys=[INDEX_KEY], args=gone)
         return records
 
-    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[PackedRecords]:
-        """Yield the records of the keys on the arc (start, end], a page of `batch` per script.
+    def dump_arc(
+        self, start: int, end: int, space: int, batch: int, page_bytes: int | None = None
+    ) -> Iterator[PackedRecords]:
+        """Yield the records of the keys on the arc (start, end], a page per script.
 
-        Each page is read, dumped and packed by one script on the server
+        A page holds at most `batch` keys and, with `page_bytes`, at most that many bytes of
+        keys and values, but one key at least (a larger value moves alone). Each page is read,
+        dumped and packed by one script on the server
         (:data:`~ringkit.cluster.values.packed.DUMP_PAGE`), which also drops the entries of keys
         found gone; the coordinator passes the packed page on without decoding it.
         """
@@ -406,7 +410,7 @@ class RedisIndex:
             cursor = low
             while cursor:
                 blob, count, size, after, *long_keys = self._run(
-                    self._dump_page, [INDEX_KEY], [cursor, high, batch]
+                    self._dump_page, [INDEX_KEY], [cursor, high, batch, page_bytes or 0]
                 )
                 cursor = bytes(after)
                 if count:
@@ -506,10 +510,21 @@ class ScanIndex:
                     records.append(Record(key, value, pttl, version_of(value[:9])))
         return records
 
-    def dump_arc(self, start: int, end: int, space: int, batch: int) -> Iterator[list[Record]]:
-        """Yield the records of the keys on the arc (start, end], a page of `batch` at a time."""
+    def dump_arc(
+        self, start: int, end: int, space: int, batch: int, page_bytes: int | None = None
+    ) -> Iterator[list[Record]]:
+        """Yield the records of the keys on the arc (start, end], as the Redis index pages them."""
         for keys in self.pages(start, end, space, batch):
-            yield self.dump(keys)
+            page: list[Record] = []
+            size = 0
+            for record in self.dump(keys):
+                size += record.size_bytes
+                if page and page_bytes and size > page_bytes:
+                    yield page
+                    page, size = [], record.size_bytes
+                page.append(record)
+            if page:
+                yield page
 
     def delete_arc(
         self, start: int, end: int, space: int, batch: int, pace: Pace | None = None

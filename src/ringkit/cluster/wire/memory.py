@@ -183,6 +183,15 @@ class MemoryBackend:
 
         return self._locked(action)
 
+    def ttl_left(self, key: bytes) -> float | None:
+        """Return the seconds `key` has left; None when it has no expiry or is missing."""
+
+        def action(store: MemoryStore, now: float) -> float | None:
+            expiry = store.data[key][1] if store.live(key, now) is not None else 0.0
+            return max(expiry - now, 0.001) if expiry else None
+
+        return self._locked(action)
+
     def ping(self) -> None:
         self._locked(lambda store, now: None)
 

@@ -59,6 +59,8 @@ CHANGES = ("add", "remove")
 DEFAULT_MAX_STREAMS = 4
 DEFAULT_SETUP_S = 0.5
 DEFAULT_BANDWIDTH_BYTES_PER_S = 100_000_000.0
+# ringkit.cluster.rebalance.options.DEFAULT_PAGE_BYTES: the bytes of one page a move copies.
+DEFAULT_PAGE_BYTES = 1 << 20
 # ringkit.lb.haproxy.DEFAULT_DRAIN_TIMEOUT_S: the longest wait for a leaving server's sessions.
 DEFAULT_DRAIN_TIMEOUT_S = 30.0
 # The vnode counts `ringkit sweep` tries: the powers of two up to 1024.

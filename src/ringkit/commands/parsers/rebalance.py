@@ -7,7 +7,12 @@ from typing import Any
 
 from ringkit.commands.common import positive_int, shown_url
 from ringkit.commands.parsers import deferred
-from ringkit.commands.parsers.names import DEFAULT_HASH, DEFAULT_VNODES, HASH_NAMES
+from ringkit.commands.parsers.names import (
+    DEFAULT_HASH,
+    DEFAULT_PAGE_BYTES,
+    DEFAULT_VNODES,
+    HASH_NAMES,
+)
 
 __all__ = ["register"]
 
@@ -70,9 +75,21 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="copy the view the servers hold into --view-store (refused if it holds a newer one)",
     )
+    action.add_argument(
+        "--export-to-servers",
+        action="store_true",
+        help="give the authority over the view back to the servers (from --view-store)",
+    )
     add("--keys-per-s", type=float, default=None, help="throttle: keys moved per second")
     add("--max-streams", type=positive_int, default=2, help="streams per source (default: 2)")
     add("--batch", type=positive_int, default=500, help="keys per range read (default: 500)")
+    add(
+        "--page-bytes",
+        type=positive_int,
+        default=DEFAULT_PAGE_BYTES,
+        help=f"bytes of keys and values per copied page; a larger value moves alone "
+        f"(default: {DEFAULT_PAGE_BYTES})",
+    )
     add("--no-scan", action="store_true", help="skip the SCAN for keys written without ringkit")
     add("--audit", help="append every view and plan to this JSON-lines file")
     add("--write-view", help="write the final view to this file")

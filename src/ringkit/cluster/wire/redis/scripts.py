@@ -28,6 +28,7 @@ from ringkit.cluster.values.keys import (
 )
 from ringkit.cluster.wire.backends import (
     server_failed,
+    ttl_of_pttl,
 )
 from ringkit.cluster.wire.index import (
     SWEEP_SCRIPT,
@@ -288,6 +289,8 @@ def redis_scripts(
     if op == "touch":
         key, ttl_s = args
         return [Script("touch", (EPOCH_KEY, key), (epoch, px_argument(ttl_s)))]
+    if op == "ttl_left":  # unfenced: it only tells a split counter's parts how long to live
+        return [Script("PTTL", (args[0],), ())]
     raise UnsupportedError(f"no fenced Redis form of {op!r}")
 
 
@@ -326,6 +329,8 @@ def redis_answer(
     [answer] = answers
     if op == "set_many":
         return None
+    if op == "ttl_left":
+        return ttl_of_pttl(answer)
     if op == "incr":
         return None if answer is None else int(answer)
     if op == "sweep_index":
