@@ -137,8 +137,8 @@ async def _computed_json(
     """Return ``function(query)`` as JSON, computed and encoded through the app's gate (a 503
     past its budget).
 
-    Encoding a maximal answer (20,000 keys, 65,536 tokens) takes as long as computing it; done
-    on the event loop, 40 of them at once held up every other request, /api/meta included.
+    Encoding a maximal answer (20,000 keys, 65,536 tokens) is CPU work too: done on the event
+    loop, it holds up every other request while it runs, /api/meta included.
     """
     # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s
     gate: ComputeGate = request.app.state.gate
