@@ -1,8 +1,8 @@
 # The commands of the README: `make demo`, `make check` and `make test`. Each sets up what it
 # needs. `make check` is the contributor's loop: ruff, mypy and every test that starts no server
-# (pytest -m "not server", see tests/markers.py), about a minute. `make test` is everything, CI's
-# command: the suite runs on every core (pytest-xdist), a test file per worker at a time so that
-# a module's servers start once (--dist loadfile).
+# (pytest -m "not server", see tests/markers.py). `make test` is everything, CI's command: the
+# suite runs on every core (pytest-xdist), a test file per worker at a time so that a module's
+# servers start once (--dist loadfile).
 # `make chaos` is the long fault-injection run (tests/chaos/), by hand: RUNS seeded runs per
 # fault kind (FAULTS: comma-separated, default all; CONFIG: one client configuration of
 # tests/chaos/run.py, default all in turn), real servers, a few minutes per kind.

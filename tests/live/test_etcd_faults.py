@@ -58,6 +58,12 @@ def test_killing_the_leader_under_churn_drops_no_live_member(cluster: EtcdCluste
     for snapshot in seen[first:]:  # once all three were in, none was ever dropped
         assert trio <= set(snapshot.active), snapshot
     assert len(churned) >= 2 and all(m.dropped_count == 0 for m in members)
+    # owns() is False while a member's last confirmed renewal is older than its TTL, which a
+    # leader election on a loaded machine can cause for a moment; what matters is that every
+    # member, never dropped, owns again once renewals go through.
+    deadline = time.monotonic() + 30
+    while not all(m.owns("k", replicas=3) for m in members) and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert all(m.owns("k", replicas=3) for m in members)
     for member in members:
         member.close()

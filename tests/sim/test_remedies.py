@@ -17,6 +17,7 @@ from ringkit.errors import ConfigError
 from ringkit.nodes import Node
 from ringkit.sim import Population, Scenario, load_bundled_scenario, parse_scenario, run_scenario
 from ringkit.sim.remedies import (
+    MAX_REQUESTS_PER_S,
     REMEDIES,
     Remedies,
     compare_remedies,
@@ -155,7 +156,7 @@ def test_a_brute_force_recount_gives_every_load(writes: float) -> None:
     writes=st.floats(0, 1),
     ttl=st.floats(0.001, 100),
     clients=st.integers(1, 64),
-    rate=st.floats(1, 1e6),
+    rate=st.floats(1, MAX_REQUESTS_PER_S),  # the bound a scenario and the page accept
 )
 def test_a_near_cache_never_adds_calls_and_passes_every_update(
     writes: float, ttl: float, clients: int, rate: float

@@ -22,16 +22,21 @@ one slow request does not stall the others; past the gate's time budget a reques
 from __future__ import annotations
 
 import contextlib
+import html
+import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
+from anyio import CapacityLimiter
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -50,9 +55,15 @@ from ringkit.web.params import (
 from ringkit.web.remedies import remedies_report
 from ringkit.web.zones import fail_zone_report
 
-__all__ = ["STATIC", "create_app"]
+__all__ = ["LIVE_WAITERS", "STATIC", "create_app", "page_html"]
 
 STATIC = Path(__file__).parent / "static"
+# Long polls of /api/live waiting at once. Each waits on a thread of its own pool, never on the
+# shared pool that files and other handlers use: 40 idle long polls took all 40 of anyio's
+# default threads and made `/` and /api/live wait up to 28 s. Past this count a long poll is
+# answered 503 with Retry-After (the page waits and asks again).
+LIVE_WAITERS = 32
+LIVE_RETRY_AFTER_S = 2
 logger = logging.getLogger("ringkit.web")
 
 
@@ -75,24 +86,46 @@ async def _live(request: Request) -> Response:
             "ringkit serve --store etcd://HOST:PORT/PREFIX (or memory://NAME)",
             None,
         )
-    # Blocking waits and lease reads run in the thread pool, never on the event loop.
-    snapshot = await run_in_threadpool(view.wait_after, query.after_epoch, query.wait_s)
+    # Blocking waits and lease reads run on threads, never on the event loop; the waits on
+    # their own bounded pool (LIVE_WAITERS).
+    if query.after_epoch is None:  # the current snapshot: no wait
+        snapshot = await run_in_threadpool(view.wait_after, None, query.wait_s)
+    else:
+        waiters: CapacityLimiter = request.app.state.live_waiters
+        try:
+            waiters.acquire_nowait()  # at once, or never: a long poll must not queue
+        except anyio.WouldBlock:
+            raise HTTPException(
+                503,
+                f"{LIVE_WAITERS} live long polls are waiting already; retry",
+                headers={"Retry-After": str(LIVE_RETRY_AFTER_S)},
+            ) from None
+        try:
+            # The waiters' own threads (their count is bounded by the tokens just taken).
+            snapshot = await anyio.to_thread.run_sync(
+                view.wait_after,
+                query.after_epoch,
+                query.wait_s,
+                limiter=request.app.state.live_threads,
+            )
+        finally:
+            waiters.release()
     return JSONResponse(await run_in_threadpool(view.report, snapshot))
 
 
 async def _ring(request: Request) -> Response:
     query = parse_ring_query(request.query_params.multi_items())
-    return JSONResponse(await _computed(request, api.ring_report, query))
+    return await _computed_json(request, api.ring_report, query)
 
 
 async def _lookup(request: Request) -> Response:
     query = parse_lookup_query(request.query_params.multi_items())
-    return JSONResponse(await _computed(request, api.lookup_report, query))
+    return await _computed_json(request, api.lookup_report, query)
 
 
 async def _remedies(request: Request) -> Response:
     query = parse_remedies_query(request.query_params.multi_items())
-    return JSONResponse(await _computed(request, remedies_report, query))
+    return await _computed_json(request, remedies_report, query)
 
 
 async def _balancers(request: Request) -> Response:
@@ -102,20 +135,55 @@ async def _balancers(request: Request) -> Response:
 
 async def _fail_zone(request: Request) -> Response:
     query = parse_fail_zone_query(request.query_params.multi_items())
-    return JSONResponse(await _computed(request, fail_zone_report, query))
+    return await _computed_json(request, fail_zone_report, query)
 
 
-async def _computed(
+async def _computed_json(
     request: Request, function: Callable[[Any], dict[str, Any]], query: object
-) -> dict[str, Any]:
-    """Return ``function(query)`` computed through the app's gate (a 503 past its budget)."""
+) -> Response:
+    """Return ``function(query)`` as JSON, computed and encoded through the app's gate (a 503
+    past its budget).
+
+    Encoding a maximal answer (20,000 keys, 65,536 tokens) is CPU work too: done on the event
+    loop, it holds up every other request while it runs, /api/meta included.
+    """
     # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s
     gate: ComputeGate = request.app.state.gate
-    return await gate.run(function, query)
+    body = await gate.run(_encoded, function, query)
+    return Response(body, media_type="application/json")
 
 
-def _page(request: Request) -> Response:
-    return FileResponse(STATIC / "index.html", media_type="text/html")
+def _encoded(function: Callable[[Any], dict[str, Any]], query: object) -> bytes:
+    # JSONResponse's own encoding, off the event loop.
+    content = function(query)
+    return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def page_html() -> str:
+    """Return the page with its selects filled and the documented defaults selected.
+
+    The script fills the controls from /api/meta too; rendering the choices here means the page
+    shows the defaults before its script runs (a slow network, a screenshot, no JavaScript), not
+    whichever option a browser selects first.
+    """
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    meta = api.meta()
+    choices = {
+        "hasher": [hasher["name"] for hasher in meta["hashers"]],
+        "strategy": meta["strategies"],
+    }
+    for select, names in choices.items():
+        default = meta["defaults"][select]
+        options = "".join(
+            f'<option value="{html.escape(name)}"{" selected" if name == default else ""}>'
+            f"{html.escape(name)}</option>"
+            for name in names
+        )
+        empty = f'<select id="{select}"></select>'
+        if empty not in page:
+            raise RuntimeError(f"index.html has no empty {empty}")
+        page = page.replace(empty, f'<select id="{select}">{options}</select>')
+    return page
 
 
 async def _bad_param(request: Request, error: Exception) -> Response:
@@ -158,6 +226,12 @@ def create_app(
         yield
         gate.close()
 
+    page = page_html()
+
+    async def _page(request: Request) -> Response:
+        # From memory, on the event loop: no thread to wait for, whatever else is running.
+        return HTMLResponse(page)
+
     routes = [
         Route("/", _page, methods=["GET"]),
         Route("/api/meta", _meta, methods=["GET"]),
@@ -176,4 +250,6 @@ def create_app(
     handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.live, app.state.gate = live, gate
+    app.state.live_waiters = CapacityLimiter(LIVE_WAITERS)
+    app.state.live_threads = CapacityLimiter(LIVE_WAITERS)
     return app

@@ -498,7 +498,8 @@ function buildControls(meta) {
   for (const [id, names] of [["hasher", meta.hashers.map((h) => h.name)],
     ["strategy", meta.strategies]]) {
     const select = $(id);
-    for (const name of names) select.append(new Option(name, name));
+    // The server rendered the choices with the defaults selected; these are the same names.
+    select.replaceChildren(...names.map((name) => new Option(name, name)));
     select.addEventListener("change", () => {
       state[id] = select.value;
       refresh(null);

@@ -53,6 +53,12 @@ function render(report, palette) {
 async function fetchLive(afterEpoch) {
   const params = afterEpoch === null ? "" : `?after_epoch=${afterEpoch}`;
   const response = await fetch(`/api/live${params}`);
+  if (response.status === 503) {
+    // Too many long polls wait on the server already: wait as it asks, then ask again.
+    const seconds = Number(response.headers.get("Retry-After")) || 2;
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    return fetchLive(afterEpoch);
+  }
   const body = await response.json();
   if (!response.ok) throw new Error(body.error.message);
   return body;
