@@ -130,7 +130,7 @@ async def _remedies(request: Request) -> Response:
 
 async def _balancers(request: Request) -> Response:
     query = parse_balancers_query(request.query_params.multi_items())
-    return JSONResponse(await _computed(request, balancers_report, query))
+    return await _computed_json(request, balancers_report, query)
 
 
 async def _fail_zone(request: Request) -> Response:
