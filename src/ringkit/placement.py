@@ -2,8 +2,8 @@
 
 A *placement* decides which node owns a key. ``HashRing``, every strategy (modulo, jump,
 rendezvous, maglev, multi-probe, bounded load, fixed partitions, ...) and every compatibility
-layout (ketama and Envoy continua, Cassandra, Redis Cluster) answer the same questions (DESIGN.md
-decision 4), so that movement analysis, statistics, the simulator, the CLI, the web page and the
+layout (ketama and Envoy continua, Cassandra, Redis Cluster) answer the same questions, so
+that movement analysis, statistics, the simulator, the CLI, the web page and the
 cluster client work with any of them without asking what type it is:
 
 - looking up: ``node_for(key)``, ``nodes_for(key, n)`` (distinct nodes, in the placement's

@@ -84,8 +84,8 @@ def _check_configuration(
 ) -> None:
     """Refuse options that contradict the cluster's view; the replica count comes from it.
 
-    A replica count other than the clients' moves primaries only and deletes the other copies
-    (issue 16, item 2), so without a view to take it from it must be given.
+    A replica count other than the clients' moves primaries only and deletes the other copies,
+    so without a view to take it from it must be given.
     """
     found = store.load() if isinstance(store, AuthoritativeViewStore) else None
     if found is None:  # the servers' view (an authoritative store refuses to start behind it)

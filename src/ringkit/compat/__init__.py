@@ -1,6 +1,6 @@
 """Exact layouts of other systems: ketama, uhashring, Envoy, HAProxy, nginx, Cassandra, Redis.
 
-Each function reproduces one system's placement bit for bit (DESIGN.md decision 5) and cites its
+Each function reproduces one system's placement bit for bit and cites its
 source; docs/compatibility.md says what was checked against what.
 
 >>> from ringkit.compat import ketama, redis_slot

@@ -5,7 +5,7 @@ to the first point >= it on a sorted array of points, and a hash past the last p
 first (libketama ``ketama_get_server``, Envoy ``RingHashLoadBalancer::Ring::chooseHost``). They
 differ only in how the points are made, so each layout module builds its points and hands them
 here. Unlike :class:`ringkit.HashRing`, the points keep their system's own width (32 bits for
-ketama, 64 for Envoy; DESIGN.md decision 1) and points that collide keep the system's tie order
+ketama, 64 for Envoy) and points that collide keep the system's tie order
 (server index), because exactness rules here.
 
 >>> circle = Continuum.from_points(

@@ -58,7 +58,7 @@ __all__ = [
 KETAMA_VARIANTS = ("libketama", "libmemcached", "spy", "twemproxy")
 MEMCACHED_DEFAULT_PORT = 11211
 _UNWEIGHTED_POINTS = 100  # libmemcached MEMCACHED_POINTS_PER_SERVER
-# An ellipsis pasted from an example ("10.0.1.1:11211 600,...") is not a server (issue 14).
+# An ellipsis pasted from an example ("10.0.1.1:11211 600,...") is not a server.
 PLACEHOLDERS = ("...", "\u2026")
 _SPEC_FORMS = "'host[:port] weight', 'host[:port]:weight' or a {server: weight} mapping"
 

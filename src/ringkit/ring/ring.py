@@ -458,7 +458,7 @@ class HashRing(PlacementBase):
         return self._inserted(node, self._explicit, self._node_tokens(node))
 
     def _check_size(self, count: int) -> None:
-        # Counted before any token is hashed or any array allocated (issue 16, item 12).
+        # Counted before any token is hashed or any array allocated.
         what = f"a ring of vnodes={int_text(self._vnodes)}"
         check_token_count(count, self._max_tokens, what=what)
 

@@ -12,7 +12,7 @@ from readers and make the registry depend on what happens to be on disk; the con
 
 ``build_placement(strategy, nodes, options)`` fills in the defaults of the options the strategy
 uses and refuses a given option it does not use, naming the strategies that do: an ignored option
-would be a silent wrong answer (STYLE.md 3.5).
+would be a silent wrong answer.
 
 >>> build_placement("modulo", ["A", "B"]).node_for("k") in {"A", "B"}
 True

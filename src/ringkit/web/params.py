@@ -3,7 +3,7 @@
 Every parameter is a named query parameter with a text value. Parsing is strict (ASCII digits
 only, no silent defaults for bad values) and every failure is a :class:`ParamError` naming the
 parameter, saying what was expected and carrying the value given, which the app turns into
-HTTP 400 ``{"error": {"param": ..., "message": ..., "value": ...}}`` (STYLE.md 3.5). The limits
+HTTP 400 ``{"error": {"param": ..., "message": ..., "value": ...}}``. The limits
 keep one request's work bounded: at most ``MAX_NODES`` nodes, ``MAX_VNODES`` vnodes per node,
 ``MAX_TOKENS`` tokens in all and ``MAX_KEYS`` keys.
 

@@ -2,7 +2,7 @@
 
 A client that finds a key hot (:mod:`ringkit.cluster.core.hotkeys`) spreads its reads over copies
 on the next nodes of its preference list. Any other client may update the key meanwhile, so
-the copies cannot be one client's business (issue 16, item 4). The protocol, in the spirit of
+the copies cannot be one client's business. The protocol, in the spirit of
 the invalidations of Facebook's memcache (Nishtala et al., NSDI 2013, section 3.2) but driven
 by the writer:
 

@@ -12,7 +12,7 @@ weighted, so a batch is first aggregated and then applied in one pass.
 the *hot set*, and for a hot key the client keeps ``spread`` copies (the first `spread` nodes
 of its preference list) and rotates its reads over them, so its load is divided by `spread`.
 
-Copies must stay coherent with writes from *any* client (issue 16, item 4), so a key is spread
+Copies must stay coherent with writes from *any* client, so a key is spread
 in steps (:mod:`ringkit.cluster.core.hotcopies`): a *marker* on its replicas, which every writer
 reads back in the round trip of its write and then updates or invalidates the copies before it
 acknowledges; then the copies, written version-checked. Only then does this client *activate* the

@@ -9,7 +9,7 @@ an older version) is given the value found, with the TTL it has left, when `read
 and the view is stable. A repair is a conditional write (``repair``: a Lua script on Redis,
 ``gets`` + ``cas`` on memcached, the store lock in memory): it lands only where the replica
 holds no value or an older version, so a write acknowledged between the read and the repair
-is never replaced by the older value read (regression: issue 16, item 5). Raw counters (ints)
+is never replaced by the older value read. Raw counters (ints)
 carry no version and are not repaired.
 
 A :class:`Reader` is a component over the client's servers and codec; each read takes the
@@ -62,7 +62,7 @@ class Reader:
         return self.read_repair and not view.transitional
 
     def _causes(self, router: Router, key: bytes) -> str:
-        """Return why the servers of `key` failed last (regression: issue 14, part 12)."""
+        """Return why the servers of `key` failed last."""
         return self.servers.causes(router.read_order(key))
 
     def _usable(self, name: str, epoch: int) -> Steps[bool]:

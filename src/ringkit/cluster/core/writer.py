@@ -15,7 +15,7 @@ kept beside it (:func:`~ringkit.cluster.values.keys.tombstone_key`), so that nei
 that read the value before the delete nor, while data moves, a copy the coordinator read before
 it lands after it (Cassandra's tombstones, kept for ``gc_grace_seconds``, serve the same end).
 Tombstones expire by themselves: :data:`DELETE_TOMBSTONE_TTL_S` in a stable view,
-:data:`TOMBSTONE_TTL_S` while data moves (issue 16, item 15).
+:data:`TOMBSTONE_TTL_S` while data moves.
 
 A :class:`Writer` is a component over the client's servers and codec; like the reader its
 calls are sans-I/O generators (:mod:`ringkit.cluster.drivers.steps`) driven by both clients.

@@ -444,7 +444,7 @@ class Rebalancer:
         movement = diff(old, new, replicas=view.replicas)
         plan = movement.plan(max_streams_per_source=self.options.max_streams_per_source)
         # Everything that can refuse is checked before anything is published: a refusal after
-        # the moving view would leave the cluster stuck in it (issue 16, item 8).
+        # the moving view would leave the cluster stuck in it.
         for transfer in plan.transfers:
             for name in (*self._sources(view, transfer), transfer.destination):
                 _ = self.backend(name).index  # raises on a server that cannot list its keys

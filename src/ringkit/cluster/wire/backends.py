@@ -142,7 +142,7 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
         seen.add(id(cause))
     text = str(cause) or ("no answer in time" if isinstance(cause, TimeoutError) else "no detail")
     if type(cause).__name__ == "AuthenticationError":
-        # Views carry no secrets (issue 16): a server learnt from one needs this process's own.
+        # Views carry no secrets: a server learnt from one needs this process's own.
         text += (
             "; give its password inline in the URL, with credentials= "
             "(server name, host:port or '*') or RINGKIT_REDIS_PASSWORD"

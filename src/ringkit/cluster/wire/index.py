@@ -13,7 +13,7 @@ Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs th
 and indexes those of them that lie on the arcs about to move (an :class:`ArcSet`). On the
 memory backend the "index" is a scan of the store, which is in-process and small.
 
-The index stays bounded by the live keys (regression: issue 16, item 9). Redis expires and
+The index stays bounded by the live keys. Redis expires and
 evicts keys without telling anyone, so the entries of such keys are removed three ways, each
 by a script that checks the key is really gone (:data:`SWEEP_SCRIPT`): a range read of the
 coordinator drops the dead entries it meets; every write sweeps a bounded step of the index as

@@ -85,7 +85,7 @@ function forgetColours() {
 // Requests in flight: tests wait for busy "false", when the page has drawn the last answer.
 let pending = 0;
 // A newer request of a kind supersedes an older one: an answer that arrives after a newer
-// request was sent is dropped, or a slow error could come back over a fixed input (issue 13).
+// request was sent is dropped, or a slow error could come back over a fixed input.
 const latest = { refresh: 0, lookup: 0, remedies: 0, failZone: 0 };
 
 async function busyWhile(work) {
@@ -131,7 +131,7 @@ async function refreshNow(change) {
   await failZoneNow();
 }
 
-// The cards about movement would show "–" until a first change (issue 13): before one, they show
+// The cards about movement would show "–" until a first change: before one, they show
 // what adding the node the form suggests would move, as the server computes it for a real add.
 async function previewAdd(params, report) {
   try {
@@ -545,7 +545,7 @@ function buildControls(meta) {
     refresh({ kind: "add", value: nodeSpec(node) });
   });
   // A refresh looks the key up again with these fields: a fixed field must clear its error
-  // without another submit (issue 13).
+  // without another submit.
   $("lookup-replicas").addEventListener("change", lookup);
   $("lookup-form").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -102,7 +102,7 @@ function drawLookup(svg, found) {
   group.append(label);
   svg.append(group);
   // Hot-key labels sit at R - 26 / R - 38; a key name centred at R - 62 is wide enough to reach
-  // them beside the ring's sides (issue 13). Step it inward until its box is clear of them.
+  // them beside the ring's sides. Step it inward until its box is clear of them.
   const hot = [...svg.querySelectorAll(".hot-label")].map((text) => text.getBBox());
   for (let radius = R - 74; radius > 40; radius -= 12) {
     const box = label.getBBox();

@@ -65,7 +65,7 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 """
 # Writes also refuse a server that lost its epoch (restarted empty) while the client routes by
-# a published view: it would take writes that up-to-date clients never read (issue 16, item 6).
+# a published view: it would take writes that up-to-date clients never read.
 _CHECK_WRITE = (
     _CHECK
     + """
