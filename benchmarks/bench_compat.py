@@ -5,7 +5,7 @@
     python benchmarks/bench_compat.py --keys 2000 --repeats 61   # short repeats, many of them
 
 Every lookup table gives each median as a ratio to ``HashRing.node_for`` (160 vnodes, xxh3_64)
-over the same server names, measured in the same run (issue 15 asks ketama for <= 1.5x).
+over the same server names, measured in the same run (the target for ketama is <= 1.5x).
 Ketama and uhashring both hash keys with MD5 and search a 32-bit continuum of 160 points per
 server; uhashring's answers differ on some keys (docs/compatibility.md), which does not change
 the work done. Envoy's ring hashes keys with xxHash64 onto a 64-bit ring of 1024+ entries.

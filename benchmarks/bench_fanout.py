@@ -1,4 +1,4 @@
-"""Issue 15's two client figures, each beside its peer in the same run.
+"""The cache client's two fan-out figures, each beside its peer in the same run.
 
     python benchmarks/bench_fanout.py            # 4 redis-server + 1 memcached on loopback
     python benchmarks/bench_fanout.py --quick    # fewer operations and repeats

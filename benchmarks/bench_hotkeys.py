@@ -1,7 +1,7 @@
 """Hot-key remedies on real servers: busiest server's requests x fair, before and after each.
 
     python benchmarks/bench_hotkeys.py                        # 200,000 requests per run
-    python benchmarks/bench_hotkeys.py --requests 1000000     # issue 17's proof (minutes)
+    python benchmarks/bench_hotkeys.py --requests 1000000     # the documented run (minutes)
     python benchmarks/bench_hotkeys.py --only redis --load counters --requests 20000
 
 8 servers (redis-server, then memcached, started on loopback), ``HashRing`` of 160 vnodes,

@@ -1,6 +1,6 @@
 """How long `import ringkit` takes next to `import numpy`, each in a fresh interpreter.
 
-Issue 14: `import ringkit` should load the ring core only, so that it costs at most numpy plus
+`import ringkit` should load the ring core only, so that it costs at most numpy plus
 30 ms. Every repeat starts a new `python -c "import …"` for each contender, interleaved
 (bare, numpy, ringkit; bare, numpy, ringkit; …) so that a noisy neighbour slows all alike. The
 bare interpreter's start-up is reported too, so the import cost is the difference. Run by hand:

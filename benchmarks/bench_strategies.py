@@ -14,7 +14,7 @@ median's ratio to ringkit's ``HashRing`` in the same run. Peers
 run on the same keys: ``jump-consistent-hash`` (``jump.hash``, a C extension, fed the same
 xxh3_64 key hashes as ringkit's JumpHash) and pymemcache's ``RendezvousHash``. Memory is the
 bytes a built placement still holds (tracemalloc, numpy arrays included). ``--lookups-only``
-times the scalar and batch lookups alone (no builds, no memory), the figures issue 15 targets:
+times the scalar and batch lookups alone (no builds, no memory), the figures with targets:
 JumpHash / MultiProbe / BoundedLoad ``node_for`` at most 2x / 3x / 2x ``HashRing.node_for``.
 ``--only`` keeps the contenders with the given labels (the ring always stays), so that a slow
 peer does not run between two of them and leave the next one cold caches.
