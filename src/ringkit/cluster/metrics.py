@@ -39,8 +39,8 @@ from ringkit.errors import ConfigError
 __all__ = ["ClientMetrics", "MetricsSource"]
 
 # Cache calls take 0.1-2 ms on a local network; a slow server or a timeout takes up to seconds.
-LATENCY_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                     0.5, 1.0, 2.5, 5.0)  # fmt: skip
+# 1, 2.5 and 5 per decade from 0.1 ms to 5 s (Prometheus's own default buckets start at 5 ms).
+LATENCY_BUCKETS_S = tuple(round(m * 10.0**e, 6) for e in range(-4, 1) for m in (1.0, 2.5, 5.0))
 
 
 class MetricsSource(Protocol):

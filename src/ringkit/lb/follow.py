@@ -15,12 +15,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Self
 
 from ringkit.errors import ConfigError, RingkitError
 from ringkit.live import MemberInfo, Store, Subscription
 from ringkit.live.snapshot import decode_member
 
-__all__ = ["Follower", "Reading", "read_members"]
+__all__ = ["Follower", "Following", "Reading", "read_members"]
 
 _log = logging.getLogger("ringkit.lb")
 
@@ -107,3 +108,32 @@ class Follower:
         self._wakeup.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s)
+
+
+class Following:
+    """What every controller offers about its thread: start, close, a context, the last error.
+
+    A controller sets ``self._follower`` (a :class:`Follower` of its own pass) in ``__init__``.
+    """
+
+    _follower: Follower
+
+    def start(self) -> Self:
+        """Follow the store in a background thread (first pass at once); return self."""
+        self._follower.start()
+        return self
+
+    def close(self) -> None:
+        """Stop following (the proxy's pool stays as the last pass left it)."""
+        self._follower.close()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def last_error(self) -> Exception | None:
+        """The error of the background thread's last pass (None when it succeeded)."""
+        return self._follower.last_error

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ringkit.compat.haproxy import HAProxyRing, HAProxyServer, haproxy
 from ringkit.errors import BackendError, ConfigError
-from ringkit.lb.follow import Follower, Reading, read_members
+from ringkit.lb.follow import Follower, Following, Reading, read_members
 from ringkit.lb.ids import assign_ids, ids_key, read_ids
 from ringkit.lb.pool import HAPROXY_WEIGHTS, Pool, ProxyServer, proxied
 from ringkit.lb.runtime import HAProxyRuntime, ServerState
@@ -72,7 +72,7 @@ class _Plan:
     out: set[str]
 
 
-class HAProxyController:
+class HAProxyController(Following):
     """Keeps HAProxy's `backend` holding exactly the live ring's proxied members.
 
     Running: ``start`` (follow the store in a thread), ``close``, also a context manager.
@@ -109,27 +109,7 @@ class HAProxyController:
             store, self._pass, resync_s=resync_s, name=f"ringkit-lb-haproxy-{backend}"
         )
 
-    # -- running ---------------------------------------------------------------------------------
-
-    def start(self) -> HAProxyController:
-        """Follow the store in a background thread (first pass at once); return self."""
-        self._follower.start()
-        return self
-
-    def close(self) -> None:
-        """Stop following (servers stay as they are)."""
-        self._follower.close()
-
-    def __enter__(self) -> HAProxyController:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def last_error(self) -> Exception | None:
-        """The error of the background thread's last pass (None when it succeeded)."""
-        return self._follower.last_error
+    # -- what it did ------------------------------------------------------------------------------
 
     def servers(self) -> tuple[ProxyServer, ...]:
         """The servers the backend routes to after the last pass, sorted by name."""

@@ -32,7 +32,7 @@ from pathlib import Path
 from ringkit.compat import Continuum
 from ringkit.compat.nginx import NginxServer, nginx
 from ringkit.errors import BackendError, ConfigError
-from ringkit.lb.follow import Follower, read_members
+from ringkit.lb.follow import Follower, Following, read_members
 from ringkit.lb.pool import NGINX_WEIGHTS, PoolServer, proxied
 from ringkit.live import Store
 
@@ -53,7 +53,7 @@ def render_upstream(servers: Sequence[PoolServer]) -> str:
     return _HEADER + "".join(lines)
 
 
-class NginxController:
+class NginxController(Following):
     """Keeps the upstream file `upstream_file` holding the live ring's proxied members.
 
     Running: ``start``, ``close``, a context manager. One pass now: ``reconcile``.
@@ -82,26 +82,6 @@ class NginxController:
         self._follower = Follower(
             store, self._pass, resync_s=resync_s, name=f"ringkit-lb-nginx-{self._file.name}"
         )
-
-    def start(self) -> NginxController:
-        """Follow the store in a background thread (first pass at once); return self."""
-        self._follower.start()
-        return self
-
-    def close(self) -> None:
-        """Stop following (the file stays as it is)."""
-        self._follower.close()
-
-    def __enter__(self) -> NginxController:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def last_error(self) -> Exception | None:
-        """The error of the background thread's last pass (None when it succeeded)."""
-        return self._follower.last_error
 
     def servers(self) -> tuple[PoolServer, ...]:
         """The servers nginx was last reloaded with, sorted by member."""

@@ -62,8 +62,11 @@ def _import_client() -> Any:
 
 #: A PEM file larger than this is not a certificate or key (``?ca=/dev/zero`` would never end).
 _MAX_PEM_BYTES = 1 << 20
-_PEM_MARKERS = {"ca": b"-----BEGIN CERTIFICATE-----", "cert": b"-----BEGIN CERTIFICATE-----",
-                "key": b"PRIVATE KEY-----"}  # fmt: skip
+_PEM_MARKERS = {
+    "ca": b"-----BEGIN CERTIFICATE-----",
+    "cert": b"-----BEGIN CERTIFICATE-----",
+    "key": b"PRIVATE KEY-----",
+}
 
 
 def _read_file(url: StoreURL, what: str, path: str | None) -> bytes | None:
@@ -103,18 +106,33 @@ def _details(error: BaseException) -> str:
 
 #: What gRPC's TLS says, and what it means to the person who wrote the URL.
 _TLS_CAUSES = (
-    ("CERTIFICATE_VERIFY_FAILED", "etcd's certificate is not signed by a CA this client trusts "
-     "(unknown CA); pass ?ca=PATH, the CA that signed it"),
-    ("Hostname Verification", "etcd's certificate does not name the host in the URL (name "
-     "mismatch); use a host name or IP address its subjectAltName lists"),
-    ("Peer name", "etcd's certificate does not name the host in the URL (name mismatch); use "
-     "a host name or IP address its subjectAltName lists"),
-    ("TSI_DATA_CORRUPTED", "etcd refused the client certificate (or its absence); pass "
-     "cert=PATH&key=PATH signed by a CA in etcd's --trusted-ca-file"),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "etcd's certificate is not signed by a CA this client trusts "
+        "(unknown CA); pass ?ca=PATH, the CA that signed it",
+    ),
+    (
+        "Hostname Verification",
+        "etcd's certificate does not name the host in the URL (name "
+        "mismatch); use a host name or IP address its subjectAltName lists",
+    ),
+    (
+        "Peer name",
+        "etcd's certificate does not name the host in the URL (name mismatch); use "
+        "a host name or IP address its subjectAltName lists",
+    ),
+    (
+        "TSI_DATA_CORRUPTED",
+        "etcd refused the client certificate (or its absence); pass "
+        "cert=PATH&key=PATH signed by a CA in etcd's --trusted-ca-file",
+    ),
     ("CERTIFICATE_REQUIRED", "etcd requires a client certificate; pass cert=PATH&key=PATH"),
-    ("BAD_CERTIFICATE", "etcd refused the client certificate; pass cert=PATH&key=PATH "
-     "signed by a CA in etcd's --trusted-ca-file"),
-)  # fmt: skip
+    (
+        "BAD_CERTIFICATE",
+        "etcd refused the client certificate; pass cert=PATH&key=PATH "
+        "signed by a CA in etcd's --trusted-ca-file",
+    ),
+)
 
 
 def _tls_cause(error: BaseException | None) -> str | None:
