@@ -24,6 +24,7 @@ __all__ = [
     "print_json",
     "seed_int",
     "shown_url",
+    "store_arguments",
     "store_password_argument",
     "store_url_with_password",
     "strategy_list",
@@ -181,6 +182,17 @@ def vnode_counts(text: str) -> list[int]:
 
 #: The environment variable the commands read an etcd password from (never from argv).
 PASSWORD_ENV = "RINGKIT_ETCD_PASSWORD"
+
+
+def store_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add a required ``--store URL`` of a live ring and its ``--etcd-password-file``."""
+    parser.add_argument(
+        "--store",
+        required=True,
+        metavar="URL",
+        help="etcd://[USER@]HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
+    )
+    store_password_argument(parser)
 
 
 def store_password_argument(parser: argparse.ArgumentParser) -> None:

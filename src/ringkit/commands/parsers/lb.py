@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ringkit.commands.common import store_password_argument
+from ringkit.commands.common import store_arguments
 from ringkit.commands.parsers import deferred
 from ringkit.commands.parsers.names import DEFAULT_DRAIN_TIMEOUT_S, docs_page
 
@@ -59,13 +59,7 @@ def register(subparsers: Any) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        required=True,
-        metavar="URL",
-        help="etcd://[USER@]HOST:PORT[,…]/PREFIX, etcds://… or memory://NAME",
-    )
-    store_password_argument(parser)
+    store_arguments(parser)
     parser.add_argument(
         "--weight-scale",
         type=_positive,

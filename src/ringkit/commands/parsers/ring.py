@@ -6,21 +6,11 @@ import argparse
 import math
 from typing import Any
 
-from ringkit.commands.common import positive_int, store_password_argument
+from ringkit.commands.common import positive_int, store_arguments
 from ringkit.commands.parsers import deferred
 from ringkit.commands.parsers.names import docs_page
 
 __all__ = ["register"]
-
-
-def _store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--store",
-        required=True,
-        metavar="URL",
-        help="etcd://HOST:PORT[,HOST:PORT…]/PREFIX, etcds://… or memory://NAME",
-    )
-    store_password_argument(parser)
 
 
 def _epoch(text: str) -> int:
@@ -53,7 +43,7 @@ def register(subparsers: Any) -> None:
         help="members, states, shares and leases at the current epoch",
         description="Show the members of a live ring at its current epoch (like nodetool ring).",
     )
-    _store_argument(status)
+    store_arguments(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(run=deferred("ringkit.commands.ring", "run_status"))
     watch = actions.add_parser(
@@ -62,7 +52,7 @@ def register(subparsers: Any) -> None:
         description="Print one line per new epoch: who joined, left or changed state, and "
         "the share of the keyspace that moved against the least possible.",
     )
-    _store_argument(watch)
+    store_arguments(watch)
     watch.add_argument("--count", type=positive_int, help="stop after this many changes")
     watch.add_argument(
         "--timeout-s",
@@ -79,7 +69,7 @@ def register(subparsers: Any) -> None:
         description="Raise the ring's epoch base so that every epoch from now on is above "
         "--epoch-above (the highest epoch any process may have seen before the restore).",
     )
-    _store_argument(restore)
+    store_arguments(restore)
     restore.add_argument(
         "--epoch-above",
         type=_epoch,
