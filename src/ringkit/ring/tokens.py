@@ -108,11 +108,15 @@ def _array_lookup(
         count: int = len(table.tokens),
         bisect: Callable[..., int] = bisect_left,
         encode_key: Callable[[Any], bytes] = encode_key,
+        raw: type = bytes,
     ) -> str:
-        try:
-            data = key.encode()
-        except AttributeError:
-            data = encode_key(key)
+        if key.__class__ is raw:
+            data = key
+        else:
+            try:
+                data = key.encode()
+            except AttributeError:
+                data = encode_key(key)
         point = point_of(data)
         bucket = point >> shift
         index = bisect(tokens, point, prefix[bucket], prefix[bucket + 1])
@@ -241,11 +245,17 @@ class TokenTable:
             count: int = count,
             bisect: Callable[..., int] = bisect_left,
             encode_key: Callable[[Any], bytes] = encode_key,
+            raw: type = bytes,
         ) -> str:
-            try:
-                data = key.encode()
-            except AttributeError:
-                data = encode_key(key)  # bytes and int keys; anything else is a TypeError
+            # Bytes first (a cache client's routed keys): a str's encode() raised on bytes
+            # cost 0.7 us per lookup, three times the lookup itself.
+            if key.__class__ is raw:
+                data = key
+            else:
+                try:
+                    data = key.encode()
+                except AttributeError:
+                    data = encode_key(key)  # int keys; anything else is a TypeError
             point = point_of(data)
             bucket = point >> shift
             index = bisect(tokens, point, prefix[bucket], prefix[bucket + 1])
