@@ -28,15 +28,18 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import ClientCore, check_delta
-from ringkit.cluster.drivers.steps import Steps, run_async
+from ringkit.cluster.clientcore import REFUSED, STEPS, ClientCore, check_delta
+from ringkit.cluster.core.servers import Server
+from ringkit.cluster.drivers.steps import Call, Steps, call_async, run_async
 from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.values.expiry import ttl_keyword
+from ringkit.cluster.values.keys import user_key
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.aio_backends import open_async_backend
 from ringkit.cluster.wire.fencing import AsyncFencedBackend, fence_async, routed_epoch
 from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import EpochLostError, StaleViewError
 
 __all__ = ["AsyncShardedClient"]
 
@@ -60,9 +63,27 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     async def _run(self, steps: Steps[T]) -> T:
         return await run_async(steps, self._servers.server)
 
+    async def _call_alone(self, call: Call, server: Server[AsyncFencedBackend]) -> Any:
+        """Await a lone call (:mod:`ringkit.cluster.core.alone`); a refusal answers REFUSED."""
+        try:
+            return await call_async(call, server)
+        except (StaleViewError, EpochLostError):
+            return REFUSED
+
+    async def _write(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        lone = self._lone_set(encoded, ttl_s)
+        if lone is None or not self._lone_done(await self._call_alone(*lone)):
+            await self._run(self._set_encoded(encoded, ttl_s))
+
     async def get(self, key: str | bytes) -> Any:
         """Return the value stored at `key`, or None when no replica has it."""
-        return await self._run(self._get(key))
+        data = user_key(key)
+        lone = self._lone_get(data)
+        if lone is not None:
+            value = self._lone_got(lone, data, await self._call_alone(*lone))
+            if value is not STEPS:
+                return value
+        return await self._run(self._get(data))
 
     async def get_many(
         self, keys: Iterable[str | bytes], *, on_error: str = "raise"
@@ -76,14 +97,14 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     @ttl_keyword
     async def set(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> None:
         """Store `value` at `key` on its replicas."""
-        await self._run(self._set_many({key: value}, ttl_s))
+        await self._write(self.writer.encode_one(key, value, ttl_s), ttl_s)
 
     @ttl_keyword
     async def set_many(
         self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None
     ) -> None:
         """Store every item; per-server batches run concurrently; validated before writing."""
-        await self._run(self._set_many(items, ttl_s))
+        await self._write(self.writer.encode_many(items, ttl_s), ttl_s)
 
     @ttl_keyword
     async def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:

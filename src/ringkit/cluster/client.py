@@ -35,16 +35,19 @@ from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any, TypeVar
 
-from ringkit.cluster.clientcore import ClientCore, check_delta
+from ringkit.cluster.clientcore import REFUSED, STEPS, ClientCore, check_delta
+from ringkit.cluster.core.servers import Server
 from ringkit.cluster.drivers.fanout import FanOut
-from ringkit.cluster.drivers.steps import Steps, run_sync
+from ringkit.cluster.drivers.steps import Call, Steps, call_sync, run_sync
 from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.values.expiry import ttl_keyword
+from ringkit.cluster.values.keys import user_key
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
 from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import EpochLostError, StaleViewError
 
 __all__ = ["ShardedClient"]
 
@@ -78,6 +81,18 @@ class ShardedClient(ClientCore[FencedBackend]):
     def _run(self, steps: Steps[T]) -> T:
         return run_sync(steps, self._servers.server, self.fan_out)
 
+    def _call_alone(self, call: Call, server: Server[FencedBackend]) -> Any:
+        """Make a lone call (:mod:`ringkit.cluster.core.alone`); a refusal answers REFUSED."""
+        try:
+            return call_sync(call, server)
+        except (StaleViewError, EpochLostError):
+            return REFUSED
+
+    def _write(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        lone = self._lone_set(encoded, ttl_s)
+        if lone is None or not self._lone_done(self._call_alone(*lone)):
+            self._run(self._set_encoded(encoded, ttl_s))
+
     # -- reading -------------------------------------------------------------------------------
 
     def get(self, key: str | bytes) -> Any:
@@ -90,7 +105,13 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises BackendError: when no replica of the key could be reached
         :raises TypeError, ConfigError: when `key` is not a valid key
         """
-        return self._run(self._get(key))
+        data = user_key(key)
+        lone = self._lone_get(data)
+        if lone is not None:
+            value = self._lone_got(lone, data, self._call_alone(*lone))
+            if value is not STEPS:
+                return value
+        return self._run(self._get(data))
 
     def get_many(self, keys: Iterable[str | bytes], *, on_error: str = "raise") -> dict[Any, Any]:
         """Return ``{key: value}`` for the keys found (missing keys are left out).
@@ -113,7 +134,7 @@ class ShardedClient(ClientCore[FencedBackend]):
         :raises ConfigError: when the value is too large or `ttl_s` is not > 0
         :raises TypeError: when the serializer cannot encode the value
         """
-        self._run(self._set_many({key: value}, ttl_s))
+        self._write(self.writer.encode_one(key, value, ttl_s), ttl_s)
 
     @ttl_keyword
     def set_many(self, items: Mapping[str | bytes, object], *, ttl_s: float | None = None) -> None:
@@ -121,7 +142,7 @@ class ShardedClient(ClientCore[FencedBackend]):
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
-        self._run(self._set_many(items, ttl_s))
+        self._write(self.writer.encode_many(items, ttl_s), ttl_s)
 
     @ttl_keyword
     def add(self, key: str | bytes, value: object, *, ttl_s: float | None = None) -> bool:

@@ -23,6 +23,7 @@ from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from ringkit.cluster.checks import int_in_range, one_of, positive_seconds
+from ringkit.cluster.core.alone import LoneRoutes
 from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys
 from ringkit.cluster.core.reader import Reader
@@ -60,15 +61,31 @@ from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
     EpochLostError,
-    StaleViewError,
     UnsupportedError,
 )
 from ringkit.placement import Placement
 
-__all__ = ["ON_ERROR", "ClientCore", "check_delta", "check_keys"]
+__all__ = ["ON_ERROR", "REFUSED", "STEPS", "ClientCore", "check_delta", "check_keys"]
 
 #: What ``get_many`` does about a key no replica of which answered: raise, or leave it out.
 ON_ERROR = ("raise", "miss")
+
+
+class _Sentinel:
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __repr__(self) -> str:
+        return self._name
+
+
+#: What a client's transport answers for a lone call the server refused (a newer view, a lost
+#: epoch): the whole steps then refresh, or re-stamp, and retry.
+REFUSED: Any = _Sentinel("REFUSED")
+#: What :meth:`ClientCore._lone_got` answers when the whole read must answer instead.
+STEPS: Any = _Sentinel("STEPS")
 B = TypeVar("B", bound=Fenced)
 T = TypeVar("T")
 
@@ -219,6 +236,10 @@ class ClientCore(Generic[B]):
             else None
         )
         self.view_check_s: float | None = None
+        # Whether a single-key call may ever go alone (ringkit.cluster.core.alone): no hot keys
+        # (they record every read), no near-cache (it answers, or fills, first), read="first".
+        self._alone = hot_keys is None and near_cache is None and read == "first"
+        self._lone: LoneRoutes | None = None
         if self.metrics is not None:
             self.metrics.track(self)
 
@@ -335,15 +356,12 @@ class ClientCore(Generic[B]):
                 call = Call(name, "delete", (data,), router.view.epoch)
                 yield from self._servers.attempt(name, call, [data])
 
-    def _get(self, key: str | bytes) -> Steps[Any]:
-        data = user_key(key)
+    def _get(self, data: bytes) -> Steps[Any]:
+        """Read `data` with the whole steps: through the near-cache, else from its servers."""
         near = self._near
         if near is not None and wanted(near, (data,), self._hot):
             return read_through(near, data, self._get_stored(data), self._hot)
-        call = self._single_call(data)
-        if call is None:
-            return self._get_stored(data)
-        return self._get_single(call, data)
+        return self._get_stored(data)
 
     def _get_stored(self, data: bytes) -> Steps[Any]:
         """Read `data` from its servers (the sum of its parts if it is a split counter)."""
@@ -360,49 +378,83 @@ class ClientCore(Generic[B]):
 
         return (yield from self._fenced(op))
 
-    def _single_call(self, data: bytes) -> Call | None:
-        """Return the one call a read of `data` makes, when the steps could make no other.
+    # -- the lone call (ringkit.cluster.core.alone): a get or set made straight ---------------
 
-        With one replica, ``read="first"``, a settled stable view, no hot keys, no near-cache,
-        no periodic view check and the replica up, a read asks that replica once (fenced by the
-        view's epoch) and decodes the answer: :meth:`_get_single` yields that call alone,
-        without the fenced retry's, the reader's and the server set's generators around it
-        (which cost 2.42x -> 2.06x a bare pymemcache read on memcached;
-        benchmarks/bench_fanout.py). None: take the whole read.
+    def _lone_routes(self) -> LoneRoutes | None:
+        """The current view's :class:`LoneRoutes`, or None when no call may go alone now.
+
+        None before the client settled, and while a periodic view check is due (the steps
+        refresh the view first); built once per router.
         """
         router = self._tracker.router
-        if (
-            router.replicas != 1
-            or self._hot is not None  # hot keys record every read; split counters need them
-            or self._near is not None  # a near-cache answers, or fills, before any call
-            or self.view_check_s is not None
-            or self.reader.read_all
-            or router.view.transitional
-            or not self._tracker.settled
-        ):
+        lone = self._lone
+        if lone is None or lone.router is not router:
+            if not self._tracker.settled:
+                return None
+            lone = self._lone = LoneRoutes(router, dict(self._servers.items()), alone=self._alone)
+        check_s = self.view_check_s
+        if check_s is not None and self._tracker.check_due(check_s):
             return None
-        name = router.placement.node_for(route_key(data))
-        if not self._servers.server(name).health.up:
-            return None
-        return Call(name, "get_many", ((data,),), router.view.epoch, "get")
+        return lone
 
-    def _get_single(self, call: Call, data: bytes) -> Steps[Any]:
-        """Read `data` with `call` alone; a refusal or a failure takes the whole read after it.
+    def _lone_get(self, data: bytes) -> tuple[Call, Server[B]] | None:
+        """Return the one call a get of `data` makes and its server, when it can go alone.
 
-        A newer view (or a server that lost it) makes the whole read refresh and retry; a
-        failed server, already marked down, makes it fall back or name the cause.
+        A lone read costs 2.06x a bare pymemcache read on memcached where the whole steps cost
+        2.42x (benchmarks/bench_fanout.py); on memory:// see benchmarks/bench_client_path.py.
+        None: take the whole read.
         """
-        try:
-            [found] = yield (call,)
-        except (StaleViewError, EpochLostError):
-            return (yield from self._get_stored(data))
+        lone = self._lone_routes()
+        if lone is None or not lone.reads:
+            return None
+        server = lone.server_for(data)
+        if server is None:
+            return None
+        return Call(server.name, "get_many", ((data,),), lone.epoch, "get"), server
+
+    def _lone_got(self, lone: tuple[Call, Server[B]], data: bytes, found: Any) -> Any:
+        """Return the value a lone get answered, or :data:`STEPS`: the whole read answers.
+
+        A refusal (a newer view, a server that lost its epoch) makes the whole read refresh
+        and retry; a failed server, already marked down, makes it fall back or name the cause.
+        """
+        if found is REFUSED:
+            return STEPS
         if isinstance(found, Failed):
-            self._servers.server(call.server).stats.bump("failovers")
-            return (yield from self._get_stored(data))
+            lone[1].stats.bump("failovers")
+            return STEPS
         stored = found.get(data)
         if stored is None or is_copy_tombstone(stored):  # an invalidated hot-key copy: a miss
             return None
-        return self.reader.codec.decode(stored).value
+        return self.reader.codec.decode_value(stored)
+
+    def _lone_set(
+        self, encoded: Mapping[bytes, bytes], ttl_s: float | None
+    ) -> tuple[Call, Server[B]] | None:
+        """Return the one call a write of one encoded key makes and its server, if it can go alone.
+
+        As :meth:`_lone_get`, and under a view that spreads no hot key (no spread marker to
+        read back): the write's acknowledgement is that call's answer. None: the whole write.
+        """
+        if len(encoded) != 1:
+            return None
+        lone = self._lone_routes()
+        if lone is None or not lone.writes:
+            return None
+        [data] = encoded
+        server = lone.server_for(data)
+        if server is None:
+            return None
+        return Call(server.name, "set_many", (encoded, ttl_s), lone.epoch), server
+
+    @staticmethod
+    def _lone_done(outcome: Any) -> bool:
+        """Return True if a lone write took; else the whole write sends the same value again.
+
+        The same encoded value (same version): a refusal makes it refresh and retry, a failed
+        server (marked down already) makes it hint or name the cause.
+        """
+        return outcome is not REFUSED and not isinstance(outcome, Failed)
 
     def _get_many(
         self, keys: Iterable[str | bytes], on_error: str = "raise"
@@ -445,62 +497,13 @@ class ClientCore(Generic[B]):
             key: value for data, value in values.items() if value is not None for key in given[data]
         }
 
-    def _set_many(self, items: Mapping[str | bytes, object], ttl_s: float | None) -> Steps[None]:
-        encoded = self.writer.encode_many(items, ttl_s)
-        call = self._single_write(encoded, ttl_s)
-        if call is not None:
-            return (yield from self._set_single(call, encoded, ttl_s))
-        yield from self._set_encoded(encoded, ttl_s)
-
     def _set_encoded(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> Steps[None]:
+        """Write `encoded` with the whole steps (near-cache invalidation, quorum, hints)."""
         yield from invalidating(
             self._near,
             encoded,
             self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s)),
         )
-
-    def _single_write(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> Call | None:
-        """Return the one call a write of one encoded key makes, when the steps make no other.
-
-        As :meth:`_single_call` for a read, and also under a view that spreads no hot key (no
-        spread marker to read back): the write is one call to the key's one replica, and its
-        acknowledgement is that call's answer. None: take the whole write.
-        """
-        router = self._tracker.router
-        view = router.view
-        if (
-            len(encoded) != 1
-            or router.replicas != 1
-            or self._hot is not None
-            or self._near is not None
-            or self.view_check_s is not None
-            or view.transitional
-            or view.hot_copies
-            or not self._tracker.settled
-        ):
-            return None
-        [data] = encoded
-        name = router.placement.node_for(route_key(data))
-        if not self._servers.server(name).health.up:
-            return None
-        return Call(name, "set_many", (encoded, ttl_s), view.epoch)
-
-    def _set_single(
-        self, call: Call, encoded: Mapping[bytes, bytes], ttl_s: float | None
-    ) -> Steps[None]:
-        """Write with `call` alone; a refusal or a failure takes the whole write after it.
-
-        The whole write sends the same encoded value (same version): a newer view makes it
-        refresh and retry, a failed server (marked down already) makes it hint or name the
-        cause.
-        """
-        try:
-            [outcome] = yield (call,)
-        except (StaleViewError, EpochLostError):
-            yield from self._set_encoded(encoded, ttl_s)
-            return
-        if isinstance(outcome, Failed):
-            yield from self._set_encoded(encoded, ttl_s)
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once

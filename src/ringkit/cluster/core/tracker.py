@@ -249,6 +249,10 @@ class ViewTracker:
             self.adopt(found)
         return self.view
 
+    def check_due(self, check_s: float) -> bool:
+        """Return True when :meth:`fenced` with `check_s` would refresh the view first."""
+        return time.monotonic() - self._checked_at >= check_s
+
     def fenced(self, op: Callable[[Router], Steps[T]], check_s: float | None) -> Steps[T]:
         """Run `op` under the current router; on a refusal, refresh and run it again.
 
@@ -257,11 +261,9 @@ class ViewTracker:
         :raises StaleViewError: when servers still refuse after ``MAX_VIEW_RETRIES`` refreshes
         """
         yield from self.settle()
-        if check_s is not None:
-            now = time.monotonic()
-            if now - self._checked_at >= check_s:
-                self._checked_at = now
-                yield from self.refresh()
+        if check_s is not None and self.check_due(check_s):
+            self._checked_at = time.monotonic()
+            yield from self.refresh()
         for attempt in range(MAX_VIEW_RETRIES + 1):
             try:
                 return (yield from op(self.router))

@@ -122,6 +122,19 @@ class Writer:
             encoded[data] = self._encode(data, value, ttl_s)
         return encoded
 
+    def encode_one(self, key: object, value: object, ttl_s: float | None) -> dict[bytes, bytes]:
+        """Return ``{key: stored}`` for one item, as :meth:`encode_many` of it would.
+
+        Checked in the same order (the TTL, then the key, then the value), without building
+        and walking a mapping of one item: the path of every ``set``.
+
+        :raises ConfigError, TypeError: as :meth:`encode_many`
+        """
+        if ttl_s is not None:
+            self.check_ttl(ttl_s)
+        data = user_key(key)
+        return {data: self._encode(data, value, ttl_s)}
+
     def _copy_of(self, stored: bytes) -> bytes:
         """Return what a hot-key copy of `stored` holds: the value, or a tombstone.
 

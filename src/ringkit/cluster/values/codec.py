@@ -192,6 +192,10 @@ class ValueCodec(Protocol):
         """Return :meth:`decode` of each of `datas`, in order (a multi-key read's values)."""
         ...  # pragma: no cover
 
+    def decode_value(self, data: bytes) -> Any:
+        """Return ``decode(data).value``: the value alone (a single-key read's)."""
+        ...  # pragma: no cover
+
 
 class Codec:
     """Encode values into stored bytes and decode them back with one serializer."""
@@ -246,6 +250,20 @@ class Codec:
         if _is_decimal(digits):
             return Decoded(int(digits), 0, 0)
         return Decoded(data, 0, 0)
+
+    def decode_value(self, data: bytes) -> Any:
+        """Return ``decode(data).value``, the envelope of a str or bytes value opened inline.
+
+        :raises ConfigError: when the value was stored by another serializer
+        """
+        size = _HEADER.size
+        if len(data) >= size and data[0] == _MARK:
+            kind = data[size - 1 : size]
+            if kind == b"s":
+                return data[size:].decode(errors="surrogatepass")
+            if kind == b"b":
+                return data[size:]
+        return self.decode(data).value
 
     def decode_many(self, datas: list[bytes]) -> list[Decoded]:
         """Return :meth:`decode` of each of `datas`, in order.
@@ -396,3 +414,7 @@ class RawCodec:
     def decode_many(self, datas: list[bytes]) -> list[Decoded]:
         """Return :meth:`decode` of each of `datas`, in order."""
         return [Decoded(data, 0, 0) for data in datas]
+
+    def decode_value(self, data: bytes) -> bytes:
+        """Return the stored bytes themselves."""
+        return data

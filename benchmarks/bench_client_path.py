@@ -1,0 +1,129 @@
+"""The client's own path, no I/O: µs per ``get`` / ``set`` on ``memory://``, and where they go.
+
+    python benchmarks/bench_client_path.py                  # µs per call, sync and async
+    python benchmarks/bench_client_path.py --profile        # cProfile of 20,000 gets and sets
+    python benchmarks/bench_client_path.py --src /tmp/old/src  # the same figures for another tree
+
+``ShardedClient`` (and ``AsyncShardedClient``) defaults over three in-process stores: JSON, one
+replica, a settled stable view, 16-byte keys and 100-byte str values. The store alone
+(``MemoryBackend.get_many`` / ``set_many`` of one key) is timed beside them, so that the
+difference is what the client adds to every call, whatever its server: key checks, routing,
+encoding and decoding, the epoch fence's check on the store, counters and the steps' driver.
+The pieces are timed apart too (``--pieces``), each a loop of the same keys.
+
+Contenders are timed interleaved (``_harness.time_interleaved``); the figures are medians of
+the repeats. ``--src`` runs against another copy of ``src/`` (``git archive`` of an earlier
+commit), so a before and an after can be taken in one quiet window, one process after the
+other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import pstats
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+NAMES = ["cache-a", "cache-b", "cache-c"]
+VALUE = "v" * 100
+
+
+def _parse() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", type=int, default=2000, help="calls per repeat")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
+    parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
+    parser.add_argument("--pieces", action="store_true", help="also time the path's pieces")
+    return parser.parse_args()
+
+
+ARGS = _parse()
+sys.path.insert(0, ARGS.src)
+
+from _harness import print_table, time_interleaved  # noqa: E402
+from ringkit import HashRing  # noqa: E402
+from ringkit.cluster import AsyncShardedClient, ShardedClient  # noqa: E402
+
+
+def _keys(count: int) -> list[str]:
+    return [f"seat:{i:011d}" for i in range(count)]  # 16 bytes
+
+
+def _profile(client: ShardedClient, keys: list[str]) -> None:
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(10):
+        for key in keys:
+            client.set(key, VALUE)
+        for key in keys:
+            client.get(key)
+    profiler.disable()
+    stats = pstats.Stats(profiler)
+    stats.sort_stats("tottime").print_stats(25)
+
+
+def main() -> None:
+    keys = _keys(ARGS.calls)
+    urls = {name: f"memory://bench-path-{name}" for name in NAMES}
+    client = ShardedClient(HashRing(NAMES), urls)
+    client.set_many(dict.fromkeys(keys, VALUE))
+    if ARGS.profile:
+        _profile(client, keys)
+        return
+    aclient = AsyncShardedClient(HashRing(NAMES), urls)
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(aclient.get(keys[0]))  # settles it
+    store = client.server(NAMES[0]).backend.inner
+    encoded = [key.encode() for key in keys]
+    stored = store.get_many([encoded[0]])[encoded[0]] if encoded[0] in store.store.data else b""
+
+    async def aget() -> None:
+        for key in keys:
+            await aclient.get(key)
+
+    async def aset() -> None:
+        for key in keys:
+            await aclient.set(key, VALUE)
+
+    contenders = {
+        "store alone: MemoryBackend.get_many": lambda: [store.get_many([k]) for k in encoded],
+        "store alone: MemoryBackend.set_many": lambda: [
+            store.set_many({k: stored}, None) for k in encoded
+        ],
+        "ShardedClient.get": lambda: [client.get(k) for k in keys],
+        "ShardedClient.set": lambda: [client.set(k, VALUE) for k in keys],
+        "AsyncShardedClient.get": lambda: loop.run_until_complete(aget()),
+        "AsyncShardedClient.set": lambda: loop.run_until_complete(aset()),
+    }
+    if ARGS.pieces:
+        from ringkit.cluster.values.keys import route_key, user_key
+
+        placement = client.placement
+        codec = client.reader.codec
+        contenders["piece: user_key"] = lambda: [user_key(k) for k in keys]
+        contenders["piece: placement.node_for(route_key)"] = lambda: [
+            placement.node_for(route_key(k)) for k in encoded
+        ]
+        contenders["piece: writer.encode_many"] = lambda: [
+            client.writer.encode_many({k: VALUE}, None) for k in keys
+        ]
+        envelope = codec.encode(VALUE, version=1, expires_at_ms=0)
+        contenders["piece: codec.decode"] = lambda: [codec.decode(envelope) for _ in keys]
+    timings = time_interleaved(contenders, ARGS.calls, repeats=ARGS.repeats)
+    print_table(
+        f"memory://, one key per call, {ARGS.calls} calls x {ARGS.repeats} repeats ({ARGS.src})",
+        timings,
+        "store alone: MemoryBackend.get_many",
+        unit="us",
+    )
+    loop.close()
+    client.close()
+
+
+if __name__ == "__main__":
+    main()
