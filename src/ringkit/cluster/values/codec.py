@@ -56,6 +56,8 @@ __all__ = [
 _MARK = 0xFE
 _HEADER = struct.Struct(">BQQc")  # marker, version, expires_at_ms, kind
 _RESERVED_TAGS = (b"b", b"s")
+_HEADER_SIZE = _HEADER.size
+_KIND_AT, _STR, _BYTES = _HEADER_SIZE - 1, ord("s"), ord("b")
 # Ints the servers can count with are stored as digits; larger ones go through the serializer.
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
@@ -173,8 +175,11 @@ class VersionClock:
         """Return a version larger than every one this clock returned before."""
         now = time.time_ns() // 1000
         with self._lock:
-            self._last = max(self._last + 1, now)
-            return self._last
+            last = self._last + 1
+            if now > last:  # not max(): a builtin call on every write
+                last = now
+            self._last = last
+            return last
 
 
 class ValueCodec(Protocol):
@@ -216,7 +221,7 @@ class Codec:
             kind, payload = b"b", value
         elif type(value) is str:
             # surrogatepass: a lone surrogate ("\ud800") round-trips, as it does inside JSON.
-            kind, payload = b"s", value.encode(errors="surrogatepass")
+            kind, payload = b"s", value.encode("utf-8", "surrogatepass")
         else:
             kind, payload = self.serializer.tag, self._dumps(value)
         return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
@@ -256,13 +261,12 @@ class Codec:
 
         :raises ConfigError: when the value was stored by another serializer
         """
-        size = _HEADER.size
-        if len(data) >= size and data[0] == _MARK:
-            kind = data[size - 1 : size]
-            if kind == b"s":
-                return data[size:].decode(errors="surrogatepass")
-            if kind == b"b":
-                return data[size:]
+        if len(data) >= _HEADER_SIZE and data[0] == _MARK:
+            kind = data[_KIND_AT]  # an int: no slice to compare
+            if kind == _STR:
+                return data[_HEADER_SIZE:].decode("utf-8", "surrogatepass")
+            if kind == _BYTES:
+                return data[_HEADER_SIZE:]
         return self.decode(data).value
 
     def decode_many(self, datas: list[bytes]) -> list[Decoded]:
