@@ -17,7 +17,8 @@ later failures), nor by a membership change (every call is fenced by its view's 
 :mod:`ringkit.cluster.core.tracker`). The client is composed, not assembled: it *has* a view store,
 servers, a reader and a writer (:mod:`ringkit.cluster.clientcore`, where every decision lives, once
 for this client and :class:`~ringkit.cluster.aio.AsyncShardedClient`); this module only opens
-blocking backends and runs the core's steps.
+blocking backends, runs the core's steps and makes its lone calls (a single-key ``get`` or ``set``
+that is one call, :mod:`ringkit.cluster.core.alone`).
 
 >>> from ringkit import HashRing
 >>> ring = HashRing(["a", "b", "c"])

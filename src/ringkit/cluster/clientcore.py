@@ -11,8 +11,11 @@ part has its own interface.
 Every verb is written here once, as a sans-I/O generator (:mod:`ringkit.cluster.drivers.steps`):
 :class:`~ringkit.cluster.client.ShardedClient` drives it with blocking backends,
 :class:`~ringkit.cluster.aio.AsyncShardedClient` awaits it; the two only open their kind of
-server and run the steps. Membership changes are the coordinator's
-(:mod:`ringkit.cluster.rebalance.coordination`): the client calls one, it does not import it.
+server and run the steps. A single-key ``get`` or ``set`` that the steps would answer with one
+call is that call made straight, decided here too (the ``_lone_*`` methods,
+:mod:`ringkit.cluster.core.alone`); the clients only make it. Membership changes are the
+coordinator's (:mod:`ringkit.cluster.rebalance.coordination`): the client calls one, it does not
+import it.
 """
 
 from __future__ import annotations
