@@ -9,12 +9,15 @@ replica, a settled stable view, 16-byte keys and 100-byte str values. The store 
 (``MemoryBackend.get_many`` / ``set_many`` of one key) is timed beside them, so that the
 difference is what the client adds to every call, whatever its server: key checks, routing,
 encoding and decoding, the epoch fence's check on the store, counters and the steps' driver.
-The pieces are timed apart too (``--pieces``), each a loop of the same keys.
+The pieces of a lone get and set are timed apart too (``--pieces``, this tree only), each a loop
+over the same keys.
 
-Contenders are timed interleaved (``_harness.time_interleaved``); the figures are medians of
-the repeats. ``--src`` runs against another copy of ``src/`` (``git archive`` of an earlier
-commit), so a before and an after can be taken in one quiet window, one process after the
-other.
+Contenders are timed interleaved (A B C, A B C, …) by ``time.process_time``, the CPU this
+process spent: with no I/O on the path that is its whole cost, and a loaded machine (other
+processes on the same cores) disturbs it far less than the wall clock. The figures are medians
+of the repeats (``--wall`` times by ``perf_counter`` instead). ``--src`` runs against another
+copy of ``src/`` (``git archive`` of an earlier commit), so a before and an after can be taken
+in one window, one process after the other.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import asyncio
 import cProfile
 import pstats
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,15 +44,32 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--src", default=str(Path(__file__).resolve().parents[1] / "src"))
     parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
     parser.add_argument("--pieces", action="store_true", help="also time the path's pieces")
+    parser.add_argument("--wall", action="store_true", help="wall clock, not process CPU time")
     return parser.parse_args()
 
 
 ARGS = _parse()
 sys.path.insert(0, ARGS.src)
 
-from _harness import print_table, time_interleaved  # noqa: E402
+from _harness import Timing, print_table  # noqa: E402
 from ringkit import HashRing  # noqa: E402
 from ringkit.cluster import AsyncShardedClient, ShardedClient  # noqa: E402
+
+
+def time_interleaved(
+    contenders: dict[str, Callable[[], object]], ops: int, *, repeats: int
+) -> list[Timing]:
+    """Time each contender `repeats` times, interleaved, after one warm-up call each."""
+    clock = time.perf_counter if ARGS.wall else time.process_time
+    for function in contenders.values():
+        function()
+    samples: dict[str, list[float]] = {label: [] for label in contenders}
+    for _ in range(repeats):
+        for label, function in contenders.items():
+            start = clock()
+            function()
+            samples[label].append((clock() - start) / ops)
+    return [Timing(label, tuple(values)) for label, values in samples.items()]
 
 
 def _keys(count: int) -> list[str]:
@@ -100,23 +122,35 @@ def main() -> None:
         "AsyncShardedClient.get": lambda: loop.run_until_complete(aget()),
         "AsyncShardedClient.set": lambda: loop.run_until_complete(aset()),
     }
-    if ARGS.pieces:
-        from ringkit.cluster.values.keys import route_key, user_key
+    if ARGS.pieces:  # this tree's pieces of a lone get and set (not in an older --src)
+        from ringkit.cluster.drivers.steps import call_sync
+        from ringkit.cluster.values.keys import user_key
 
-        placement = client.placement
-        codec = client.reader.codec
-        contenders["piece: user_key"] = lambda: [user_key(k) for k in keys]
-        contenders["piece: placement.node_for(route_key)"] = lambda: [
-            placement.node_for(route_key(k)) for k in encoded
+        lone = client._lone_get(encoded[0])
+        assert lone is not None, "the client takes the whole steps: no lone call to time"
+        call, server = lone
+        found = call_sync(call, server)
+        one = client.writer.encode_one(keys[0], VALUE, None)
+        contenders["piece: user_key (key check)"] = lambda: [user_key(k) for k in keys]
+        contenders["piece: _lone_get (routes, node_for, Call)"] = lambda: [
+            client._lone_get(k) for k in encoded
         ]
-        contenders["piece: writer.encode_many"] = lambda: [
-            client.writer.encode_many({k: VALUE}, None) for k in keys
+        contenders["piece: call_sync (driver, fence, store, counters)"] = lambda: [
+            call_sync(call, server) for _ in keys
         ]
-        envelope = codec.encode(VALUE, version=1, expires_at_ms=0)
-        contenders["piece: codec.decode"] = lambda: [codec.decode(envelope) for _ in keys]
+        contenders["piece: _lone_got (decode)"] = lambda: [
+            client._lone_got(lone, encoded[0], found) for _ in keys
+        ]
+        contenders["piece: writer.encode_one (checks, version, envelope)"] = lambda: [
+            client.writer.encode_one(k, VALUE, None) for k in keys
+        ]
+        contenders["piece: _lone_set (routes, node_for, Call)"] = lambda: [
+            client._lone_set(one, None) for _ in keys
+        ]
     timings = time_interleaved(contenders, ARGS.calls, repeats=ARGS.repeats)
     print_table(
-        f"memory://, one key per call, {ARGS.calls} calls x {ARGS.repeats} repeats ({ARGS.src})",
+        f"memory://, one key per call, {ARGS.calls} calls x {ARGS.repeats} repeats, "
+        f"{'wall' if ARGS.wall else 'process CPU'} time ({ARGS.src})",
         timings,
         "store alone: MemoryBackend.get_many",
         unit="us",
