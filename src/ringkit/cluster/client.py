@@ -43,7 +43,8 @@ from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
+from ringkit.cluster.wire.fence import routed_epoch
+from ringkit.cluster.wire.fencing import AnyFenced, fence
 from ringkit.cluster.wire.urls import ServerURL
 
 __all__ = ["ShardedClient"]
@@ -51,7 +52,7 @@ __all__ = ["ShardedClient"]
 T = TypeVar("T")
 
 
-class ShardedClient(ClientCore[FencedBackend]):
+class ShardedClient(ClientCore[AnyFenced]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
@@ -62,7 +63,7 @@ class ShardedClient(ClientCore[FencedBackend]):
     :class:`~ringkit.cluster.clientcore.ClientCore`.
     """
 
-    def _open_backend(self, url: ServerURL, options: ServerOptions) -> FencedBackend:
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AnyFenced:
         backend = open_backend(url, **options.connection)
         return fence(backend, routed_epoch(self._epoch), self._point_of)
 

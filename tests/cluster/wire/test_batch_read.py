@@ -20,9 +20,9 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.values.codec import JSON, PICKLE, Codec, RawCodec
 from ringkit.cluster.values.keys import user_key, user_keys
 from ringkit.cluster.wire.backends import RedisBackend, open_backend
-from ringkit.cluster.wire.fencing import FencedRedis, StaleViewError
+from ringkit.cluster.wire.fencing import FencedRedis
 from ringkit.cluster.wire.urls import parse_url
-from ringkit.errors import ConfigError
+from ringkit.errors import ConfigError, StaleViewError
 from tests.cluster.helpers import memory_urls
 from tests.servers import redis_server
 

@@ -26,15 +26,13 @@ from ringkit.cluster.values.keys import (
     INDEX_KEY,
     tombstone_key,
 )
-from ringkit.cluster.wire.backends import (
-    server_failed,
-    ttl_of_pttl,
-)
+from ringkit.cluster.wire.backends import ttl_of_pttl
+from ringkit.cluster.wire.failures import not_integer, server_failed
+from ringkit.cluster.wire.fence import epoch_value
 from ringkit.cluster.wire.index import (
     SWEEP_SCRIPT,
     member,
 )
-from ringkit.cluster.wire.memory import _not_integer
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
     EpochLostError,
@@ -47,7 +45,6 @@ __all__ = [
     "SCRIPTS",
     "PointOf",
     "Script",
-    "epoch_value",
     "px_argument",
     "redis_answer",
     "redis_error",
@@ -218,10 +215,6 @@ def px_argument(ttl_s: float | None) -> str:
     return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
 
 
-def epoch_value(found: bytes | None) -> int:
-    return int(found) if found else 0
-
-
 @dataclass(frozen=True, slots=True)
 class Script:
     """One fenced round trip on Redis: a script of ``SCRIPTS`` with its keys and arguments."""
@@ -348,5 +341,5 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
         return EpochLostError(str(url), int(str(script.args[0])))
     if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
         # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
-        return _not_integer(script.keys[-1] if script.keys else b"")
+        return not_integer(script.keys[-1] if script.keys else b"")
     return server_failed(url, error)
