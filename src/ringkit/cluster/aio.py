@@ -34,9 +34,9 @@ from ringkit.cluster.options import ServerOptions
 from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.views.view import ClusterView
-from ringkit.cluster.wire.aio_backends import open_async_backend
+from ringkit.cluster.wire.backends import open_async_backend
 from ringkit.cluster.wire.fence import routed_epoch
-from ringkit.cluster.wire.fencing import AnyAsyncFenced, fence_async
+from ringkit.cluster.wire.handles import AsyncFencedServer, fence_async
 from ringkit.cluster.wire.urls import ServerURL
 
 __all__ = ["AsyncShardedClient"]
@@ -44,7 +44,7 @@ __all__ = ["AsyncShardedClient"]
 T = TypeVar("T")
 
 
-class AsyncShardedClient(ClientCore[AnyAsyncFenced]):
+class AsyncShardedClient(ClientCore[AsyncFencedServer]):
     """The asyncio sharded client: ``await client.get(key)``; see ``ShardedClient`` for each verb.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
@@ -54,7 +54,7 @@ class AsyncShardedClient(ClientCore[AnyAsyncFenced]):
     ``stats``, ``down_servers``.
     """
 
-    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AnyAsyncFenced:
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedServer:
         backend = open_async_backend(url, **options.connection)
         return fence_async(backend, routed_epoch(self._epoch), self._point_of)
 

@@ -44,7 +44,7 @@ from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fence import routed_epoch
-from ringkit.cluster.wire.fencing import AnyFenced, fence
+from ringkit.cluster.wire.handles import FencedBackend, fence
 from ringkit.cluster.wire.urls import ServerURL
 
 __all__ = ["ShardedClient"]
@@ -52,7 +52,7 @@ __all__ = ["ShardedClient"]
 T = TypeVar("T")
 
 
-class ShardedClient(ClientCore[AnyFenced]):
+class ShardedClient(ClientCore[FencedBackend]):
     """A replicated, failure-tolerant cache client over memory, Redis and memcached servers.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
@@ -63,7 +63,7 @@ class ShardedClient(ClientCore[AnyFenced]):
     :class:`~ringkit.cluster.clientcore.ClientCore`.
     """
 
-    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AnyFenced:
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> FencedBackend:
         backend = open_backend(url, **options.connection)
         return fence(backend, routed_epoch(self._epoch), self._point_of)
 

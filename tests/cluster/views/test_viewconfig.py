@@ -22,7 +22,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire import fence as fence_module
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import fence
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, EpochLostError, UnsupportedError
 from tests.cluster.helpers import memory_urls

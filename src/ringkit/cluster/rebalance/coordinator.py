@@ -76,7 +76,7 @@ from ringkit.cluster.views.view import (
 )
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.credentials import Credentials
-from ringkit.cluster.wire.fencing import AnyFenced, fence
+from ringkit.cluster.wire.handles import FencedBackend, fence
 from ringkit.cluster.wire.index import ArcSet
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, StaleViewError, UnsupportedError
@@ -138,7 +138,7 @@ class Rebalancer:
         self.authority = authority_of(view_store)
         self._lock: Any = None
         self._epoch = view.epoch
-        self._backends: dict[str, AnyFenced] = {}
+        self._backends: dict[str, FencedBackend] = {}
         self._urls: dict[str, str] = dict(view.servers)
         self._down: set[str] = set()
         self.audit = AuditLog(self.options.audit_path)
@@ -150,7 +150,7 @@ class Rebalancer:
         assert isinstance(placement, HashRing)  # checked before any key moves
         return placement.point_for(route_key(key))
 
-    def backend(self, name: str) -> AnyFenced:
+    def backend(self, name: str) -> FencedBackend:
         """Return the coordinator's fenced connection to server `name`."""
         backend = self._backends.get(name)
         if backend is None:

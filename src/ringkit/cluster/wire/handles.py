@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ringkit.cluster.wire.drive import AsyncTransport, SyncTransport, Wire, drive_async, drive_sync
 from ringkit.cluster.wire.fence import EpochOf
+from ringkit.cluster.wire.memory import MemoryBackend, MemoryServer, NoTransport
 from ringkit.cluster.wire.urls import ServerURL
 
 if TYPE_CHECKING:
@@ -28,6 +29,8 @@ __all__ = [
     "Connection",
     "FencedBackend",
     "ServerKind",
+    "fence",
+    "fence_async",
 ]
 
 PointOf = Callable[[bytes], int]
@@ -40,8 +43,10 @@ class ServerKind(Protocol):
     index_keys: bool
 
     def plain(self, method: str, args: Sequence[Any]) -> Wire[Any]: ...
-    def steps(self, method: str, args: Sequence[Any], sent: int) -> Wire[Any]: ...
-    def index(self, epoch_of: EpochOf, point_of: PointOf) -> Index: ...
+    def steps(
+        self, method: str, args: Sequence[Any], sent: int, point_of: PointOf
+    ) -> Wire[Any]: ...
+    def index(self, epoch_of: EpochOf, point_of: PointOf, transport: Any) -> Index: ...
 
 
 class ClosingSync(SyncTransport, Protocol):
@@ -129,7 +134,8 @@ class FencedBackend(_Fenced):
 
     def serve(self, method: str, *args: Any) -> Any:
         """Run call `method(*args)`, fenced by the routed epoch."""
-        return drive_sync(self.kind.steps(method, args, self.epoch_of()), self._transport)
+        operation = self.kind.steps(method, args, self.epoch_of(), self.point_of)
+        return drive_sync(operation, self._transport)
 
     def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         found: dict[bytes, bytes] = self.serve("get_many", keys)
@@ -262,7 +268,7 @@ class FencedBackend(_Fenced):
 
         :raises UnsupportedError: on memcached, which cannot list its keys
         """
-        return self.kind.index(self.epoch_of, self.point_of)
+        return self.kind.index(self.epoch_of, self.point_of, self._transport)
 
 
 class AsyncFencedServer(_Fenced):
@@ -275,7 +281,24 @@ class AsyncFencedServer(_Fenced):
 
     async def serve(self, method: str, *args: Any) -> Any:
         """Await call `method(*args)`, fenced by the routed epoch."""
-        return await drive_async(self.kind.steps(method, args, self.epoch_of()), self._transport)
+        operation = self.kind.steps(method, args, self.epoch_of(), self.point_of)
+        return await drive_async(operation, self._transport)
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def fence(backend: Any, epoch_of: EpochOf, point_of: PointOf) -> FencedBackend:
+    """Return blocking `backend` fenced by `epoch_of` (the epoch each call was routed with)."""
+    if isinstance(backend, FencedBackend):
+        backend = backend.inner
+    if isinstance(backend, MemoryBackend):
+        backend = Connection(MemoryServer(backend.url), NoTransport())
+    return FencedBackend(backend, epoch_of, point_of)
+
+
+def fence_async(
+    backend: AsyncConnection, epoch_of: EpochOf, point_of: PointOf
+) -> AsyncFencedServer:
+    """Return asyncio `backend` fenced by `epoch_of` (the epoch each call was routed with)."""
+    return AsyncFencedServer(backend, epoch_of, point_of)

@@ -74,10 +74,12 @@ class ItemServer(ABC):
         """Apply `update` to `key` atomically; return its result (None: contended)."""
 
     @abstractmethod
-    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int]) -> Index:
+    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int], transport: Any) -> Index:
         """Return this server's key index (UnsupportedError where it cannot list keys)."""
 
-    def steps(self, method: str, args: Sequence[Any], sent: int) -> Wire[Any]:
+    def steps(
+        self, method: str, args: Sequence[Any], sent: int, point_of: Callable[[bytes], int]
+    ) -> Wire[Any]:
         """Return the operation of call `method(*args)`, routed by epoch `sent`."""
         if method in FENCED_CALLS:
             return self.fenced(sent, self.plain(method, args), write=method not in READS)
@@ -142,7 +144,7 @@ class ItemServer(ABC):
         self, sent: int, op: str, args: Sequence[Any], keys: Sequence[bytes]
     ) -> Wire[tuple[Any, dict[bytes, bytes]]]:
         """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
-        answer = yield from self.steps(op, args, sent)
+        answer = yield from self.fenced(sent, self.plain(op, args), write=True)
         return answer, (yield from self.read_markers(keys))
 
     def write_markers(self, markers: Mapping[bytes, bytes], ttl_s: float) -> Wire[None]:

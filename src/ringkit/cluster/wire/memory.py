@@ -240,8 +240,10 @@ class MemoryServer(ItemServer):
         self.store = self.backend.store
         self._lock = _lock_for(url.name)
 
-    def steps(self, method: str, args: Sequence[Any], sent: int) -> Wire[Any]:
-        return self._locked(super().steps(method, args, sent))
+    def steps(
+        self, method: str, args: Sequence[Any], sent: int, point_of: Callable[[bytes], int]
+    ) -> Wire[Any]:
+        return self._locked(super().steps(method, args, sent, point_of))
 
     def _locked(self, operation: Wire[Any]) -> Wire[Any]:
         with self._lock:  # nothing here yields: the whole call runs under the lock
@@ -263,7 +265,7 @@ class MemoryServer(ItemServer):
         return result
         yield  # a generator, like every operation
 
-    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int]) -> Index:
+    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int], transport: Any) -> Index:
         from ringkit.cluster.wire.index import ScanIndex
 
         return ScanIndex(self.store, point_of, epoch_of)

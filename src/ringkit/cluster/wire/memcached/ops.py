@@ -279,7 +279,7 @@ class MemcachedServer(ItemServer):
         found = yield from self.fenced(sent, pipelined, write=True)
         return None, {markers[marker]: value for marker, value in found.items()}
 
-    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int]) -> Index:
+    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int], transport: Any) -> Index:
         raise UnsupportedError(
             f"server {self.url} cannot list its keys (memcached); online rebalancing needs "
             f"redis:// or memory:// servers"

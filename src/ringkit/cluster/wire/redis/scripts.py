@@ -9,8 +9,8 @@ encodes one backend call (``set_many``, ``add``, ``delete``, ``repair``, ``bury`
 ``touch``, ``get_many``) into its scripts' keys and arguments, :func:`redis_answer` decodes the
 replies into what the call answers, and :func:`redis_error` turns a script's refusal into
 :class:`~ringkit.errors.StaleViewError`, :class:`~ringkit.errors.EpochLostError` or a
-``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The sync and async fenced
-backends (:mod:`ringkit.cluster.wire.fencing`) share all of it and differ only in transport.
+``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The operations of
+:mod:`ringkit.cluster.wire.redis.ops` send them, for the blocking and the asyncio client alike.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from ringkit.cluster.values.keys import (
     INDEX_KEY,
     tombstone_key,
 )
-from ringkit.cluster.wire.backends import ttl_of_pttl
 from ringkit.cluster.wire.failures import not_integer, server_failed
 from ringkit.cluster.wire.fence import epoch_value
 from ringkit.cluster.wire.index import (
@@ -209,6 +208,12 @@ SCRIPTS = {
     "sweep": SWEEP_SCRIPT,
     **{name + MARKED: _MARKED_HEAD + body + _MARKED_TAIL for name, body in _WRITES.items()},
 }
+
+
+def ttl_of_pttl(pttl: object) -> float | None:
+    """Return the seconds a Redis ``PTTL`` reply leaves (-1 no expiry, -2 missing: None)."""
+    left = int(str(pttl))
+    return None if left < 0 else max(left, 1) / 1000
 
 
 def px_argument(ttl_s: float | None) -> str:
