@@ -76,10 +76,12 @@ def memory_store(name: str) -> MemoryStore:
 
 def _reset_locks_in_child() -> None:
     # A lock held by another thread at fork time would stay held forever in the child.
-    global _STORES_LOCK
+    global _STORES_LOCK, _LOCKS_LOCK
     _STORES_LOCK = threading.Lock()
     for store in _STORES.values():
         store.lock = threading.Lock()
+    _LOCKS_LOCK = threading.Lock()
+    _LOCKS.clear()  # each store's fence lock is made afresh on its next use
 
 
 os.register_at_fork(after_in_child=_reset_locks_in_child)
@@ -238,7 +240,6 @@ class MemoryServer(ItemServer):
         self.url = url
         self.backend = MemoryBackend(url)
         self.store = self.backend.store
-        self._lock = _lock_for(url.name)
 
     def steps(
         self, method: str, args: Sequence[Any], sent: int, point_of: Callable[[bytes], int]
@@ -246,7 +247,7 @@ class MemoryServer(ItemServer):
         return self._locked(super().steps(method, args, sent, point_of))
 
     def _locked(self, operation: Wire[Any]) -> Wire[Any]:
-        with self._lock:  # nothing here yields: the whole call runs under the lock
+        with _lock_for(self.url.name):  # nothing here yields: the call runs under the lock
             return (yield from operation)
 
     def plain(self, method: str, args: Sequence[Any]) -> Wire[Any]:

@@ -68,7 +68,7 @@ class SocketTransport:
                     raise ConnectionResetError("connection closed by the server")
                 if framer.feed(chunk):
                     break
-        except OSError as error:  # socket.timeout included
+        except (OSError, ValueError) as error:  # a timeout; a reply that is not memcached's
             if sock is not None:
                 sock.close()
             raise server_failed(self.url, error) from None
@@ -121,7 +121,7 @@ class StreamTransport:
                     opening = asyncio.open_connection(self.url.host, self.url.port)
                     stream = await asyncio.wait_for(opening, self._connect_timeout_s)
                 replies = await asyncio.wait_for(_talk(stream, request), self._timeout_s)
-            except (TimeoutError, OSError) as error:
+            except (TimeoutError, OSError, ValueError) as error:
                 if stream is not None:
                     stream[1].close()
                 raise server_failed(self.url, error) from None
