@@ -329,7 +329,7 @@ def switch_off_guarantees() -> list[str]:
     off = []
     if ARGS.no_tombstones or ARGS.no_markers or ARGS.no_fence:
         from ringkit.cluster.core import writer
-        from ringkit.cluster.wire import fencing
+        from ringkit.cluster.wire import handles
 
     if ARGS.hot_copies:
         off.append("(on) a view that allows hot-key copies")
@@ -347,12 +347,10 @@ def switch_off_guarantees() -> list[str]:
         def write_marked(self: Any, op: str, args: Sequence[Any], keys: Any) -> Any:
             return getattr(self, op)(*args), {}
 
-        for kind in (fencing.FencedBackend, fencing.FencedRedis):
-            kind.write_marked = write_marked  # type: ignore[method-assign]
+        handles.FencedBackend.write_marked = write_marked  # type: ignore[method-assign]
         off.append("hot-copy markers (writes read none)")
     if ARGS.no_fence:
-        fenced_serve = fencing.FencedRedis.serve
-        plain_serve = fencing.FencedBackend.serve
+        plain_serve = handles.FencedBackend.serve
 
         def unfenced(original: Callable[..., Any]) -> Callable[..., Any]:
             def serve(self: Any, op: str, *args: Any) -> Any:
@@ -362,8 +360,7 @@ def switch_off_guarantees() -> list[str]:
 
             return serve
 
-        fencing.FencedRedis.serve = unfenced(fenced_serve)  # type: ignore[method-assign]
-        fencing.FencedBackend.serve = unfenced(plain_serve)  # type: ignore[method-assign]
+        handles.FencedBackend.serve = unfenced(plain_serve)  # type: ignore[method-assign]
         off.append("fence (no epoch check where a plain call exists)")
     return off
 

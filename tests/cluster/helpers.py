@@ -16,7 +16,7 @@ import redis
 
 from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import fence
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.placement import Placement
 from tests.servers import Server, redis_server

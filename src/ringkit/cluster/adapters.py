@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ringkit.cluster.values.keys import route_key
-from ringkit.cluster.wire.backends import redis_options
+from ringkit.cluster.wire.redis.transports import redis_options
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import ConfigError, EmptyRingError, UnknownNodeError, format_names
 from ringkit.placement import Placement

@@ -5,11 +5,11 @@ re-admission, and the same views, fencing and retry as
 :class:`~ringkit.cluster.client.ShardedClient`: every decision is the core's
 (:mod:`ringkit.cluster.clientcore`), driven here by awaiting the backends
 (:func:`~ringkit.cluster.drivers.steps.run_async`). Redis goes through ``redis.asyncio`` with the
-same fencing scripts, memcached through ringkit's minimal asyncio protocol client
-(:mod:`ringkit.cluster.wire.aio_backends`). The per-server batches of one round are sent at once
-(``asyncio.gather``): one round trip per server, all servers at once. ``add_server`` /
-``remove_server`` run the coordinator in a worker thread (it is a long batch job with its own thread
-pool), so the event loop keeps serving while keys move.
+same fencing scripts; memcached and the memory store run the very operations of the blocking
+client over an asyncio transport (:mod:`ringkit.cluster.wire.drive`). The per-server batches
+of one round are sent at once (``asyncio.gather``): one round trip per server, all servers at
+once. ``add_server`` / ``remove_server`` run the coordinator in a worker thread (it is a long
+batch job with its own thread pool), so the event loop keeps serving while keys move.
 
 >>> import asyncio
 >>> from ringkit import HashRing
@@ -36,8 +36,9 @@ from ringkit.cluster.rebalance.options import RebalanceOptions, RebalanceReport
 from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.values.keys import user_key
 from ringkit.cluster.views.view import ClusterView
-from ringkit.cluster.wire.aio_backends import open_async_backend
-from ringkit.cluster.wire.fencing import AsyncFencedBackend, fence_async, routed_epoch
+from ringkit.cluster.wire.backends import open_async_backend
+from ringkit.cluster.wire.fence import routed_epoch
+from ringkit.cluster.wire.handles import AsyncFencedServer, fence_async
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import EpochLostError, StaleViewError
 
@@ -46,7 +47,7 @@ __all__ = ["AsyncShardedClient"]
 T = TypeVar("T")
 
 
-class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
+class AsyncShardedClient(ClientCore[AsyncFencedServer]):
     """The asyncio sharded client: ``await client.get(key)``; see ``ShardedClient`` for each verb.
 
     Reading: ``get``, ``get_many``. Writing: ``set``, ``set_many``, ``add``, ``delete``,
@@ -56,7 +57,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedBackend]):
     ``stats``, ``down_servers``.
     """
 
-    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedBackend:
+    def _open_backend(self, url: ServerURL, options: ServerOptions) -> AsyncFencedServer:
         backend = open_async_backend(url, **options.connection)
         return fence_async(backend, routed_epoch(self._epoch), self._point_of)
 

@@ -46,7 +46,8 @@ from ringkit.cluster.values.expiry import ttl_keyword
 from ringkit.cluster.values.keys import user_key
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import FencedBackend, fence, routed_epoch
+from ringkit.cluster.wire.fence import routed_epoch
+from ringkit.cluster.wire.handles import FencedBackend, fence
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import EpochLostError, StaleViewError
 

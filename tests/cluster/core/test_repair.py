@@ -25,7 +25,8 @@ from ringkit.cluster.core.health import OpEvent
 from ringkit.cluster.values.codec import JSON, Codec, stored_version, supersedes, tombstone
 from ringkit.cluster.values.keys import tombstone_key
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import MEMCACHED_FENCE_CHECK_S, fence
+from ringkit.cluster.wire.fence import MEMCACHED_FENCE_CHECK_S
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import parse_url
 from tests.cluster.helpers import memory_urls, server_urls
 

@@ -25,7 +25,7 @@ from ringkit import HashRing
 from ringkit.cluster import ClusterView, EtcdViewStore, ShardedClient
 from ringkit.cluster.drivers.steps import Steps
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
-from ringkit.cluster.wire.fencing import EPOCH_KEY
+from ringkit.cluster.values.keys import EPOCH_KEY
 from ringkit.errors import ConfigError
 from tests.cluster.helpers import Load, flushed_redis_urls, redis_servers
 from tests.servers import Server

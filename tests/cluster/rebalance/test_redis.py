@@ -12,8 +12,9 @@ import redis
 from ringkit import HashRing, Transfer, diff
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
-from ringkit.cluster.values.keys import route_key
-from ringkit.cluster.wire.fencing import EPOCH_KEY, StaleViewError, ViewConflictError, fence
+from ringkit.cluster.values.keys import EPOCH_KEY, route_key
+from ringkit.cluster.wire.handles import fence
+from ringkit.errors import StaleViewError, ViewConflictError
 from tests.cluster.helpers import Load, flushed_redis_urls, redis_servers
 from tests.servers import Server, redis_server
 

@@ -126,7 +126,7 @@ def test_delete_removes_every_part_and_the_marker() -> None:
     stored = [
         key
         for name in urls
-        for key in client.server(name).backend._store.data  # type: ignore[attr-defined]
+        for key in client.server(name).backend.kind.store.data  # type: ignore[attr-defined]
         if not key.startswith(b"ringkit:")
     ]
     assert stored == []
@@ -149,7 +149,7 @@ def test_delete_many_removes_every_part_and_the_marker() -> None:
     stored = [
         key
         for name in urls
-        for key in client.server(name).backend._store.data  # type: ignore[attr-defined]
+        for key in client.server(name).backend.kind.store.data  # type: ignore[attr-defined]
         if not key.startswith(b"ringkit:")
     ]
     assert stored == []  # no part and no marker left to sum the deleted counter back
@@ -169,7 +169,7 @@ def test_a_part_lost_by_one_replica_is_counted_once_not_again_into_the_key() -> 
     suffixes = choose_suffixes(client.router, b"likes", 3)
     for part in (part_key(b"likes", n) for n in suffixes):
         first = client.replicas_for(part)[0]
-        del client.server(first).backend._store.data[part]  # type: ignore[attr-defined]
+        del client.server(first).backend.kind.store.data[part]  # type: ignore[attr-defined]
     for expected in range(2, 40):
         client.incr("likes")
         assert client.get("likes") == expected
@@ -191,7 +191,7 @@ def test_the_sketch_finds_a_write_hot_counter_and_splits_it() -> None:
     assert not any(
         key.startswith(b"ringkit:spread:")
         for name in urls
-        for key in client.server(name).backend._store.data  # type: ignore[attr-defined]
+        for key in client.server(name).backend.kind.store.data  # type: ignore[attr-defined]
     )
 
 

@@ -19,7 +19,7 @@ from ringkit.cluster import ClusterView, EtcdViewStore, ShardedClient
 from ringkit.cluster.views.stores import check_authority, same_authority
 from ringkit.cluster.views.view import SERVERS_AUTHORITY, load_view
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import fence
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import ConfigError
 from tests.cluster.helpers import memory_urls

@@ -18,8 +18,8 @@ import ringkit.live
 from ringkit import HashRing
 from ringkit.cli import main
 from ringkit.cluster import ClusterView, EtcdViewStore, ShardedClient, open_view_store
+from ringkit.cluster.values.keys import EPOCH_KEY
 from ringkit.cluster.views.stores import AuthoritativeViewStore, FollowedViewStore
-from ringkit.cluster.wire.fencing import EPOCH_KEY
 from ringkit.errors import BackendError, ConfigError, ViewConflictError
 from tests.cluster.helpers import memory_urls
 from tests.servers import Server, free_port, redis_server

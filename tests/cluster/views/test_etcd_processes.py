@@ -26,7 +26,7 @@ import redis
 
 from ringkit import HashRing
 from ringkit.cluster import EtcdViewStore, ShardedClient
-from ringkit.cluster.wire.fencing import EPOCH_KEY
+from ringkit.cluster.values.keys import EPOCH_KEY
 from tests.cluster.etcd_writer import KEYS
 from tests.servers import redis_server
 

@@ -13,9 +13,8 @@ from ringkit import HashRing
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
 from ringkit.cluster.rebalance.options import Throttle
 from ringkit.cluster.views.view import VIEW_ENV, AuditLog, ClusterView, load_view
-from ringkit.cluster.wire.fencing import StaleViewError, ViewConflictError
 from ringkit.cluster.wire.urls import parse_url, url_text
-from ringkit.errors import ConfigError, UnsupportedError
+from ringkit.errors import ConfigError, StaleViewError, UnsupportedError, ViewConflictError
 from ringkit.strategies.modulo import Modulo
 from tests.cluster.helpers import memory_urls
 from tests.servers import memcached_server

@@ -20,9 +20,9 @@ from ringkit import HashRing
 from ringkit.cli import main
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.views.view import ClusterView
-from ringkit.cluster.wire import fencing
+from ringkit.cluster.wire import fence as fence_module
 from ringkit.cluster.wire.backends import open_backend
-from ringkit.cluster.wire.fencing import fence
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, EpochLostError, UnsupportedError
 from tests.cluster.helpers import memory_urls
@@ -228,7 +228,7 @@ def test_item_06_write_to_a_server_without_epoch_is_refused_then_restamped(
     new: New, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # memcached's gate reads the epoch at most every 0.5 s (best effort): read it every call.
-    monkeypatch.setattr(fencing, "MEMCACHED_FENCE_CHECK_S", 0.0)
+    monkeypatch.setattr(fence_module, "MEMCACHED_FENCE_CHECK_S", 0.0)
     urls = memory_urls() if kind == "memory" else request.getfixturevalue("memcached_pair")
     client = new(HashRing(list(urls)), urls, replicas=3)
     client.set("k", "before")

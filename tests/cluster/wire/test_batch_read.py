@@ -19,10 +19,10 @@ from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.values.codec import JSON, PICKLE, Codec, RawCodec
 from ringkit.cluster.values.keys import user_key, user_keys
-from ringkit.cluster.wire.backends import RedisBackend, open_backend
-from ringkit.cluster.wire.fencing import FencedRedis, StaleViewError
+from ringkit.cluster.wire.backends import open_backend
+from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.urls import parse_url
-from ringkit.errors import ConfigError
+from ringkit.errors import ConfigError, StaleViewError
 from tests.cluster.helpers import memory_urls
 from tests.servers import redis_server
 
@@ -125,8 +125,7 @@ def test_a_redis_read_is_refused_by_a_newer_epoch_then_refreshes(new: Callable[.
         assert stale.get_many(list(values)) == values  # refused, refreshed, read again
         assert stale.epoch == client.epoch
         inner = open_backend(parse_url(urls["a"]), timeout_s=5.0)
-        assert isinstance(inner, RedisBackend)
-        behind = FencedRedis(inner, lambda: 1, lambda key: 0)
+        behind = fence(inner, lambda: 1, lambda key: 0)
         with pytest.raises(
             StaleViewError, match=r"is at epoch \d+, the call was routed by epoch 1"
         ):

@@ -10,7 +10,7 @@ import pytest
 
 from ringkit import HashRing
 from ringkit.cluster import memory_store
-from ringkit.cluster.wire.backends import server_failed
+from ringkit.cluster.wire.failures import server_failed
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls

@@ -50,7 +50,7 @@ from ringkit.cluster.views.stores import (
     stamp,
 )
 from ringkit.cluster.views.view import ClusterView, refuse_mismatch
-from ringkit.cluster.wire.fencing import MEMCACHED_FENCE_CHECK_S
+from ringkit.cluster.wire.fence import MEMCACHED_FENCE_CHECK_S
 from ringkit.errors import (
     BackendError,
     ConfigError,

@@ -33,7 +33,7 @@ from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from ringkit.cluster.wire.fencing import routed_by
+from ringkit.cluster.wire.fence import routed_by
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import BackendError
 

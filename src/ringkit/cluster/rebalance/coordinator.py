@@ -76,7 +76,7 @@ from ringkit.cluster.views.view import (
 )
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.credentials import Credentials
-from ringkit.cluster.wire.fencing import FencedBackend, fence
+from ringkit.cluster.wire.handles import FencedBackend, fence
 from ringkit.cluster.wire.index import ArcSet
 from ringkit.cluster.wire.urls import parse_url
 from ringkit.errors import BackendError, ConfigError, StaleViewError, UnsupportedError

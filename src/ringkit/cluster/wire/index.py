@@ -67,7 +67,8 @@ from ringkit.cluster.values.packed import (
 from ringkit.errors import StaleViewError
 
 if TYPE_CHECKING:
-    from ringkit.cluster.wire.backends import MemoryStore
+    import threading
+
     from ringkit.ring import HashRing
 
 __all__ = [
@@ -466,11 +467,21 @@ class RedisIndex:
         return deleted
 
 
+class ScannedStore(Protocol):
+    """What :class:`ScanIndex` reads of a memory store (``wire.memory.MemoryStore``)."""
+
+    name: str
+    data: dict[bytes, tuple[bytes, float]]
+    lock: threading.Lock
+
+    def live(self, key: bytes, now: float) -> bytes | None: ...
+
+
 class ScanIndex:
     """The memory backend's stand-in for an index: a scan of the store, under its lock."""
 
     def __init__(
-        self, store: MemoryStore, point_of: Callable[[bytes], int], epoch_of: Callable[[], int]
+        self, store: ScannedStore, point_of: Callable[[bytes], int], epoch_of: Callable[[], int]
     ) -> None:
         self._store, self._point_of, self._epoch_of = store, point_of, epoch_of
 

@@ -15,28 +15,27 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ringkit.cluster.values.codec import buries, stored_version, supersedes
-from ringkit.cluster.values.keys import tombstone_key
+from ringkit.cluster.values.keys import EPOCH_KEY, tombstone_key
+from ringkit.cluster.wire.drive import Wire
+from ringkit.cluster.wire.failures import not_integer
+from ringkit.cluster.wire.fence import EpochOf, check_epoch, epoch_value
+from ringkit.cluster.wire.items import ItemServer, Update
 from ringkit.cluster.wire.urls import ServerURL
-from ringkit.errors import BackendError, ConfigError
+from ringkit.errors import BackendError
 
-__all__ = ["MemoryBackend", "MemoryStore", "memory_store"]
+if TYPE_CHECKING:
+    from ringkit.cluster.wire.index import Index
+
+__all__ = ["MemoryBackend", "MemoryServer", "MemoryStore", "NoTransport", "memory_store"]
 
 T = TypeVar("T")
 
 
 # memcached's counters: an unsigned 64-bit number in decimal, wrapping past the top on incr.
 _COUNTER_WRAP = 1 << 64
-
-
-def _not_integer(key: bytes) -> ConfigError:
-    """The error of incr/decr on a value that is not a counter, the same on every backend."""
-    return ConfigError(
-        f"value of key {key!r} is not a decimal integer in [0, 2**64 - 1]; incr/decr need one "
-        f"(memcached's counters; Redis counts up to 2**63 - 1)"
-    )
 
 
 class MemoryStore:
@@ -77,10 +76,12 @@ def memory_store(name: str) -> MemoryStore:
 
 def _reset_locks_in_child() -> None:
     # A lock held by another thread at fork time would stay held forever in the child.
-    global _STORES_LOCK
+    global _STORES_LOCK, _LOCKS_LOCK
     _STORES_LOCK = threading.Lock()
     for store in _STORES.values():
         store.lock = threading.Lock()
+    _LOCKS_LOCK = threading.Lock()
+    _LOCKS.clear()  # each store's fence lock is made afresh on its next use
 
 
 os.register_at_fork(after_in_child=_reset_locks_in_child)
@@ -167,7 +168,7 @@ class MemoryBackend:
             if value is None:
                 return None
             if not (len(value) <= 20 and value.isdigit() and int(value) < _COUNTER_WRAP):
-                raise _not_integer(key)
+                raise not_integer(key)
             result = max(0, int(value) + delta) % _COUNTER_WRAP
             store.data[key] = (str(result).encode(), store.data[key][1])
             return result
@@ -200,3 +201,84 @@ class MemoryBackend:
 
     def close(self) -> None:
         """Nothing to release: the store outlives the client, as a server would."""
+
+
+def _at_once(call: Callable[..., Any], args: Sequence[Any]) -> Wire[Any]:
+    """The operation of a call that needs no I/O: it completes without a request."""
+    return call(*args)
+    yield  # a generator, like every operation
+
+
+class NoTransport:
+    """The memory store's transport: its operations never send a request."""
+
+    def exchange(self, request: object) -> object:
+        raise AssertionError(f"the memory store sends no requests, got {request!r}")
+
+    def close(self) -> None:
+        """Nothing to release: the store outlives the client, as a server would."""
+
+
+class AsyncNoTransport:
+    """The memory store's transport for the async client: never used either."""
+
+    async def exchange(self, request: object) -> object:
+        raise AssertionError(f"the memory store sends no requests, got {request!r}")
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+class MemoryServer(ItemServer):
+    """The operations of one memory store, each atomic under the store's process-wide lock.
+
+    The fence reads the store's epoch under that lock, so it holds for every client of the
+    process, as Redis's scripts hold for every client of the server.
+    """
+
+    def __init__(self, url: ServerURL) -> None:
+        self.url = url
+        self.backend = MemoryBackend(url)
+        self.store = self.backend.store
+
+    def steps(
+        self, method: str, args: Sequence[Any], sent: int, point_of: Callable[[bytes], int]
+    ) -> Wire[Any]:
+        return self._locked(super().steps(method, args, sent, point_of))
+
+    def _locked(self, operation: Wire[Any]) -> Wire[Any]:
+        with _lock_for(self.url.name):  # nothing here yields: the call runs under the lock
+            return (yield from operation)
+
+    def plain(self, method: str, args: Sequence[Any]) -> Wire[Any]:
+        return _at_once(getattr(self.backend, method), args)
+
+    def fenced(self, sent: int, operation: Wire[Any], *, write: bool) -> Wire[Any]:
+        entry = self.store.data.get(EPOCH_KEY)
+        check_epoch(epoch_value(entry[0] if entry else None), sent, self.url, write=write)
+        return (yield from operation)
+
+    def swap(self, key: bytes, update: Update, ttl_s: float | None) -> Wire[Any]:
+        held = self.backend.get_many([key]).get(key)
+        new, result = update(held)
+        if new is not None and new != held:
+            self.backend.set_many({key: new}, ttl_s)
+        return result
+        yield  # a generator, like every operation
+
+    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int], transport: Any) -> Index:
+        from ringkit.cluster.wire.index import ScanIndex
+
+        return ScanIndex(self.store, point_of, epoch_of)
+
+
+_LOCKS: dict[str, threading.RLock] = {}
+_LOCKS_LOCK = threading.Lock()
+
+
+def _lock_for(name: str) -> threading.RLock:
+    with _LOCKS_LOCK:
+        lock = _LOCKS.get(name)
+        if lock is None:
+            lock = _LOCKS[name] = threading.RLock()
+        return lock

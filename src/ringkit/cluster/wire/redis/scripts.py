@@ -9,8 +9,8 @@ encodes one backend call (``set_many``, ``add``, ``delete``, ``repair``, ``bury`
 ``touch``, ``get_many``) into its scripts' keys and arguments, :func:`redis_answer` decodes the
 replies into what the call answers, and :func:`redis_error` turns a script's refusal into
 :class:`~ringkit.errors.StaleViewError`, :class:`~ringkit.errors.EpochLostError` or a
-``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The sync and async fenced
-backends (:mod:`ringkit.cluster.wire.fencing`) share all of it and differ only in transport.
+``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The operations of
+:mod:`ringkit.cluster.wire.redis.ops` send them, for the blocking and the asyncio client alike.
 """
 
 from __future__ import annotations
@@ -26,15 +26,12 @@ from ringkit.cluster.values.keys import (
     INDEX_KEY,
     tombstone_key,
 )
-from ringkit.cluster.wire.backends import (
-    server_failed,
-    ttl_of_pttl,
-)
+from ringkit.cluster.wire.failures import not_integer, server_failed
+from ringkit.cluster.wire.fence import epoch_value
 from ringkit.cluster.wire.index import (
     SWEEP_SCRIPT,
     member,
 )
-from ringkit.cluster.wire.memory import _not_integer
 from ringkit.cluster.wire.urls import ServerURL
 from ringkit.errors import (
     EpochLostError,
@@ -47,7 +44,6 @@ __all__ = [
     "SCRIPTS",
     "PointOf",
     "Script",
-    "epoch_value",
     "px_argument",
     "redis_answer",
     "redis_error",
@@ -214,12 +210,14 @@ SCRIPTS = {
 }
 
 
+def ttl_of_pttl(pttl: object) -> float | None:
+    """Return the seconds a Redis ``PTTL`` reply leaves (-1 no expiry, -2 missing: None)."""
+    left = int(str(pttl))
+    return None if left < 0 else max(left, 1) / 1000
+
+
 def px_argument(ttl_s: float | None) -> str:
     return "" if ttl_s is None else str(redis_px(ttl_s, time.time()))
-
-
-def epoch_value(found: bytes | None) -> int:
-    return int(found) if found else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,5 +346,5 @@ def redis_error(error: Exception, url: ServerURL, script: Script) -> Exception:
         return EpochLostError(str(url), int(str(script.args[0])))
     if any(sign in text for sign in ("not an integer", "would overflow", "WRONGTYPE")):
         # A counter that is not one (a list stored by another program is WRONGTYPE to GET).
-        return _not_integer(script.keys[-1] if script.keys else b"")
+        return not_integer(script.keys[-1] if script.keys else b"")
     return server_failed(url, error)

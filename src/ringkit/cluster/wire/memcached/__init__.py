@@ -1,0 +1,1 @@
+"""memcached: its text protocol (requests, reply framing), its transports and its operations."""

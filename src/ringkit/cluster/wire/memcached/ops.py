@@ -1,0 +1,286 @@
+"""Every memcached operation, written once as a generator of exchanges, and its fence.
+
+Each plain call is one :class:`~ringkit.cluster.wire.memcached.protocol.Exchange` (a ``get`` of
+many keys, or many ``set`` commands, is one round trip: memcached answers a connection's commands
+in order, doc/protocol.txt) and the reading of its replies; the blocking and the asyncio clients
+run the same generators over their own transports (:mod:`ringkit.cluster.wire.drive`). The
+conditional writes are ``gets`` then ``cas`` (``add`` where the key is absent): a write that lands
+in between makes either refuse, so a repair never replaces it and a delete never removes it.
+memcached's fence is the :class:`~ringkit.cluster.wire.fence.EpochGate` read before a call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ringkit.cluster.values.codec import buries, supersedes
+from ringkit.cluster.values.expiry import memcached_exptime
+from ringkit.cluster.values.keys import EPOCH_KEY, spread_key, tombstone_key
+from ringkit.cluster.wire.drive import Wire
+from ringkit.cluster.wire.failures import not_integer
+from ringkit.cluster.wire.fence import EpochGate, EpochOf
+from ringkit.cluster.wire.items import ItemServer, Update
+from ringkit.cluster.wire.memcached.protocol import (
+    Exchange,
+    Reply,
+    checked,
+    get,
+    gets,
+    store,
+    values,
+)
+from ringkit.cluster.wire.redis.handoff import MAX_CAS_TRIES
+from ringkit.cluster.wire.urls import ServerURL
+from ringkit.errors import BackendError, UnsupportedError
+
+if TYPE_CHECKING:
+    from ringkit.cluster.wire.index import Index
+
+__all__ = ["MemcachedServer", "ttl_of_meta"]
+
+
+def _expire(ttl_s: float | None, url: ServerURL) -> int:
+    return memcached_exptime(ttl_s, time.time(), str(url))
+
+
+def _all_stored(replies: Sequence[Reply], url: ServerURL, items: Mapping[bytes, bytes]) -> None:
+    if any(checked(reply, url, items) != b"STORED" for reply in replies):
+        raise BackendError(f"server {url} did not store every key: {[r[0] for r in replies[:3]]}")
+
+
+def _sets(items: Mapping[bytes, bytes], expire: int) -> bytes:
+    return b"".join(store(b"set", key, value, expire) for key, value in items.items())
+
+
+def get_many(url: ServerURL, keys: Sequence[bytes]) -> Wire[dict[bytes, bytes]]:
+    """Return the keys found with their values: one ``get``."""
+    if not keys:
+        return {}
+    [reply] = yield Exchange(get(keys), 1)
+    checked(reply, url)
+    return values(reply)
+
+
+def set_many(url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None) -> Wire[None]:
+    """Store every item, expiring after `ttl_s`: the ``set`` commands in one round trip."""
+    if items:
+        replies = yield Exchange(_sets(items, _expire(ttl_s, url)), len(items))
+        _all_stored(replies, url, items)
+
+
+def set_many_then_get(
+    url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None, keys: Sequence[bytes]
+) -> Wire[dict[bytes, bytes]]:
+    """Store every item, then read `keys`, in one round trip (the get sees the stores)."""
+    request = _sets(items, _expire(ttl_s, url)) + get(keys)
+    *stored, found = yield Exchange(request, len(items) + 1)
+    _all_stored(stored, url, items)
+    checked(found, url)
+    return values(found)
+
+
+def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
+    [reply] = yield Exchange(request, 1)
+    return checked(reply, url, items)
+
+
+def add(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
+    """Store `value` only if `key` is absent; return whether it was stored."""
+    request = store(b"add", key, value, _expire(ttl_s, url))
+    return (yield from _one(url, request, {key: value})) == b"STORED"
+
+
+def delete(url: ServerURL, key: bytes) -> Wire[bool]:
+    """Delete `key`; return whether it was there."""
+    return (yield from _one(url, b"delete %s\r\n" % key)) == b"DELETED"
+
+
+def incr(url: ServerURL, key: bytes, delta: int) -> Wire[int | None]:
+    """Add `delta` (a negative one decrements, stopping at 0); None when `key` is missing."""
+    verb = b"incr" if delta >= 0 else b"decr"
+    [reply] = yield Exchange(b"%s %s %d\r\n" % (verb, key, abs(delta)), 1)
+    if reply[0].startswith(b"CLIENT_ERROR"):
+        raise not_integer(key)  # about the value: the delta is checked before
+    line = checked(reply, url)
+    return None if line == b"NOT_FOUND" else int(line)
+
+
+def touch(url: ServerURL, key: bytes, ttl_s: float) -> Wire[bool]:
+    """Give `key` a new TTL; return whether it was there."""
+    return (yield from _one(url, b"touch %s %d\r\n" % (key, _expire(ttl_s, url)))) == b"TOUCHED"
+
+
+def ttl_of_meta(line: bytes) -> float | None:
+    """Return the seconds memcached's ``mg KEY t`` reply leaves (``HD t59``; -1, or a miss: None).
+
+    memcached counts whole seconds, so up to a second is lost here. A memcached older than 1.6
+    answers ``ERROR`` (no meta commands): no TTL known either.
+
+    >>> ttl_of_meta(b"HD t59"), ttl_of_meta(b"HD t-1"), ttl_of_meta(b"EN"), ttl_of_meta(b"ERROR")
+    (59.0, None, None, None)
+    """
+    flags = line.split()
+    if not flags or flags[0] not in (b"HD", b"VA"):
+        return None  # EN: missing
+    left = next((int(flag[1:]) for flag in flags[1:] if flag.startswith(b"t")), -1)
+    return None if left < 0 else float(max(left, 1))
+
+
+def ttl_left(url: ServerURL, key: bytes) -> Wire[float | None]:
+    """Return the seconds `key` has left (the meta get's ``t`` flag, memcached >= 1.6)."""
+    [reply] = yield Exchange(b"mg %s t\r\n" % key, 1)
+    return None if reply[0] == b"ERROR" else ttl_of_meta(checked(reply, url))
+
+
+def ping(url: ServerURL) -> Wire[None]:
+    """Return when the server answers ``version``."""
+    yield from _one(url, b"version\r\n")
+
+
+def flush(url: ServerURL) -> Wire[None]:
+    """Delete every item (``flush_all``)."""
+    yield from _one(url, b"flush_all\r\n")
+
+
+def _cas_of(reply: Reply, url: ServerURL, key: bytes) -> tuple[bytes | None, bytes]:
+    """Return `key`'s value and cas token in a ``gets`` reply (None and b"": absent)."""
+    checked(reply, url)
+    return next(((data, token) for found, data, token in reply[1] if found == key), (None, b""))
+
+
+def _store_unchanged(
+    url: ServerURL, key: bytes, value: bytes, token: bytes, expire: int
+) -> Wire[bool]:
+    """Store `value` if `key` is as the ``gets`` that gave `token` read it (b"": absent)."""
+    verb = b"cas" if token else b"add"
+    return (yield from _one(url, store(verb, key, value, expire, token), {key: value})) == b"STORED"
+
+
+def swap(url: ServerURL, key: bytes, update: Update, ttl_s: float | None) -> Wire[Any]:
+    """Apply `update` to `key` by ``gets`` / ``cas``; its result, None after MAX_CAS_TRIES."""
+    expire = _expire(ttl_s, url)
+    for _ in range(MAX_CAS_TRIES):
+        [reply] = yield Exchange(gets([key]), 1)
+        held, token = _cas_of(reply, url, key)
+        new, result = update(held)
+        if new is None or new == held:
+            return result
+        if (yield from _store_unchanged(url, key, new, token, expire)):
+            return result
+    return None
+
+
+def repair(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
+    """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+
+    ``add`` where the key is absent and ``cas`` where it is older. A delete may run between
+    the read and an ``add`` (its tombstone first, then the delete of a key not yet there): the
+    tombstone is read again after it, and the copy taken back if it is still ours, by ``cas``
+    with a negative exptime (protocol.txt: expired at once).
+    """
+    tomb_key, expire = tombstone_key(key), _expire(ttl_s, url)
+    [reply] = yield Exchange(gets([key, tomb_key]), 1)
+    there, token = _cas_of(reply, url, key)
+    tomb, _ = _cas_of(reply, url, tomb_key)
+    if not supersedes(value, there, tomb):
+        return False
+    if there is not None:
+        return (yield from _store_unchanged(url, key, value, token, expire))
+    if not (yield from _store_unchanged(url, key, value, b"", expire)):
+        return False
+    [reply] = yield Exchange(gets([key, tomb_key]), 1)
+    now, token = _cas_of(reply, url, key)
+    tomb, _ = _cas_of(reply, url, tomb_key)
+    if tomb is not None and not supersedes(value, None, tomb):
+        if now == value:
+            yield from _store_unchanged(url, key, value, token, -1)
+        return False
+    return True
+
+
+def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:
+    """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
+
+    The tombstone first, so a repair that reads in between sees it and stands down; its ``set``
+    and the key's ``gets`` are one round trip. The delete is a ``cas`` with a negative exptime
+    (expired at once), so a write that lands between the ``gets`` and it survives. Returns True
+    if the key went.
+    """
+    tomb = {tombstone_key(key): tombstone}
+    request = _sets(tomb, _expire(ttl_s, url)) + gets([key])
+    stored, found = yield Exchange(request, 2)
+    _all_stored([stored], url, tomb)
+    there, token = _cas_of(found, url, key)
+    if there is None or not buries(tombstone, there):
+        return False
+    return (yield from _store_unchanged(url, key, there, token, -1))
+
+
+def bury_many(url: ServerURL, tombstones: Mapping[bytes, bytes], ttl_s: float) -> Wire[list[bytes]]:
+    """:func:`bury` each key, one after the other (memcached has no batched ``cas``)."""
+    gone = []
+    for key, tomb in tombstones.items():
+        if (yield from bury(url, key, tomb, ttl_s)):
+            gone.append(key)
+    return gone
+
+
+_PLAIN: dict[str, Callable[..., Wire[Any]]] = {
+    "get_many": get_many,
+    "set_many": set_many,
+    "add": add,
+    "delete": delete,
+    "repair": repair,
+    "bury": bury,
+    "bury_many": bury_many,
+    "incr": incr,
+    "touch": touch,
+    "ttl_left": ttl_left,
+    "ping": ping,
+    "flush": flush,
+}
+
+
+class MemcachedServer(ItemServer):
+    """The operations of one memcached server, fenced by its :class:`EpochGate`."""
+
+    def __init__(self, url: ServerURL) -> None:
+        self.url = url
+        self.gate = EpochGate()
+
+    def plain(self, method: str, args: Sequence[Any]) -> Wire[Any]:
+        return _PLAIN[method](self.url, *args)
+
+    def fenced(self, sent: int, operation: Wire[Any], *, write: bool) -> Wire[Any]:
+        now = time.monotonic()
+        if self.gate.due(sent, now):
+            found = yield from get_many(self.url, [EPOCH_KEY])
+            self.gate.learn(found.get(EPOCH_KEY), now)
+        self.gate.check(sent, self.url, write=write)
+        return (yield from operation)
+
+    def swap(self, key: bytes, update: Update, ttl_s: float | None) -> Wire[Any]:
+        return swap(self.url, key, update, ttl_s)
+
+    def write_marked(
+        self, sent: int, op: str, args: Sequence[Any], keys: Sequence[bytes]
+    ) -> Wire[tuple[Any, dict[bytes, bytes]]]:
+        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here.
+
+        A ``set_many`` and the read are pipelined: one round trip.
+        """
+        if op != "set_many":
+            return (yield from super().write_marked(sent, op, args, keys))
+        items, ttl_s = args
+        markers = {spread_key(key): key for key in keys}
+        pipelined = set_many_then_get(self.url, items, ttl_s, list(markers))
+        found = yield from self.fenced(sent, pipelined, write=True)
+        return None, {markers[marker]: value for marker, value in found.items()}
+
+    def index(self, epoch_of: EpochOf, point_of: Callable[[bytes], int], transport: Any) -> Index:
+        raise UnsupportedError(
+            f"server {self.url} cannot list its keys (memcached); online rebalancing needs "
+            f"redis:// or memory:// servers"
+        )

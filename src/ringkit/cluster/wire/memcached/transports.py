@@ -1,0 +1,148 @@
+"""memcached's two transports: a pool of blocking sockets, and one of asyncio streams.
+
+Each sends an :class:`~ringkit.cluster.wire.memcached.protocol.Exchange`'s bytes and reads its
+replies with a :class:`~ringkit.cluster.wire.memcached.protocol.ReplyFramer`; neither knows a
+command, a key or an epoch. A connection that failed or timed out is closed, never reused with a
+half-read reply; a pool opened before a fork is not used after it (the child opens its own, so
+gunicorn's workers never share a socket with their parent), and an asyncio pool belongs to one
+event loop. Loopback calls are small: ``TCP_NODELAY`` (asyncio sets it itself), so a request is
+never held back waiting for the previous reply's ACK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+
+from ringkit.cluster.wire.failures import server_failed
+from ringkit.cluster.wire.memcached.protocol import Exchange, Reply, ReplyFramer
+from ringkit.cluster.wire.urls import ServerURL
+
+__all__ = ["SocketTransport", "StreamTransport"]
+
+# A read takes what has arrived, up to this much: most replies come whole in one.
+_CHUNK = 65536
+_Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+
+
+class SocketTransport:
+    """Blocking exchanges with one memcached server over a pool of sockets (thread-safe)."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        self.url = url
+        self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
+        self._max_idle = max_connections
+        self._idle: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _take(self) -> socket.socket:
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the idle sockets are the parent's
+                self._pid, self._idle = os.getpid(), []
+            if self._idle:
+                return self._idle.pop()
+        address = (self.url.host, self.url.port)
+        sock = socket.create_connection(address, timeout=self._connect_timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self._timeout_s)
+        return sock
+
+    def exchange(self, request: Exchange) -> list[Reply]:
+        """Send `request`, return its replies.
+
+        :raises BackendError: when the connection fails or a reply takes over the timeout
+        """
+        sock = None
+        try:
+            sock = self._take()
+            sock.sendall(request.data)
+            framer = ReplyFramer(request.replies)
+            while True:
+                chunk = sock.recv(_CHUNK)
+                if not chunk:
+                    raise ConnectionResetError("connection closed by the server")
+                if framer.feed(chunk):
+                    break
+        except (OSError, ValueError) as error:  # a timeout; a reply that is not memcached's
+            if sock is not None:
+                sock.close()
+            raise server_failed(self.url, error) from None
+        with self._lock:
+            if len(self._idle) < self._max_idle and self._pid == os.getpid():
+                self._idle.append(sock)
+                sock = None
+        if sock is not None:
+            sock.close()
+        return framer.replies
+
+    def close(self) -> None:
+        """Close the idle connections (one in use closes when its call ends)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for sock in idle:
+            sock.close()
+
+
+class StreamTransport:
+    """Awaited exchanges with one memcached server over a pool of asyncio streams."""
+
+    def __init__(
+        self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
+    ) -> None:
+        self.url = url
+        self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
+        self._slots = max_connections
+        self._idle: list[_Stream] = []
+        self._owner: tuple[int, int] = (0, 0)
+        self._semaphore: asyncio.Semaphore | None = None
+
+    def _pool_for_this_loop(self) -> asyncio.Semaphore:
+        # Streams belong to one event loop and one process: start afresh in another.
+        owner = (os.getpid(), id(asyncio.get_running_loop()))
+        if self._semaphore is None or owner != self._owner:
+            self._owner, self._idle = owner, []
+            self._semaphore = asyncio.Semaphore(self._slots)
+        return self._semaphore
+
+    async def exchange(self, request: Exchange) -> list[Reply]:
+        """Send `request`, return its replies (at most `max_connections` at once).
+
+        :raises BackendError: when the connection fails or a reply takes over the timeout
+        """
+        async with self._pool_for_this_loop():
+            stream = self._idle.pop() if self._idle else None
+            try:
+                if stream is None:
+                    opening = asyncio.open_connection(self.url.host, self.url.port)
+                    stream = await asyncio.wait_for(opening, self._connect_timeout_s)
+                replies = await asyncio.wait_for(_talk(stream, request), self._timeout_s)
+            except (TimeoutError, OSError, ValueError) as error:
+                if stream is not None:
+                    stream[1].close()
+                raise server_failed(self.url, error) from None
+            self._idle.append(stream)
+            return replies
+
+    async def close(self) -> None:
+        """Close the idle connections."""
+        idle, self._idle = self._idle, []
+        for _, writer in idle:
+            writer.close()
+
+
+async def _talk(stream: _Stream, request: Exchange) -> list[Reply]:
+    reader, writer = stream
+    writer.write(request.data)
+    await writer.drain()
+    framer = ReplyFramer(request.replies)
+    while True:
+        chunk = await reader.read(_CHUNK)
+        if not chunk:
+            raise ConnectionResetError("connection closed by the server")
+        if framer.feed(chunk):
+            return framer.replies
