@@ -198,3 +198,12 @@ def flushed_redis_urls(names: Sequence[str], servers: Sequence[Server]) -> dict[
     for server in servers:
         redis.Redis(host=server.host, port=server.port).flushdb()
     return {name: f"redis://{s.address}/0" for name, s in zip(names, servers, strict=True)}
+
+
+def index_entries(server: redis.Redis) -> dict[bytes, int]:
+    """Return the key index's entries on a Redis server: each key and its point's top 24 bits."""
+    entries: dict[bytes, int] = {}
+    for bucket in server.scan_iter(match=b"ringkit:ix:*", count=1000):
+        for key, value in server.hgetall(bucket).items():
+            entries[key] = int(value) + 2**23
+    return entries

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+from ringkit.cluster.values.buckets import INDEX_LUA
 from ringkit.cluster.values.keys import MAX_KEY_BYTES, TOMBSTONE_PREFIX, tombstone_key
 
 __all__ = [
@@ -151,29 +152,33 @@ def long_key_tombstones(page: PackedRecords) -> list[bytes]:
     return [name for key in page.long_keys for name in (key, tombstone_key(key))]
 
 
-# KEYS: index; ARGV: min, max, count, bytes (a ZRANGEBYLEX range, the page's most keys and most
-# bytes, 0: no bound). Returns the packed records, their count, their bytes, the next min (''
-# at the end of the range), then the keys too long to have a prefixed tombstone. A page stops
-# before the entry that would pass `bytes` (sizes by STRLEN, O(1), before any value is read),
-# but holds one entry at least: a value larger than a page moves alone. So a page of large
-# values holds the server for a bounded time, as a page of small ones does.
-DUMP_PAGE = f"""
+# KEYS: index; ARGV: cursor (the first top, 3 bytes, then the last key read at it or nothing),
+# last top, count, bytes (the page's most keys and most bytes, 0: no bound). Returns the packed
+# records, their count, their bytes, the next cursor ('' at the end of the range), then the keys
+# too long to have a prefixed tombstone. A page stops before the entry that would pass `bytes`
+# (sizes by STRLEN, O(1), before any value is read), but holds one entry at least: a value
+# larger than a page moves alone. So a page of large values holds the server for a bounded
+# time, as a page of small ones does.
+DUMP_PAGE = (
+    INDEX_LUA
+    + f"""
 local count, most = tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
-local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, count)
+local first = ix_top(ARGV[1])
+local found = ix_page(KEYS[1], first, string.sub(ARGV[1], 4), tonumber(ARGV[2]), count)
 local full = #found == count
 if most > 0 then
   local sized, taken = 0, {{}}
   for i, entry in ipairs(found) do
-    local length = redis.pcall('STRLEN', string.sub(entry, 9))
+    local length = redis.pcall('STRLEN', entry[2])
     if type(length) ~= 'number' then length = 0 end  -- not a string: its DUMP goes as is
-    sized = sized + #entry - 8 + length
+    sized = sized + #entry[2] + length
     if i > 1 and sized > most then full = true; break end
     taken[i] = entry
   end
   found = taken
 end
 local keys = {{}}
-for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
+for i, entry in ipairs(found) do keys[i] = entry[2] end
 local strings = {{}}
 for i = 1, #keys, 1000 do  -- MGET answers nil for a key that is gone or not a string
   local got = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
@@ -186,7 +191,7 @@ for i, entry in ipairs(found) do
   if value then
     local pttl = redis.call('PTTL', key)
     parts[#parts + 1] = struct.pack('{_RECORD}', #key, key, kind, #value, value, pttl,
-      string.sub(entry, 1, 8))
+      struct.pack('>I4', entry[1] * 256) .. '\\0\\0\\0\\0')
     n = n + 1
     size = size + #key + #value
     if #key > {_LONGEST_PREFIXED} then long[#long + 1] = key end
@@ -194,17 +199,20 @@ for i, entry in ipairs(found) do
     dead[#dead + 1] = entry
   end
 end
-if #dead > 0 then redis.call('ZREM', KEYS[1], unpack(dead)) end
+for _, entry in ipairs(dead) do ix_rem_at(KEYS[1], entry[1], entry[2]) end
 local after = ''
-if full then after = '(' .. found[#found] end
+if full then after = ix_cursor(found[#found]) end
 return {{table.concat(parts), n, size, after, unpack(long)}}
 """
+)
 
 # KEYS: epoch, index; ARGV: epoch, mode, packed records, then (key, tombstone name) pairs for
 # long keys. Returns how many landed. When none of the page's keys nor tombstones is here (one
 # EXISTS per 500 keys: a new owner), every record lands without a per-key check, and the ones
 # without a TTL with one MSET.
-RESTORE_PAGE = f"""
+RESTORE_PAGE = (
+    INDEX_LUA
+    + f"""
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local named = {{}}
@@ -246,13 +254,10 @@ local going, members = {{}}, {{}}
 for i = 1, n do
   if clash == 0 or lands(i) then
     going[#going + 1] = i
-    members[#members + 1] = 0
     members[#members + 1] = points[i] .. keys[i]
   end
 end
-for i = 1, #members, 1000 do
-  redis.call('ZADD', KEYS[2], unpack(members, i, math.min(i + 999, #members)))
-end
+for _, entry in ipairs(members) do ix_add(KEYS[2], entry) end
 local plain = {{}}
 for _, i in ipairs(going) do
   local key, value, pttl = keys[i], values[i], ttls[i]
@@ -268,24 +273,30 @@ end
 for i = 1, #plain, 1000 do redis.call('MSET', unpack(plain, i, math.min(i + 999, #plain))) end
 return #going
 """
+)
 
-# KEYS: epoch, index; ARGV: epoch, min, max, count. Deletes a page of the range's keys and
-# exactly their index entries; returns the keys that existed and the next min ('' at the end).
-DELETE_PAGE = """
+# KEYS: epoch, index; ARGV: epoch, cursor (as DUMP_PAGE's), last top, count. Deletes a page of
+# the range's keys and exactly their index entries; returns the keys that existed and the next
+# cursor ('' at the end).
+DELETE_PAGE = (
+    INDEX_LUA
+    + """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local count = tonumber(ARGV[4])
-local found = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[2], ARGV[3], 'LIMIT', 0, count)
+local first = ix_top(ARGV[2])
+local found = ix_page(KEYS[2], first, string.sub(ARGV[2], 4), tonumber(ARGV[3]), count)
 if #found == 0 then return {0, ''} end
 local keys = {}
-for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
+for i, entry in ipairs(found) do keys[i] = entry[2] end
 local gone = 0
 for at = 1, #keys, 1000 do
   -- UNLINK: a page of large values is freed in the background, not while the script runs
   gone = gone + redis.call('UNLINK', unpack(keys, at, math.min(at + 999, #keys)))
 end
-redis.call('ZREMRANGEBYLEX', KEYS[2], ARGV[2], '[' .. found[#found])
+for _, entry in ipairs(found) do ix_rem_at(KEYS[2], entry[1], entry[2]) end
 local after = ''
-if #found == count then after = '(' .. found[#found] end
+if #found == count then after = ix_cursor(found[#found]) end
 return {gone, after}
 """
+)
