@@ -205,5 +205,5 @@ def index_entries(server: redis.Redis) -> dict[bytes, int]:
     entries: dict[bytes, int] = {}
     for bucket in server.scan_iter(match=b"ringkit:ix:*", count=1000):
         for key, value in server.hgetall(bucket).items():
-            entries[key] = int(value) + 2**23
+            entries[key if isinstance(key, bytes) else key.encode()] = int(value) + 2**23
     return entries
