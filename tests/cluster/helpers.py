@@ -201,9 +201,17 @@ def flushed_redis_urls(names: Sequence[str], servers: Sequence[Server]) -> dict[
 
 
 def index_entries(server: redis.Redis) -> dict[bytes, int]:
-    """Return the key index's entries on a Redis server: each key and its point's top 24 bits."""
+    """Return the key index's entries on a Redis server: each key and its point's top 24 bits.
+
+    A bucket is a hash (key: top bits, offset by 2**23); its long-key twin, named with a ``+``,
+    a list of (top bits, 3 bytes) + key.
+    """
     entries: dict[bytes, int] = {}
     for bucket in server.scan_iter(match=b"ringkit:ix:*", count=1000):
-        for key, value in server.hgetall(bucket).items():
-            entries[key if isinstance(key, bytes) else key.encode()] = int(value) + 2**23
+        if bytes(bucket).endswith(b"+"):
+            for item in server.lrange(bucket, 0, -1):
+                entries[bytes(item[3:])] = int.from_bytes(item[:3], "big")
+        else:
+            for key, value in server.hgetall(bucket).items():
+                entries[key if isinstance(key, bytes) else key.encode()] = int(value) + 2**23
     return entries

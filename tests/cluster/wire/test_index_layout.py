@@ -67,10 +67,14 @@ def _check_layout(raw: redis.Redis) -> None:
         at, prefix = int(found[1]), int(found[2])
         # Level-L buckets from the split pointer on; level-(L + 1) buckets below twice it.
         assert (at == level and prefix >= split) or (at == level + 1 and prefix < 2 * split)
-        held = raw.hgetall(name)
+        if found[3]:  # the long-key twin: a list of top bits (3 bytes) + key
+            held = {item[3:]: int.from_bytes(item[:3], "big") for item in raw.lrange(name, 0, -1)}
+        else:
+            held = {
+                key: int(value) + 2 ** (TOP_BITS - 1) for key, value in raw.hgetall(name).items()
+            }
         assert all((len(key) > 64) == bool(found[3]) for key in held)
-        for value in held.values():
-            assert (int(value) + 2 ** (TOP_BITS - 1)) >> (TOP_BITS - at) == prefix
+        assert all(top >> (TOP_BITS - at) == prefix for top in held.values())
         total += len(held)
     assert total == entries
 
@@ -123,6 +127,7 @@ def test_buckets_stay_listpack_for_keys_up_to_64_bytes(
     plain = [name for name in buckets if not name.endswith(b"+")]
     assert len(plain) > 200  # split as the keys grew: 20,000 keys, about 48 per bucket
     assert {raw.object("encoding", name) for name in plain} == {b"listpack"}
+    assert {raw.type(name) for name in buckets if name not in plain} == {b"list"}
     assert len(buckets) == len(plain) + 1
     assert len(index_entries(raw)) == 20_001
     client.close()

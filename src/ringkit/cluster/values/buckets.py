@@ -68,10 +68,6 @@ def window(top: int) -> tuple[int, int]:
 
 INDEX_LUA = f"""
 local IX_BITS, IX_FILL, IX_OFFSET, IX_LONG = {TOP_BITS}, {FILL}, {1 << (TOP_BITS - 1)}, {LONG_KEY}
-local function ix_own(bucket, key)
-  if #key > IX_LONG then return bucket .. '+' end
-  return bucket
-end
 local ix_state = nil
 local function ix_load(meta)
   if not ix_state then
@@ -90,50 +86,59 @@ local function ix_bucket(meta, top)
   end
   return meta .. ':' .. level .. ':' .. prefix, level, prefix
 end
+local function ix_top(entry)
+  local a, b, c = string.byte(entry, 1, 3)
+  return (a * 256 + b) * 256 + c
+end
+local function ix_three(top)
+  return string.char(math.floor(top / 65536), math.floor(top / 256) % 256, top % 256)
+end
+-- A bucket's entries as {{top, key}} pairs: its hash, then its long-key twin (top .. key each).
+local function ix_entries(bucket)
+  local out = {{}}
+  local flat = redis.call('HGETALL', bucket)
+  for i = 1, #flat, 2 do out[#out + 1] = {{tonumber(flat[i + 1]) + IX_OFFSET, flat[i]}} end
+  for _, item in ipairs(redis.call('LRANGE', bucket .. '+', 0, -1)) do
+    out[#out + 1] = {{ix_top(item), string.sub(item, 4)}}
+  end
+  return out
+end
+local function ix_put(bucket, top, key)
+  if #key <= IX_LONG then return redis.call('HSET', bucket, key, top - IX_OFFSET) end
+  local item = ix_three(top) .. key
+  if redis.call('LPOS', bucket .. '+', item) then return 0 end
+  redis.call('RPUSH', bucket .. '+', item)
+  return 1
+end
 local function ix_split(meta)
   local state = ix_load(meta)
   local level, split = state[1], state[2]
+  local old = meta .. ':' .. level .. ':' .. split
   local half = 2 ^ (IX_BITS - level - 1)
-  for _, long in ipairs({{'', '+'}}) do
-    local old = meta .. ':' .. level .. ':' .. split .. long
-    local flat = redis.call('HGETALL', old)
-    local sides = {{[0] = {{}}, [1] = {{}}}}
-    for i = 1, #flat, 2 do
-      local side = sides[math.floor((tonumber(flat[i + 1]) + IX_OFFSET) / half) % 2]
-      side[#side + 1] = flat[i]
-      side[#side + 1] = flat[i + 1]
-    end
-    redis.call('DEL', old)
-    for bit = 0, 1 do
-      local side = sides[bit]
-      local name = meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit) .. long
-      for at = 1, #side, 1000 do
-        redis.call('HSET', name, unpack(side, at, math.min(at + 999, #side)))
-      end
-    end
+  local entries = ix_entries(old)
+  redis.call('DEL', old, old .. '+')
+  for _, entry in ipairs(entries) do
+    local bit = math.floor(entry[1] / half) % 2
+    ix_put(meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit), entry[1], entry[2])
   end
   split = split + 1
   if split == 2 ^ level then level, split = level + 1, 0 end
   state[1], state[2] = level, split
   redis.call('HSET', meta, 'level', level, 'split', split)
 end
-local function ix_top(entry)
-  local a, b, c = string.byte(entry, 1, 3)
-  return (a * 256 + b) * 256 + c
-end
 local function ix_add(meta, entry)
   local top = ix_top(entry)
-  local key = string.sub(entry, 9)
-  if redis.call('HSET', ix_own(ix_bucket(meta, top), key), key, top - IX_OFFSET) == 0 then
-    return
-  end
+  if ix_put((ix_bucket(meta, top)), top, string.sub(entry, 9)) == 0 then return end
   local state = ix_load(meta)
   state[3] = state[3] + 1
   redis.call('HINCRBY', meta, 'entries', 1)
   if state[3] > IX_FILL * (2 ^ state[1] + state[2]) and state[1] < IX_BITS then ix_split(meta) end
 end
 local function ix_rem_at(meta, top, key)
-  if redis.call('HDEL', ix_own(ix_bucket(meta, top), key), key) == 0 then return 0 end
+  local bucket, gone = (ix_bucket(meta, top)), 0
+  if #key <= IX_LONG then gone = redis.call('HDEL', bucket, key)
+  else gone = redis.call('LREM', bucket .. '+', 1, ix_three(top) .. key) end
+  if gone == 0 then return 0 end
   local state = ix_load(meta)
   state[3] = state[3] - 1
   redis.call('HINCRBY', meta, 'entries', -1)
@@ -142,16 +147,10 @@ end
 local function ix_rem(meta, entry)
   return ix_rem_at(meta, ix_top(entry), string.sub(entry, 9))
 end
-local function ix_entries(bucket)
-  local flat = redis.call('HGETALL', bucket)
-  local long = redis.call('HGETALL', bucket .. '+')
-  for i = 1, #long do flat[#flat + 1] = long[i] end
-  return flat
-end
 local function ix_at(meta, top)
-  local flat, keys = ix_entries((ix_bucket(meta, top))), {{}}
-  for i = 1, #flat, 2 do
-    if tonumber(flat[i + 1]) + IX_OFFSET == top then keys[#keys + 1] = flat[i] end
+  local keys = {{}}
+  for _, entry in ipairs(ix_entries((ix_bucket(meta, top)))) do
+    if entry[1] == top then keys[#keys + 1] = entry[2] end
   end
   return keys
 end
@@ -161,12 +160,10 @@ local function ix_page(meta, top, after, last, count)
   while top <= last and #found < count do
     local bucket, level, prefix = ix_bucket(meta, top)
     local ends = math.min(last, (prefix + 1) * 2 ^ (IX_BITS - level) - 1)
-    local flat, here = ix_entries(bucket), {{}}
-    for i = 1, #flat, 2 do
-      local t = tonumber(flat[i + 1]) + IX_OFFSET
-      if t >= top and t <= ends and (t > first or flat[i] > after) then
-        here[#here + 1] = {{t, flat[i]}}
-      end
+    local here = {{}}
+    for _, entry in ipairs(ix_entries(bucket)) do
+      local t = entry[1]
+      if t >= top and t <= ends and (t > first or entry[2] > after) then here[#here + 1] = entry end
     end
     table.sort(here, ix_before)
     for _, entry in ipairs(here) do
@@ -177,8 +174,5 @@ local function ix_page(meta, top, after, last, count)
   end
   return found
 end
-local function ix_cursor(entry)
-  local t = entry[1]
-  return string.char(math.floor(t / 65536), math.floor(t / 256) % 256, t % 256) .. entry[2]
-end
+local function ix_cursor(entry) return ix_three(entry[1]) .. entry[2] end
 """

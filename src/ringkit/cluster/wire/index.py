@@ -316,13 +316,11 @@ while top <= last do
   local bucket, level, prefix = ix_bucket(KEYS[1], top)
   local width = 2 ^ (IX_BITS - level)
   local ends = (prefix + 1) * width - 1
-  for _, name in ipairs({bucket, bucket .. '+'}) do
-    if prefix * width >= top and ends <= last then n = n + redis.call('HLEN', name)
-    else
-      for _, value in ipairs(redis.call('HVALS', name)) do
-        local t = tonumber(value) + IX_OFFSET
-        if t >= top and t <= last then n = n + 1 end
-      end
+  if prefix * width >= top and ends <= last then
+    n = n + redis.call('HLEN', bucket) + redis.call('LLEN', bucket .. '+')
+  else
+    for _, entry in ipairs(ix_entries(bucket)) do
+      if entry[1] >= top and entry[1] <= last then n = n + 1 end
     end
   end
   top = ends + 1
