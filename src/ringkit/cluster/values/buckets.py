@@ -26,10 +26,15 @@ split costs one bucket's worth of work once per :data:`FILL` new entries.
 
 A bucket that empties is dropped by Redis itself; the level never goes down. Buckets are named
 ``ringkit:ix:<level>:<prefix>`` (they are not declared to the scripts as ``KEYS``: each server
-is a standalone Redis, never a Redis Cluster node). A point is known to the server by its top 24
-bits only: an arc whose end is not on a 2**40 boundary shares that end's 24-bit window with
-points on both sides, and the coordinator reads the keys of that window and checks their exact
-points itself (:mod:`ringkit.cluster.wire.index`).
+is a standalone Redis, never a Redis Cluster node). A key longer than :data:`LONG_KEY` bytes
+would turn its whole bucket into a hashtable (``hash-max-listpack-value``), so it goes to the
+bucket's twin ``…<prefix>+`` instead: a list of ``top (3 bytes) .. key``, whose listpack nodes
+take entries of any length, split with its bucket. Keys that share a hash tag share a point,
+which no split separates: more than about a hundred of them turn their bucket into a hashtable.
+
+A point is known to the server by its top 24 bits only: an arc whose end is not on a 2**40
+boundary shares that end's 24-bit window with points on both sides, and the coordinator reads the
+keys of that window and checks their exact points itself (:mod:`ringkit.cluster.wire.index`).
 
 :data:`INDEX_LUA` defines the functions every script that touches the index runs:
 ``ix_add(meta, entry)`` and ``ix_rem(meta, entry)`` for an entry ``point (8 bytes) .. key``,

@@ -7,8 +7,9 @@ reply to the destination's argument. Per page that is two round trips and no per
 before, each key was decoded from a DUMP reply, re-hashed for its index member and encoded again as
 four script arguments, which cost the coordinator about 40 µs per key.
 
-:data:`DUMP_PAGE` reads up to ``count`` entries of the index range (``ZRANGEBYLEX``) and packs
-every key still there as one record (Lua's ``struct``, big-endian)::
+:data:`DUMP_PAGE` reads up to ``count`` entries of a range of the index's buckets
+(:mod:`ringkit.cluster.values.buckets`) and packs every key still there as one record (Lua's
+``struct``, big-endian)::
 
     key length (u32) | key | kind (u8) | value length (u32) | value | TTL left (ms, double)
     | point (8 bytes)
@@ -21,8 +22,8 @@ key is absent and not deleted at a newer version (its tombstone), or holds an ol
 version; with ``mode`` 1 (a rollback) also over a value without a version. It adds the landed
 keys' index members in batches. A page is bounded by bytes as well as keys (``STRLEN`` of each
 entry before any value is read), and holds one key at least. :data:`DELETE_PAGE` deletes a page
-of an arc and its index entries in one script (``UNLINK`` of the page, ``ZREMRANGEBYLEX`` of
-exactly the entries read).
+of an arc and its index entries in one script (``UNLINK`` of the page, ``HDEL`` of exactly the
+entries read).
 
 A key whose tombstone name is a digest (a key too long for the prefix,
 :func:`~ringkit.cluster.values.keys.tombstone_key`) is named by the source's reply, and the
@@ -66,7 +67,7 @@ class Record:
     """One key read for moving: its payload, the TTL left (-1: none) and version (b"": none).
 
     `payload` is a ``DUMP`` payload, or with `kind` 1 (a string) the value itself; `point` is
-    the key's index point (8 bytes) when the source's index gave it.
+    the key's index point (8 bytes, exact to its top 24 bits) when the source's index gave it.
     """
 
     key: bytes
