@@ -93,7 +93,7 @@ def test_every_key_is_found_by_the_arc_that_holds_its_point(
     raw = _raw(servers[0])
     raw.flushdb()
     ring = HashRing(["s1"])
-    client = ShardedClient(ring, {"s1": f"redis://{servers[0].address}/0"})
+    client = ShardedClient(ring, {"s1": f"redis://{servers[0].address}/0"}, timeout_s=30.0)
     keys = _keys(seed, count)
     for at in range(0, len(keys), 400):  # several scripts, so that splits run between them
         client.set_many({key: 1 for key in keys[at : at + 400]})
@@ -118,10 +118,11 @@ def test_buckets_stay_listpack_for_keys_up_to_64_bytes(
 ) -> None:
     raw = _raw(servers[0])
     raw.flushdb()
-    client = ShardedClient(HashRing(["s1"]), {"s1": f"redis://{servers[0].address}/0"})
+    url = f"redis://{servers[0].address}/0"
+    client = ShardedClient(HashRing(["s1"]), {"s1": url}, timeout_s=30.0)  # a loaded machine
     keys = [f"user:{i:0{key_bytes - 5}d}" for i in range(20_000)]
-    for at in range(0, len(keys), 2_000):
-        client.set_many({key: "v" for key in keys[at : at + 2_000]})
+    for at in range(0, len(keys), 500):
+        client.set_many({key: "v" for key in keys[at : at + 500]})
     client.set("user:" + "y" * 95, "a long key goes to a twin bucket")  # 100 bytes
     buckets = list(raw.scan_iter(match=b"ringkit:ix:*", count=1000))
     plain = [name for name in buckets if not name.endswith(b"+")]
@@ -141,7 +142,7 @@ def test_an_index_left_by_the_sorted_set_layout_is_migrated_by_the_move(
     second.flushdb()
     urls = {"s1": f"redis://{servers[0].address}/0", "s2": f"redis://{servers[1].address}/0"}
     ring = HashRing(["s1"])
-    writer = ShardedClient(ring, {"s1": urls["s1"]}, index_keys=False)
+    writer = ShardedClient(ring, {"s1": urls["s1"]}, index_keys=False, timeout_s=30.0)
     keys = [f"fare:{i}" for i in range(2_000)]
     writer.set_many({key: key for key in keys})
     # The entries an older ringkit wrote: one sorted set, point (8 bytes) + key, score 0.

@@ -154,8 +154,9 @@ def long_key_tombstones(page: PackedRecords) -> list[bytes]:
 
 
 # KEYS: index; ARGV: cursor (the first top, 3 bytes, then the last key read at it or nothing),
-# last top, count, bytes (the page's most keys and most bytes, 0: no bound). Returns the packed
-# records, their count, their bytes, the next cursor ('' at the end of the range), then the keys
+# last top, count, bytes (the page's most keys and most bytes, 0: no bound), then edge tops.
+# Returns the packed records, their count, their bytes, the next cursor ('' at the end of the
+# range), how many records have an edge top (the reader checks their exact points), then the keys
 # too long to have a prefixed tombstone. A page stops before the entry that would pass `bytes`
 # (sizes by STRLEN, O(1), before any value is read), but holds one entry at least: a value
 # larger than a page moves alone. So a page of large values holds the server for a bounded
@@ -185,7 +186,8 @@ for i = 1, #keys, 1000 do  -- MGET answers nil for a key that is gone or not a s
   local got = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
   for j = 1, #got do strings[i + j - 1] = got[j] end
 end
-local parts, n, size, long, dead = {{}}, 0, 0, {{}}, {{}}
+local parts, n, size, long, dead, edge, at_edges = {{}}, 0, 0, {{}}, {{}}, {{}}, 0
+for i = 5, #ARGV do edge[tonumber(ARGV[i])] = true end
 for i, entry in ipairs(found) do
   local key, kind, value = keys[i], {_KIND_STRING}, strings[i]
   if not value then kind, value = {_KIND_DUMP}, redis.call('DUMP', key) end
@@ -196,6 +198,7 @@ for i, entry in ipairs(found) do
     n = n + 1
     size = size + #key + #value
     if #key > {_LONGEST_PREFIXED} then long[#long + 1] = key end
+    if edge[entry[1]] then at_edges = at_edges + 1 end
   else
     dead[#dead + 1] = entry
   end
@@ -203,7 +206,7 @@ end
 for _, entry in ipairs(dead) do ix_rem_at(KEYS[1], entry[1], entry[2]) end
 local after = ''
 if full then after = ix_cursor(found[#found]) end
-return {{table.concat(parts), n, size, after, unpack(long)}}
+return {{table.concat(parts), n, size, after, at_edges, unpack(long)}}
 """
 )
 

@@ -218,8 +218,17 @@ return gone
 )
 # KEYS: index; ARGV: members. Indexes keys found by a SCAN (or in the old sorted set).
 _ADD = INDEX_LUA + "for _, entry in ipairs(ARGV) do ix_add(KEYS[1], entry) end return #ARGV"
-# KEYS: index; ARGV: top. The keys whose points share these top bits (an arc's end is there).
-_KEYS_AT = INDEX_LUA + "return ix_at(KEYS[1], tonumber(ARGV[1]))"
+# KEYS: index; ARGV: tops. The keys whose points have one of these tops (an arc's ends are there).
+_EDGES = (
+    INDEX_LUA
+    + """
+local keys = {}
+for i = 1, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[1], tonumber(ARGV[i]))) do keys[#keys + 1] = key end
+end
+return keys
+"""
+)
 # KEYS: index, the old sorted set; ARGV: count. Moves up to `count` entries of the sorted set
 # the index used to be into the buckets (those of keys still there); returns how many it read.
 _MIGRATE = (
@@ -307,7 +316,8 @@ Pace = Callable[[int], object]
 Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
 
 
-# KEYS: index; ARGV: first top, last top. How many entries have their tops in that range.
+# KEYS: index; ARGV: first top, last top, then edge tops. Returns how many entries have their
+# tops from the first to the last, then the keys at the edge tops (as _EDGES).
 _COUNT = (
     INDEX_LUA
     + """
@@ -325,7 +335,11 @@ while top <= last do
   end
   top = ends + 1
 end
-return n
+local out = {n}
+for i = 3, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[1], tonumber(ARGV[i]))) do out[#out + 1] = key end
+end
+return out
 """
 )
 # KEYS: index; ARGV: cursor (as DUMP_PAGE's), last top, count. Returns the next cursor ('' at
@@ -406,7 +420,7 @@ class RedisIndex:
             "delete_page": DELETE_PAGE,
             "dump_page": DUMP_PAGE,
             "add": _ADD,
-            "keys_at": _KEYS_AT,
+            "edges": _EDGES,
             "migrate": _MIGRATE,
             "count": _COUNT,
             "page": _PAGE,
@@ -427,16 +441,17 @@ class RedisIndex:
             pass
         self._migrated = True
 
+    def _exact(self, found: Sequence[bytes], low: int, high: int) -> list[bytes]:
+        """Return the keys of `found` whose exact points lie in [low, high]."""
+        return [key for key in map(bytes, found) if low <= self._point_of(key) <= high]
+
     def _ranges(self, start: int, end: int, space: int) -> Iterator[tuple[int, int, list[bytes]]]:
         """Yield, per range of the arc, its first and last whole tops and its ends' keys."""
         self._migrate()
         for low, high in point_ranges(start, end, space):
             first, last, edges = top_range(low, high)
-            exact: list[bytes] = []
-            for top in edges:
-                found = self._run(self._scripts["keys_at"], [INDEX_KEY], [top])
-                exact += [key for key in map(bytes, found) if low <= self._point_of(key) <= high]
-            yield first, last, exact
+            found = self._run(self._scripts["edges"], [INDEX_KEY], edges) if edges else []
+            yield first, last, self._exact(found, low, high)
 
     def backfill(
         self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
@@ -471,12 +486,17 @@ class RedisIndex:
                 return indexed
 
     def count(self, start: int, end: int, space: int) -> int:
-        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(buckets)."""
+        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(buckets).
+
+        One script per range of the arc: the entries of its whole windows, counted in Redis, and
+        the keys of its ends' windows, whose exact points are checked here.
+        """
+        self._migrate()
         counted = 0
-        for first, last, exact in self._ranges(start, end, space):
-            counted += len(exact)
-            if first <= last:
-                counted += int(self._run(self._scripts["count"], [INDEX_KEY], [first, last]))
+        for low, high in point_ranges(start, end, space):
+            first, last, edges = top_range(low, high)
+            whole, *found = self._run(self._scripts["count"], [INDEX_KEY], [first, last, *edges])
+            counted += int(whole) + len(self._exact(found, low, high))
         return counted
 
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
@@ -516,25 +536,36 @@ class RedisIndex:
         """Yield the records of the keys on the arc (start, end], a page per script.
 
         A page holds at most `batch` keys and, with `page_bytes`, at most that many bytes of
-        keys and values, but one key at least (a larger value moves alone). Each page of whole
-        windows is read, dumped and packed by one script on the server
+        keys and values, but one key at least (a larger value moves alone). Each page is read,
+        dumped and packed by one script on the server
         (:data:`~ringkit.cluster.values.packed.DUMP_PAGE`), which also drops the entries of keys
-        found gone; the coordinator passes the packed page on without decoding it. The keys of
-        the ends' windows are dumped by name, a `batch` at a time.
+        found gone; the coordinator passes the packed page on without decoding it, unless the
+        page holds keys of the windows at the arc's ends (it says how many): then it keeps only
+        those whose exact points are on the arc.
         """
-        for first, last, exact in self._ranges(start, end, space):
-            for at in range(0, len(exact), batch):
-                records = self.dump(exact[at : at + batch])
-                if records:
-                    yield records
-            cursor = first.to_bytes(3, "big")
-            while first <= last and cursor:
-                blob, count, size, after, *long_keys = self._run(
-                    self._scripts["dump_page"], [INDEX_KEY], [cursor, last, batch, page_bytes or 0]
+        self._migrate()
+        for low, high in point_ranges(start, end, space):
+            edges = top_range(low, high)[2]
+            cursor = top_of(low).to_bytes(3, "big")
+            while cursor:
+                args = [cursor, top_of(high), batch, page_bytes or 0, *edges]
+                blob, count, size, after, at_edges, *long_keys = self._run(
+                    self._scripts["dump_page"], [INDEX_KEY], args
                 )
                 cursor = bytes(after)
-                if count:
-                    yield PackedRecords(bytes(blob), int(count), int(size), long_keys)
+                page: Sequence[Record] = PackedRecords(
+                    bytes(blob), int(count), int(size), long_keys
+                )
+                if int(at_edges):
+                    page = [r for r in page if self._on(r, edges, low, high)]
+                if page:
+                    yield page
+
+    def _on(self, record: Record, edges: Sequence[int], low: int, high: int) -> bool:
+        """Tell whether `record`, read from [low, high] and its ends' windows, is in [low, high]."""
+        if top_of(int.from_bytes(record.point, "big")) not in edges:
+            return True
+        return low <= self._point_of(record.key) <= high
 
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
         """Copy `records` here where absent or older; return how many landed.
