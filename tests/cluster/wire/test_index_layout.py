@@ -162,3 +162,33 @@ def test_an_index_left_by_the_sorted_set_layout_is_migrated_by_the_move(
 def test_top_bits_keep_point_order() -> None:
     assert top_of(0) == 0 and top_of(SPACE - 1) == 2**TOP_BITS - 1
     assert top_of(2**40 - 1) < top_of(2**40)
+
+
+@pytest.mark.parametrize(
+    "arc",
+    [
+        (SPACE - 2**39, 5),  # starts inside the last window: no whole window after it
+        (SPACE - 2, 2**40),  # starts one point before the top
+        (2**40 + 7, 2**40 + 9),  # inside one window
+        (5, 5),  # the whole circle
+    ],
+)
+def test_an_arc_at_the_edges_of_the_windows_is_read_and_deleted_exactly(
+    servers: tuple[Server, Server], arc: tuple[int, int]
+) -> None:
+    raw = _raw(servers[0])
+    raw.flushdb()
+    ring = HashRing(["s1"])
+    client = ShardedClient(ring, {"s1": f"redis://{servers[0].address}/0"}, timeout_s=30.0)
+    keys = _keys(7, 600)
+    client.set_many({key: 1 for key in keys})
+    point = {key.encode(): ring.point_for(route_key(key.encode())) for key in keys}
+    start, end = arc
+    on_arc = {key for key, p in point.items() if _in_arc(p, start, end)}
+    index = client.server("s1").backend.index
+    assert {key for page in index.pages(start, end, SPACE, 50) for key in page} == on_arc
+    assert index.count(start, end, SPACE) == len(on_arc)
+    assert index.delete_arc(start, end, SPACE, 50) == len(on_arc)
+    assert set(index_entries(raw)) == set(point) - on_arc
+    assert raw.exists(*on_arc) == 0 if on_arc else True
+    client.close()

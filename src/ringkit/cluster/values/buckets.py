@@ -122,9 +122,22 @@ local function ix_split(meta)
   local half = 2 ^ (IX_BITS - level - 1)
   local entries = ix_entries(old)
   redis.call('DEL', old, old .. '+')
+  local short = {{[0] = {{}}, [1] = {{}}}}
   for _, entry in ipairs(entries) do
     local bit = math.floor(entry[1] / half) % 2
-    ix_put(meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit), entry[1], entry[2])
+    local name = meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit)
+    if #entry[2] > IX_LONG then ix_put(name, entry[1], entry[2])
+    else
+      local side = short[bit]
+      side[#side + 1] = entry[2]
+      side[#side + 1] = entry[1] - IX_OFFSET
+    end
+  end
+  for bit = 0, 1 do  -- one HSET per half: a bucket holds at most a few hundred entries
+    local side = short[bit]
+    if #side > 0 then
+      redis.call('HSET', meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit), unpack(side))
+    end
   end
   split = split + 1
   if split == 2 ^ level then level, split = level + 1, 0 end

@@ -279,9 +279,10 @@ return #going
 """
 )
 
-# KEYS: epoch, index; ARGV: epoch, cursor (as DUMP_PAGE's), last top, count. Deletes a page of
-# the range's keys and exactly their index entries; returns the keys that existed and the next
-# cursor ('' at the end).
+# KEYS: epoch, index; ARGV: epoch, cursor (as DUMP_PAGE's), last top, count, then edge tops.
+# Deletes a page of the range's keys and exactly their index entries; returns the keys that
+# existed, the next cursor ('' at the end), then the keys at the edge tops (left in place: the
+# reader deletes those whose exact points are in range).
 DELETE_PAGE = (
     INDEX_LUA
     + """
@@ -289,8 +290,12 @@ local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local count = tonumber(ARGV[4])
 local first = ix_top(ARGV[2])
+local edges = {}
+for i = 5, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[2], tonumber(ARGV[i]))) do edges[#edges + 1] = key end
+end
 local found = ix_page(KEYS[2], first, string.sub(ARGV[2], 4), tonumber(ARGV[3]), count)
-if #found == 0 then return {0, ''} end
+if #found == 0 then return {0, '', unpack(edges)} end
 local keys = {}
 for i, entry in ipairs(found) do keys[i] = entry[2] end
 local gone = 0
@@ -301,6 +306,6 @@ end
 for _, entry in ipairs(found) do ix_rem_at(KEYS[2], entry[1], entry[2]) end
 local after = ''
 if #found == count then after = ix_cursor(found[#found]) end
-return {gone, after}
+return {gone, after, unpack(edges)}
 """
 )

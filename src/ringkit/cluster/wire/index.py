@@ -373,6 +373,11 @@ def point_ranges(start: int, end: int, space: int) -> list[tuple[int, int]]:
     return ranges
 
 
+def _cursor(first: int, last: int) -> bytes:
+    """Return the cursor of a read of the tops from `first` to `last` (b"": nothing to read)."""
+    return first.to_bytes(3, "big") if first <= last else b""
+
+
 def top_range(low: int, high: int) -> tuple[int, int, list[int]]:
     """Split the points [low, high] into whole windows of equal tops and the ends' windows.
 
@@ -507,8 +512,8 @@ class RedisIndex:
         for first, last, exact in self._ranges(start, end, space):
             for at in range(0, len(exact), batch):
                 yield exact[at : at + batch]
-            cursor = first.to_bytes(3, "big")
-            while first <= last and cursor:
+            cursor = _cursor(first, last)
+            while cursor:
                 after, *keys = self._run(self._scripts["page"], [INDEX_KEY], [cursor, last, batch])
                 cursor = bytes(after)
                 if keys:
@@ -601,25 +606,30 @@ class RedisIndex:
         """Delete the keys on the arc (start, end] and their entries; return how many existed.
 
         One script per page of `batch` (:data:`~ringkit.cluster.values.packed.DELETE_PAGE`), each
-        `pace`d; the ends' windows' keys by name.
+        `pace`d; the first also returns the keys of the arc's ends' windows, which are deleted
+        by name when their exact points are on the arc.
 
         :raises StaleViewError: when this server has moved past the coordinator's epoch
         """
+        self._migrate()
         deleted = 0
-        for first, last, exact in self._ranges(start, end, space):
-            for at in range(0, len(exact), batch):
-                gone = self.delete(exact[at : at + batch])
+        for low, high in point_ranges(start, end, space):
+            first, last, edges = top_range(low, high)
+            # No whole window (first > last): one call still reads the ends' windows.
+            cursor, last = (_cursor(first, last), last) if first <= last else (bytes(3), -1)
+            while cursor:
+                args = [self._epoch_of(), cursor, last, batch, *edges]
+                gone, after, *found = self._run(
+                    self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args
+                )
+                edges, cursor = [], bytes(after)  # the ends' windows: read with the first page
+                exact = self._exact(found, low, high)
+                gone = int(gone) + sum(
+                    self.delete(exact[at : at + batch]) for at in range(0, len(exact), batch)
+                )
                 deleted += gone
                 if pace is not None and gone:
                     pace(gone)
-            cursor = first.to_bytes(3, "big")
-            while first <= last and cursor:
-                args = [self._epoch_of(), cursor, last, batch]
-                gone, after = self._run(self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args)
-                deleted += int(gone)
-                cursor = bytes(after)
-                if pace is not None and int(gone):
-                    pace(int(gone))
         return deleted
 
 
