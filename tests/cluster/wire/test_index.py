@@ -39,7 +39,8 @@ def raw(server: Server) -> Iterator[redis.Redis]:
 
 
 def _client(server: Server) -> ShardedClient:
-    return ShardedClient(HashRing(["s1"]), {"s1": f"redis://{server.address}/0"})
+    # A generous timeout: 2,000-key writes with their index and sweep on a loaded machine.
+    return ShardedClient(HashRing(["s1"]), {"s1": f"redis://{server.address}/0"}, timeout_s=30.0)
 
 
 def _expired(client: ShardedClient, raw: redis.Redis, count: int) -> None:
