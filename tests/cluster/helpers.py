@@ -198,3 +198,20 @@ def flushed_redis_urls(names: Sequence[str], servers: Sequence[Server]) -> dict[
     for server in servers:
         redis.Redis(host=server.host, port=server.port).flushdb()
     return {name: f"redis://{s.address}/0" for name, s in zip(names, servers, strict=True)}
+
+
+def index_entries(server: redis.Redis) -> dict[bytes, int]:
+    """Return the key index's entries on a Redis server: each key and its point's top 24 bits.
+
+    A bucket is a hash (key: top bits, offset by 2**23); its long-key twin, named with a ``+``,
+    a list of (top bits, 3 bytes) + key.
+    """
+    entries: dict[bytes, int] = {}
+    for bucket in server.scan_iter(match=b"ringkit:ix:*", count=1000):
+        if bytes(bucket).endswith(b"+"):
+            for item in server.lrange(bucket, 0, -1):
+                entries[bytes(item[3:])] = int.from_bytes(item[:3], "big")
+        else:
+            for key, value in server.hgetall(bucket).items():
+                entries[key if isinstance(key, bytes) else key.encode()] = int(value) + 2**23
+    return entries

@@ -28,7 +28,7 @@ from ringkit.cluster.values.keys import RESERVED_PREFIX, route_key
 from ringkit.cluster.values.packed import PackedRecords, Record, pack_records
 from ringkit.cluster.wire.index import ArcSet, RedisIndex, _in_arc
 from ringkit.errors import BackendError
-from tests.cluster.helpers import flushed_redis_urls, redis_servers
+from tests.cluster.helpers import flushed_redis_urls, index_entries, redis_servers
 from tests.servers import Server, sigstop
 
 NAMES = ("s1", "s2", "s3", "s4")
@@ -60,7 +60,7 @@ def _raw(url: str) -> redis.Redis:
 def _keys_without_entry(url: str) -> set[bytes]:
     server = _raw(url)
     keys = {key for key in server.scan_iter(count=1000) if not key.startswith(RESERVED_PREFIX)}
-    indexed = {entry[8:] for entry in server.zrange(b"ringkit:index", 0, -1)}
+    indexed = set(index_entries(server))
     return keys - indexed
 
 
@@ -69,7 +69,7 @@ def _assert_index_exact(client: ShardedClient, urls: dict[str, str]) -> None:
     for name, url in urls.items():
         server = _raw(url)
         keys = {key for key in server.scan_iter(count=1000) if not key.startswith(RESERVED_PREFIX)}
-        indexed = {entry[8:] for entry in server.zrange(b"ringkit:index", 0, -1)}
+        indexed = set(index_entries(server))
         assert keys == indexed, name
 
 

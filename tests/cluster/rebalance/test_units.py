@@ -1,4 +1,4 @@
-"""Pieces of the rebalance: lexicographic arcs of the index, routing while moving, deletes."""
+"""Pieces of the rebalance: the index's ranges of an arc, routing while moving, deletes."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from ringkit import HashRing, Transfer
 from ringkit.cluster import ShardedClient, memory_store
 from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
 from ringkit.cluster.rebalance.options import Progress
+from ringkit.cluster.values.buckets import top_of
 from ringkit.cluster.views.stores import stamp
 from ringkit.cluster.views.view import ClusterView
-from ringkit.cluster.wire.index import _in_arc, lex_ranges, member
+from ringkit.cluster.wire.index import _in_arc, point_ranges, top_range
 from ringkit.errors import BackendError
 from tests.cluster.helpers import memory_urls
 
@@ -28,25 +29,26 @@ POINTS = st.one_of(
 New = Callable[..., Any]
 
 
-def _inside(entry: bytes, low: bytes, high: bytes) -> bool:
-    above = low == b"-" or (entry >= low[1:] if low[:1] == b"[" else entry > low[1:])
-    below = high == b"+" or (entry <= high[1:] if high[:1] == b"[" else entry < high[1:])
-    return above and below
-
-
-@given(point=POINTS, start=POINTS, end=POINTS, key=st.binary(min_size=1, max_size=8))
-def test_lex_ranges_hold_exactly_the_points_of_the_arc(
-    point: int, start: int, end: int, key: bytes
+@given(point=POINTS, start=POINTS, end=POINTS)
+def test_point_ranges_and_their_windows_hold_exactly_the_points_of_the_arc(
+    point: int, start: int, end: int
 ) -> None:
-    # Points above 2**53 are where a sorted-set score (a double) would round: members do not.
-    entry = member(point, key)
-    found = any(_inside(entry, low, high) for low, high in lex_ranges(start, end, SPACE))
+    # A point is inside when its top bits are among the whole windows, or it is one of an
+    # end window's points checked exactly: never both, never neither when it is on the arc.
+    found = 0
+    for low, high in point_ranges(start, end, SPACE):
+        first, last, edges = top_range(low, high)
+        whole = first <= top_of(point) <= last
+        assert not (whole and top_of(point) in edges)
+        assert not whole or low <= point <= high
+        found += whole or (top_of(point) in edges and low <= point <= high)
     assert found == _in_arc(point, start, end)
 
 
-def test_lex_ranges_at_the_top_of_the_space() -> None:
-    assert lex_ranges(5, SPACE - 1, SPACE) == [(b"[" + (6).to_bytes(8, "big"), b"+")]
-    assert lex_ranges(SPACE - 1, 3, SPACE) == [(b"-", b"(" + (4).to_bytes(8, "big"))]
+def test_point_ranges_at_the_top_of_the_space() -> None:
+    assert point_ranges(5, SPACE - 1, SPACE) == [(6, SPACE - 1)]
+    assert point_ranges(SPACE - 1, 3, SPACE) == [(0, 3)]
+    assert top_range(0, SPACE - 1) == (0, 2**24 - 1, [])
 
 
 def test_moving_view_routes_reads_new_first_and_writes_both_sides(new: New) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "DELETE_TOMBSTONE_TTL_S",
     "EPOCH_KEY",
     "INDEX_KEY",
+    "LEGACY_INDEX_KEY",
     "MAX_KEY_BYTES",
     "RESERVED_PREFIX",
     "TOMBSTONE_PREFIX",
@@ -48,7 +49,10 @@ EPOCH_KEY = b"ringkit:epoch"
 VIEW_KEY = b"ringkit:view"
 AUDIT_KEY = b"ringkit:audit"
 CHECKPOINT_KEY = b"ringkit:checkpoint"
-INDEX_KEY = b"ringkit:index"
+# The key index's layout record; its buckets are named after it (values.buckets).
+INDEX_KEY = b"ringkit:ix"
+# Where the index lived before it was bucketed: one sorted set, migrated on a move's first read.
+LEGACY_INDEX_KEY = b"ringkit:index"
 HINTS_PREFIX = b"ringkit:hints:"
 READMITTED_PREFIX = b"ringkit:readmitted:"
 SPREAD_PREFIX = b"ringkit:spread:"

@@ -7,8 +7,9 @@ reply to the destination's argument. Per page that is two round trips and no per
 before, each key was decoded from a DUMP reply, re-hashed for its index member and encoded again as
 four script arguments, which cost the coordinator about 40 µs per key.
 
-:data:`DUMP_PAGE` reads up to ``count`` entries of the index range (``ZRANGEBYLEX``) and packs
-every key still there as one record (Lua's ``struct``, big-endian)::
+:data:`DUMP_PAGE` reads up to ``count`` entries of a range of the index's buckets
+(:mod:`ringkit.cluster.values.buckets`) and packs every key still there as one record (Lua's
+``struct``, big-endian)::
 
     key length (u32) | key | kind (u8) | value length (u32) | value | TTL left (ms, double)
     | point (8 bytes)
@@ -21,8 +22,8 @@ key is absent and not deleted at a newer version (its tombstone), or holds an ol
 version; with ``mode`` 1 (a rollback) also over a value without a version. It adds the landed
 keys' index members in batches. A page is bounded by bytes as well as keys (``STRLEN`` of each
 entry before any value is read), and holds one key at least. :data:`DELETE_PAGE` deletes a page
-of an arc and its index entries in one script (``UNLINK`` of the page, ``ZREMRANGEBYLEX`` of
-exactly the entries read).
+of an arc and its index entries in one script (``UNLINK`` of the page, ``HDEL`` of exactly the
+entries read).
 
 A key whose tombstone name is a digest (a key too long for the prefix,
 :func:`~ringkit.cluster.values.keys.tombstone_key`) is named by the source's reply, and the
@@ -40,6 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
+from ringkit.cluster.values.buckets import INDEX_LUA
 from ringkit.cluster.values.keys import MAX_KEY_BYTES, TOMBSTONE_PREFIX, tombstone_key
 
 __all__ = [
@@ -65,7 +67,7 @@ class Record:
     """One key read for moving: its payload, the TTL left (-1: none) and version (b"": none).
 
     `payload` is a ``DUMP`` payload, or with `kind` 1 (a string) the value itself; `point` is
-    the key's index point (8 bytes) when the source's index gave it.
+    the key's index point (8 bytes, exact to its top 24 bits) when the source's index gave it.
     """
 
     key: bytes
@@ -151,60 +153,70 @@ def long_key_tombstones(page: PackedRecords) -> list[bytes]:
     return [name for key in page.long_keys for name in (key, tombstone_key(key))]
 
 
-# KEYS: index; ARGV: min, max, count, bytes (a ZRANGEBYLEX range, the page's most keys and most
-# bytes, 0: no bound). Returns the packed records, their count, their bytes, the next min (''
-# at the end of the range), then the keys too long to have a prefixed tombstone. A page stops
-# before the entry that would pass `bytes` (sizes by STRLEN, O(1), before any value is read),
-# but holds one entry at least: a value larger than a page moves alone. So a page of large
-# values holds the server for a bounded time, as a page of small ones does.
-DUMP_PAGE = f"""
+# KEYS: index; ARGV: cursor (the first top, 3 bytes, then the last key read at it or nothing),
+# last top, count, bytes (the page's most keys and most bytes, 0: no bound), then edge tops.
+# Returns the packed records, their count, their bytes, the next cursor ('' at the end of the
+# range), how many records have an edge top (the reader checks their exact points), then the keys
+# too long to have a prefixed tombstone. A page stops before the entry that would pass `bytes`
+# (sizes by STRLEN, O(1), before any value is read), but holds one entry at least: a value
+# larger than a page moves alone. So a page of large values holds the server for a bounded
+# time, as a page of small ones does.
+DUMP_PAGE = (
+    INDEX_LUA
+    + f"""
 local count, most = tonumber(ARGV[3]), tonumber(ARGV[4] or '0')
-local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], ARGV[2], 'LIMIT', 0, count)
+local first = ix_top(ARGV[1])
+local found = ix_page(KEYS[1], first, string.sub(ARGV[1], 4), tonumber(ARGV[2]), count)
 local full = #found == count
 if most > 0 then
   local sized, taken = 0, {{}}
   for i, entry in ipairs(found) do
-    local length = redis.pcall('STRLEN', string.sub(entry, 9))
+    local length = redis.pcall('STRLEN', entry[2])
     if type(length) ~= 'number' then length = 0 end  -- not a string: its DUMP goes as is
-    sized = sized + #entry - 8 + length
+    sized = sized + #entry[2] + length
     if i > 1 and sized > most then full = true; break end
     taken[i] = entry
   end
   found = taken
 end
 local keys = {{}}
-for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
+for i, entry in ipairs(found) do keys[i] = entry[2] end
 local strings = {{}}
 for i = 1, #keys, 1000 do  -- MGET answers nil for a key that is gone or not a string
   local got = redis.call('MGET', unpack(keys, i, math.min(i + 999, #keys)))
   for j = 1, #got do strings[i + j - 1] = got[j] end
 end
-local parts, n, size, long, dead = {{}}, 0, 0, {{}}, {{}}
+local parts, n, size, long, dead, edge, at_edges = {{}}, 0, 0, {{}}, {{}}, {{}}, 0
+for i = 5, #ARGV do edge[tonumber(ARGV[i])] = true end
 for i, entry in ipairs(found) do
   local key, kind, value = keys[i], {_KIND_STRING}, strings[i]
   if not value then kind, value = {_KIND_DUMP}, redis.call('DUMP', key) end
   if value then
     local pttl = redis.call('PTTL', key)
     parts[#parts + 1] = struct.pack('{_RECORD}', #key, key, kind, #value, value, pttl,
-      string.sub(entry, 1, 8))
+      struct.pack('>I4', entry[1] * 256) .. '\\0\\0\\0\\0')
     n = n + 1
     size = size + #key + #value
     if #key > {_LONGEST_PREFIXED} then long[#long + 1] = key end
+    if edge[entry[1]] then at_edges = at_edges + 1 end
   else
     dead[#dead + 1] = entry
   end
 end
-if #dead > 0 then redis.call('ZREM', KEYS[1], unpack(dead)) end
+for _, entry in ipairs(dead) do ix_rem_at(KEYS[1], entry[1], entry[2]) end
 local after = ''
-if full then after = '(' .. found[#found] end
-return {{table.concat(parts), n, size, after, unpack(long)}}
+if full then after = ix_cursor(found[#found]) end
+return {{table.concat(parts), n, size, after, at_edges, unpack(long)}}
 """
+)
 
 # KEYS: epoch, index; ARGV: epoch, mode, packed records, then (key, tombstone name) pairs for
 # long keys. Returns how many landed. When none of the page's keys nor tombstones is here (one
 # EXISTS per 500 keys: a new owner), every record lands without a per-key check, and the ones
 # without a TTL with one MSET.
-RESTORE_PAGE = f"""
+RESTORE_PAGE = (
+    INDEX_LUA
+    + f"""
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local named = {{}}
@@ -246,13 +258,10 @@ local going, members = {{}}, {{}}
 for i = 1, n do
   if clash == 0 or lands(i) then
     going[#going + 1] = i
-    members[#members + 1] = 0
     members[#members + 1] = points[i] .. keys[i]
   end
 end
-for i = 1, #members, 1000 do
-  redis.call('ZADD', KEYS[2], unpack(members, i, math.min(i + 999, #members)))
-end
+for _, entry in ipairs(members) do ix_add(KEYS[2], entry) end
 local plain = {{}}
 for _, i in ipairs(going) do
   local key, value, pttl = keys[i], values[i], ttls[i]
@@ -268,24 +277,35 @@ end
 for i = 1, #plain, 1000 do redis.call('MSET', unpack(plain, i, math.min(i + 999, #plain))) end
 return #going
 """
+)
 
-# KEYS: epoch, index; ARGV: epoch, min, max, count. Deletes a page of the range's keys and
-# exactly their index entries; returns the keys that existed and the next min ('' at the end).
-DELETE_PAGE = """
+# KEYS: epoch, index; ARGV: epoch, cursor (as DUMP_PAGE's), last top, count, then edge tops.
+# Deletes a page of the range's keys and exactly their index entries; returns the keys that
+# existed, the next cursor ('' at the end), then the keys at the edge tops (left in place: the
+# reader deletes those whose exact points are in range).
+DELETE_PAGE = (
+    INDEX_LUA
+    + """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local count = tonumber(ARGV[4])
-local found = redis.call('ZRANGEBYLEX', KEYS[2], ARGV[2], ARGV[3], 'LIMIT', 0, count)
-if #found == 0 then return {0, ''} end
+local first = ix_top(ARGV[2])
+local edges = {}
+for i = 5, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[2], tonumber(ARGV[i]))) do edges[#edges + 1] = key end
+end
+local found = ix_page(KEYS[2], first, string.sub(ARGV[2], 4), tonumber(ARGV[3]), count)
+if #found == 0 then return {0, '', unpack(edges)} end
 local keys = {}
-for i, entry in ipairs(found) do keys[i] = string.sub(entry, 9) end
+for i, entry in ipairs(found) do keys[i] = entry[2] end
 local gone = 0
 for at = 1, #keys, 1000 do
   -- UNLINK: a page of large values is freed in the background, not while the script runs
   gone = gone + redis.call('UNLINK', unpack(keys, at, math.min(at + 999, #keys)))
 end
-redis.call('ZREMRANGEBYLEX', KEYS[2], ARGV[2], '[' .. found[#found])
+for _, entry in ipairs(found) do ix_rem_at(KEYS[2], entry[1], entry[2]) end
 local after = ''
-if #found == count then after = '(' .. found[#found] end
-return {gone, after}
+if #found == count then after = ix_cursor(found[#found]) end
+return {gone, after, unpack(edges)}
 """
+)

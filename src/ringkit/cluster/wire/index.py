@@ -1,13 +1,13 @@
-"""The per-server index of keys by ring point: moving an arc is one range read, not a scan.
+"""The per-server index of keys by ring point: moving an arc is range reads, not a scan.
 
 A migration on a ring is expressible as "fetch the arc between these two hash values", which is a
 range read (Cassandra streams token ranges this way). On Redis every key ringkit writes is also
-recorded in the sorted set ``ringkit:index`` as the member ``point (8 bytes, big-endian) + key``,
-all with score 0. Members of equal score sort bytewise, and fixed-width big-endian points sort
-bytewise exactly as they do numerically, so the keys of the arc (start, end] are one
-``ZRANGEBYLEX`` from ``[point(start + 1)`` to ``(point(end + 1)``. Scores are doubles (53 bits of
-mantissa), which cannot hold a 64-bit point exactly: that is why the point lives in the member, not
-the score.
+recorded in the index, small hashes bucketed by the top bits of the key's point and split as the
+keys grow (linear hashing, :mod:`ringkit.cluster.values.buckets`); the writer sends the entry as
+``point (8 bytes, big-endian) + key`` (:func:`member`), and the script keeps the key and its
+point's top 24 bits. The keys of the arc (start, end] are the buckets that meet it, read in point
+order a page per script; the points of the two windows of 2**40 where the arc ends are checked
+exactly by the coordinator (:func:`top_range`), which alone knows the hash.
 
 Keys written without ringkit have no entry; :meth:`RedisIndex.backfill` SCANs the server once
 and indexes those of them that lie on the arcs about to move (an :class:`ArcSet`). On the
@@ -32,10 +32,8 @@ the higher version. Nor does it undo a delete made while data moves: where the k
 tombstone (:func:`~ringkit.cluster.values.keys.tombstone_key`) is there, only a copy of a higher
 version than the delete lands.
 
->>> lex_ranges(10, 20, 2**64)
-[(b'[\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x0b', b'(\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x15')]
->>> len(lex_ranges(20, 10, 2**64))  # a wrapping arc is two ranges
-2
+>>> member(5, b"k").hex()
+'00000000000000056b'
 """
 
 from __future__ import annotations
@@ -47,9 +45,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ringkit.cluster.values.buckets import INDEX_LUA, top_of, window
 from ringkit.cluster.values.keys import (
     EPOCH_KEY,
     INDEX_KEY,
+    LEGACY_INDEX_KEY,
     RESERVED_PREFIX,
     route_key,
     tombstone_key,
@@ -81,11 +81,10 @@ __all__ = [
     "Record",
     "RedisIndex",
     "ScanIndex",
-    "lex_ranges",
     "member",
+    "point_ranges",
+    "top_range",
 ]
-
-_SPACE_64 = 1 << 64
 
 
 def member(point: int, key: bytes) -> bytes:
@@ -97,26 +96,6 @@ def _in_arc(point: int, start: int, end: int) -> bool:
     if start < end:
         return start < point <= end
     return point > start or point <= end  # wraps (start == end: the whole circle)
-
-
-def lex_ranges(start: int, end: int, space: int) -> list[tuple[bytes, bytes]]:
-    """Return the ZRANGEBYLEX (min, max) pairs covering the points of the arc (start, end].
-
-    Runtime: O(1).
-    """
-
-    def low(point: int) -> bytes:
-        return b"[" + point.to_bytes(8, "big")
-
-    def high(point: int) -> bytes:  # up to and including every member at `point`
-        return b"+" if point + 1 >= _SPACE_64 else b"(" + (point + 1).to_bytes(8, "big")
-
-    if start < end:
-        return [(low(start + 1), high(end))]
-    ranges = [(b"-", high(end))]
-    if start + 1 < space:
-        ranges.insert(0, (low(start + 1), b"+"))
-    return ranges
 
 
 class ArcSet:
@@ -212,43 +191,77 @@ return out
 """
 # KEYS: index; ARGV: members. Drops the entries whose key does not exist, checked here, in the
 # script, so that a key written again since a range read found it gone keeps its entry.
-_FORGET = """
+_FORGET = (
+    INDEX_LUA
+    + """
 local removed = 0
 for _, entry in ipairs(ARGV) do
   if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
-    removed = removed + redis.call('ZREM', KEYS[1], entry)
+    removed = removed + ix_rem(KEYS[1], entry)
   end
 end
 return removed
 """
+)
 # KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
-_DELETE = """
+_DELETE = (
+    INDEX_LUA
+    + """
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
 local gone = 0
 for i = 3, #KEYS do
-  redis.call('ZREM', KEYS[2], ARGV[i - 1])
+  ix_rem(KEYS[2], ARGV[i - 1])
   gone = gone + redis.call('DEL', KEYS[i])
 end
 return gone
 """
-
-# KEYS: index; ARGV: cursor (a ZRANGEBYLEX min: '-', or '(' and the last member seen), count.
-# Removes the entries of keys that no longer exist (EXISTS also expires a key that is due);
-# returns the entries removed and the next cursor ('' once the end of the index is reached).
-SWEEP_SCRIPT = """
-local count = tonumber(ARGV[2])
-local found = redis.call('ZRANGEBYLEX', KEYS[1], ARGV[1], '+', 'LIMIT', 0, count)
+)
+# KEYS: index; ARGV: members. Indexes keys found by a SCAN (or in the old sorted set).
+_ADD = INDEX_LUA + "for _, entry in ipairs(ARGV) do ix_add(KEYS[1], entry) end return #ARGV"
+# KEYS: index; ARGV: tops. The keys whose points have one of these tops (an arc's ends are there).
+_EDGES = (
+    INDEX_LUA
+    + """
+local keys = {}
+for i = 1, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[1], tonumber(ARGV[i]))) do keys[#keys + 1] = key end
+end
+return keys
+"""
+)
+# KEYS: index, the old sorted set; ARGV: count. Moves up to `count` entries of the sorted set
+# the index used to be into the buckets (those of keys still there); returns how many it read.
+_MIGRATE = (
+    INDEX_LUA
+    + """
+local found = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)
+for _, entry in ipairs(found) do
+  if redis.call('EXISTS', string.sub(entry, 9)) == 1 then ix_add(KEYS[1], entry) end
+end
+if #found > 0 then redis.call('ZREM', KEYS[2], unpack(found)) end
+return #found
+"""
+)
+# KEYS: index; ARGV: cursor (``-``, or as DUMP_PAGE's), count. Removes the entries of keys that no
+# longer exist (EXISTS also expires a key that is due); returns the entries removed and the next
+# cursor ('' once the end of the index is reached).
+SWEEP_SCRIPT = (
+    INDEX_LUA
+    + """
+local count, first, after = tonumber(ARGV[2]), 0, ''
+if ARGV[1] ~= '-' then first, after = ix_top(ARGV[1]), string.sub(ARGV[1], 4) end
+local found = ix_page(KEYS[1], first, after, 2 ^ IX_BITS - 1, count)
 local removed = 0
 for _, entry in ipairs(found) do
-  if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
-    redis.call('ZREM', KEYS[1], entry)
-    removed = removed + 1
+  if redis.call('EXISTS', entry[2]) == 0 then
+    removed = removed + ix_rem_at(KEYS[1], entry[1], entry[2])
   end
 end
 if #found < count then return {removed, ''} end
-return {removed, '(' .. found[#found]}
+return {removed, ix_cursor(found[#found])}
 """
+)
 # The smallest sweep step: one script run over this many entries, well under a millisecond.
 SWEEP_BATCH = 500
 # Entries swept per key written: the sweep outpaces the writes, so dead entries cannot pile up.
@@ -304,8 +317,98 @@ Pace = Callable[[int], object]
 Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
 
 
+# KEYS: index; ARGV: first top, last top, then edge tops. Returns how many entries have their
+# tops from the first to the last, then the keys at the edge tops (as _EDGES).
+_COUNT = (
+    INDEX_LUA
+    + """
+local top, last, n = tonumber(ARGV[1]), tonumber(ARGV[2]), 0
+while top <= last do
+  local bucket, level, prefix = ix_bucket(KEYS[1], top)
+  local width = 2 ^ (IX_BITS - level)
+  local ends = (prefix + 1) * width - 1
+  if prefix * width >= top and ends <= last then
+    n = n + redis.call('HLEN', bucket) + redis.call('LLEN', bucket .. '+')
+  else
+    for _, entry in ipairs(ix_entries(bucket)) do
+      if entry[1] >= top and entry[1] <= last then n = n + 1 end
+    end
+  end
+  top = ends + 1
+end
+local out = {n}
+for i = 3, #ARGV do
+  for _, key in ipairs(ix_at(KEYS[1], tonumber(ARGV[i]))) do out[#out + 1] = key end
+end
+return out
+"""
+)
+# KEYS: index; ARGV: cursor (as DUMP_PAGE's), last top, count. Returns the next cursor ('' at
+# the end), then the keys of the page.
+_PAGE = (
+    INDEX_LUA
+    + """
+local count = tonumber(ARGV[3])
+local found = ix_page(KEYS[1], ix_top(ARGV[1]), string.sub(ARGV[1], 4), tonumber(ARGV[2]), count)
+local out = {''}
+for i, entry in ipairs(found) do out[i + 1] = entry[2] end
+if #found == count then out[1] = ix_cursor(found[#found]) end
+return out
+"""
+)
+
+
+def point_ranges(start: int, end: int, space: int) -> list[tuple[int, int]]:
+    """Return the inclusive ranges [low, high] of the points of the arc (start, end].
+
+    >>> point_ranges(10, 20, 2**64), point_ranges(20, 10, 2**64) == [(21, 2**64 - 1), (0, 10)]
+    ([(11, 20)], True)
+
+    Runtime: O(1).
+    """
+    if start < end:
+        return [(start + 1, end)]
+    ranges = [(0, end)]  # wraps (start == end: the whole circle)
+    if start + 1 < space:
+        ranges.insert(0, (start + 1, space - 1))
+    return ranges
+
+
+def _cursor(first: int, last: int) -> bytes:
+    """Return the cursor of a read of the tops from `first` to `last` (b"": nothing to read)."""
+    return first.to_bytes(3, "big") if first <= last else b""
+
+
+def top_range(low: int, high: int) -> tuple[int, int, list[int]]:
+    """Split the points [low, high] into whole windows of equal tops and the ends' windows.
+
+    Return (first top, last top, edge tops): every point whose top is from the first to the last
+    lies in [low, high]; a point whose top is an edge top may or may not, and only its exact
+    point tells (an end of the range inside that window).
+
+    >>> top_range(0, 2**64 - 1)
+    (0, 16777215, [])
+    >>> top_range(5, 2**41)
+    (1, 1, [0, 2])
+    """
+    first, last = top_of(low), top_of(high)
+    edges = []
+    if low != window(first)[0]:
+        edges.append(first)
+        first += 1
+    if high != window(last)[1]:
+        if last not in edges:
+            edges.append(last)
+        last -= 1
+    return first, last, edges
+
+
 class RedisIndex:
-    """The sorted-set index of one Redis server, and its DUMP / RESTORE moves."""
+    """The bucketed index of one Redis server and its moves (:mod:`ringkit.cluster.values.buckets`).
+
+    A range of points is read as its whole windows of equal tops, inside Redis, page by page,
+    and its ends' windows, whose few keys the coordinator checks by their exact points.
+    """
 
     def __init__(
         self,
@@ -315,14 +418,46 @@ class RedisIndex:
         run: Runner,
     ) -> None:
         self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
-        self._dump = client.register_script(_DUMP)
-        self._forget = client.register_script(_FORGET)
-        self._scripts = {
-            "restore": client.register_script(RESTORE_PAGE),
-            "delete": client.register_script(_DELETE),
-            "delete_page": client.register_script(DELETE_PAGE),
+        scripts = {
+            "dump": _DUMP,
+            "forget": _FORGET,
+            "restore": RESTORE_PAGE,
+            "delete": _DELETE,
+            "delete_page": DELETE_PAGE,
+            "dump_page": DUMP_PAGE,
+            "add": _ADD,
+            "edges": _EDGES,
+            "migrate": _MIGRATE,
+            "count": _COUNT,
+            "page": _PAGE,
         }
-        self._dump_page = client.register_script(DUMP_PAGE)
+        self._scripts = {name: client.register_script(body) for name, body in scripts.items()}
+        self._migrated = False
+
+    def _migrate(self) -> None:
+        """Move the entries of the sorted set the index used to be into the buckets, once.
+
+        A server written by an older ringkit holds its index as one sorted set
+        (:data:`~ringkit.cluster.values.keys.LEGACY_INDEX_KEY`); the first read of this handle
+        moves it, a thousand entries per script, and deletes it.
+        """
+        if self._migrated:
+            return
+        while int(self._run(self._scripts["migrate"], [INDEX_KEY, LEGACY_INDEX_KEY], [1000])):
+            pass
+        self._migrated = True
+
+    def _exact(self, found: Sequence[bytes], low: int, high: int) -> list[bytes]:
+        """Return the keys of `found` whose exact points lie in [low, high]."""
+        return [key for key in map(bytes, found) if low <= self._point_of(key) <= high]
+
+    def _ranges(self, start: int, end: int, space: int) -> Iterator[tuple[int, int, list[bytes]]]:
+        """Yield, per range of the arc, its first and last whole tops and its ends' keys."""
+        self._migrate()
+        for low, high in point_ranges(start, end, space):
+            first, last, edges = top_range(low, high)
+            found = self._run(self._scripts["edges"], [INDEX_KEY], edges) if edges else []
+            yield first, last, self._exact(found, low, high)
 
     def backfill(
         self, batch: int = 1000, pace: Pace | None = None, arcs: ArcSet | None = None
@@ -333,10 +468,11 @@ class RedisIndex:
         is for keys written without ringkit, which only a SCAN finds.
         Runtime: O(n) for n keys on the server, in plain ``SCAN`` pages of about `batch` (each
         `pace`d): the coordinator hashes each page's keys at once, keeps those on `arcs` and
-        adds their members with one ``ZADD``. Only the arcs about to move are read from the
+        adds their entries with one script. Only the arcs about to move are read from the
         index, so a rebalance indexes a quarter of the keys when a fourth server joins, and no
         script holds the server for a page.
         """
+        self._migrate()
         indexed, cursor = 0, 0
         while True:
             cursor, found = self._run("SCAN", [], [cursor, "COUNT", batch])
@@ -347,10 +483,8 @@ class RedisIndex:
                 else:
                     keys, points = arcs.select(keys)
                 if keys:
-                    args: list[object] = []
-                    for point, key in zip(points.tolist(), keys, strict=True):
-                        args += [0, member(point, key)]
-                    self._run("ZADD", [INDEX_KEY], args)
+                    members = [member(p, k) for p, k in zip(points.tolist(), keys, strict=True)]
+                    self._run(self._scripts["add"], [INDEX_KEY], members)
                     indexed += len(keys)
                 if pace is not None:
                     pace(len(found))
@@ -358,33 +492,39 @@ class RedisIndex:
                 return indexed
 
     def count(self, start: int, end: int, space: int) -> int:
-        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(log n)."""
-        return sum(
-            int(self._client.zlexcount(INDEX_KEY, low, high))
-            for low, high in lex_ranges(start, end, space)
-        )
+        """Return how many indexed keys lie on the arc (start, end]. Runtime: O(buckets).
+
+        One script per range of the arc: the entries of its whole windows, counted in Redis, and
+        the keys of its ends' windows, whose exact points are checked here.
+        """
+        self._migrate()
+        counted = 0
+        for low, high in point_ranges(start, end, space):
+            first, last, edges = top_range(low, high)
+            whole, *found = self._run(self._scripts["count"], [INDEX_KEY], [first, last, *edges])
+            counted += int(whole) + len(self._exact(found, low, high))
+        return counted
 
     def pages(self, start: int, end: int, space: int, batch: int) -> Iterator[list[bytes]]:
-        """Yield the keys on the arc (start, end] in pages of at most `batch`, by point.
+        """Yield the keys on the arc (start, end] in pages of at most `batch`.
 
-        Each page resumes after the last member read, so pages stay O(log n + batch).
+        Each page resumes after the last entry read (by top, then key): O(batch + a bucket).
         """
-        for low, high in lex_ranges(start, end, space):
-            cursor = low
-            while True:
-                found = self._client.zrangebylex(INDEX_KEY, cursor, high, start=0, num=batch)
-                if not found:
-                    break
-                yield [entry[8:] for entry in found]
-                if len(found) < batch:
-                    break
-                cursor = b"(" + found[-1]
+        for first, last, exact in self._ranges(start, end, space):
+            for at in range(0, len(exact), batch):
+                yield exact[at : at + batch]
+            cursor = _cursor(first, last)
+            while cursor:
+                after, *keys = self._run(self._scripts["page"], [INDEX_KEY], [cursor, last, batch])
+                cursor = bytes(after)
+                if keys:
+                    yield [bytes(key) for key in keys]
 
     def dump(self, keys: Sequence[bytes]) -> list[Record]:
         """Return the records of the keys still there; drop index entries of vanished ones."""
         if not keys:
             return []
-        flat = self._dump(keys=list(keys))
+        flat = self._run(self._scripts["dump"], list(keys), [])
         records, gone = [], []
         for i, key in enumerate(keys):
             payload, pttl, head = flat[3 * i : 3 * i + 3]
@@ -393,29 +533,45 @@ class RedisIndex:
             else:
                 records.append(Record(key, payload, int(pttl), version_of(head)))
         if gone:
-            self._forget(keys=[INDEX_KEY], args=gone)
+            self._run(self._scripts["forget"], [INDEX_KEY], gone)
         return records
 
     def dump_arc(
         self, start: int, end: int, space: int, batch: int, page_bytes: int | None = None
-    ) -> Iterator[PackedRecords]:
+    ) -> Iterator[Sequence[Record]]:
         """Yield the records of the keys on the arc (start, end], a page per script.
 
         A page holds at most `batch` keys and, with `page_bytes`, at most that many bytes of
         keys and values, but one key at least (a larger value moves alone). Each page is read,
         dumped and packed by one script on the server
         (:data:`~ringkit.cluster.values.packed.DUMP_PAGE`), which also drops the entries of keys
-        found gone; the coordinator passes the packed page on without decoding it.
+        found gone; the coordinator passes the packed page on without decoding it, unless the
+        page holds keys of the windows at the arc's ends (it says how many): then it keeps only
+        those whose exact points are on the arc.
         """
-        for low, high in lex_ranges(start, end, space):
-            cursor = low
+        self._migrate()
+        for low, high in point_ranges(start, end, space):
+            edges = top_range(low, high)[2]
+            cursor = top_of(low).to_bytes(3, "big")
             while cursor:
-                blob, count, size, after, *long_keys = self._run(
-                    self._dump_page, [INDEX_KEY], [cursor, high, batch, page_bytes or 0]
+                args = [cursor, top_of(high), batch, page_bytes or 0, *edges]
+                blob, count, size, after, at_edges, *long_keys = self._run(
+                    self._scripts["dump_page"], [INDEX_KEY], args
                 )
                 cursor = bytes(after)
-                if count:
-                    yield PackedRecords(bytes(blob), int(count), int(size), long_keys)
+                page: Sequence[Record] = PackedRecords(
+                    bytes(blob), int(count), int(size), long_keys
+                )
+                if int(at_edges):
+                    page = [r for r in page if self._on(r, edges, low, high)]
+                if page:
+                    yield page
+
+    def _on(self, record: Record, edges: Sequence[int], low: int, high: int) -> bool:
+        """Tell whether `record`, read from [low, high] and its ends' windows, is in [low, high]."""
+        if top_of(int.from_bytes(record.point, "big")) not in edges:
+            return True
+        return low <= self._point_of(record.key) <= high
 
     def restore(self, records: Sequence[Record], *, replace_unversioned: bool = False) -> int:
         """Copy `records` here where absent or older; return how many landed.
@@ -428,6 +584,7 @@ class RedisIndex:
         """
         if not records:
             return 0
+        self._migrate()
         page = pack_records(records, self._point_of)
         args = [self._epoch_of(), "1" if replace_unversioned else "0", page.blob]
         args += long_key_tombstones(page)
@@ -450,20 +607,30 @@ class RedisIndex:
         """Delete the keys on the arc (start, end] and their entries; return how many existed.
 
         One script per page of `batch` (:data:`~ringkit.cluster.values.packed.DELETE_PAGE`), each
-        `pace`d.
+        `pace`d; the first also returns the keys of the arc's ends' windows, which are deleted
+        by name when their exact points are on the arc.
 
         :raises StaleViewError: when this server has moved past the coordinator's epoch
         """
+        self._migrate()
         deleted = 0
-        for low, high in lex_ranges(start, end, space):
-            cursor = low
+        for low, high in point_ranges(start, end, space):
+            first, last, edges = top_range(low, high)
+            # No whole window (first > last): one call still reads the ends' windows.
+            cursor, last = (_cursor(first, last), last) if first <= last else (bytes(3), -1)
             while cursor:
-                args = [self._epoch_of(), cursor, high, batch]
-                gone, after = self._run(self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args)
-                deleted += int(gone)
-                cursor = bytes(after)
-                if pace is not None and int(gone):
-                    pace(int(gone))
+                args = [self._epoch_of(), cursor, last, batch, *edges]
+                gone, after, *found = self._run(
+                    self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args
+                )
+                edges, cursor = [], bytes(after)  # the ends' windows: read with the first page
+                exact = self._exact(found, low, high)
+                gone = int(gone) + sum(
+                    self.delete(exact[at : at + batch]) for at in range(0, len(exact), batch)
+                )
+                deleted += gone
+                if pace is not None and gone:
+                    pace(gone)
         return deleted
 
 

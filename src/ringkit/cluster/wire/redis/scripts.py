@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ringkit.cluster.values.buckets import INDEX_LUA
 from ringkit.cluster.values.expiry import redis_px
 from ringkit.cluster.values.keys import (
     EPOCH_KEY,
@@ -71,36 +72,39 @@ if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOC
 # KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
 # (an empty member: do not index).
 _SET = (
-    _CHECK_WRITE
+    INDEX_LUA
+    + _CHECK_WRITE
     + """
 for i = 3, #KEYS do
   local value = ARGV[2 * i - 2]
   if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
   else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
-  if ARGV[2 * i - 3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[2 * i - 3]) end
+  if ARGV[2 * i - 3] ~= '' then ix_add(KEYS[2], ARGV[2 * i - 3]) end
 end
 return #KEYS - 2
 """
 )
 # KEYS: epoch, index, key; ARGV: epoch, px, member, value.
 _ADD = (
-    _CHECK_WRITE
+    INDEX_LUA
+    + _CHECK_WRITE
     + """
 local done
 if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
 else done = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[2]) end
 if not done then return 0 end
-if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+if ARGV[3] ~= '' then ix_add(KEYS[2], ARGV[3]) end
 return 1
 """
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
-_DELETE = _CHECK_WRITE + "redis.call('ZREM', KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+_DELETE = INDEX_LUA + _CHECK_WRITE + "ix_rem(KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
 # KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
 # repair as a conditional write (serializers.supersedes): lands where the key is absent and
 # not deleted at a newer version, or holds an older ringkit version; never over a newer one.
 _REPAIR = (
-    _CHECK_WRITE
+    INDEX_LUA
+    + _CHECK_WRITE
     + """
 local ours = string.sub(ARGV[4], 2, 9)
 if redis.call('EXISTS', KEYS[3]) == 1 then
@@ -115,7 +119,7 @@ else
 end
 if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
 else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
-if ARGV[3] ~= '' then redis.call('ZADD', KEYS[2], 0, ARGV[3]) end
+if ARGV[3] ~= '' then ix_add(KEYS[2], ARGV[3]) end
 return 1
 """
 )
@@ -123,7 +127,8 @@ return 1
 # key goes unless it holds a newer version (serializers.buries), and its tombstone stays for px
 # unless a newer one is there, so no older copy or repair lands after it.
 _BURY = (
-    _CHECK_WRITE
+    INDEX_LUA
+    + _CHECK_WRITE
     + """
 local theirs = string.sub(ARGV[3], 2, 9)
 local gone = 0
@@ -134,7 +139,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
     keep = #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) >= theirs
   end
   if not keep then
-    redis.call('ZREM', KEYS[2], ARGV[2])
+    ix_rem(KEYS[2], ARGV[2])
     gone = redis.call('DEL', KEYS[3])
   end
 end
