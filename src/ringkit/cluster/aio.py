@@ -64,7 +64,7 @@ class AsyncShardedClient(ClientCore[AsyncFencedServer]):
     async def _run(self, steps: Steps[T]) -> T:
         return await run_async(steps, self._servers.server)
 
-    async def _call_alone(self, call: Call, server: Server[AsyncFencedBackend]) -> Any:
+    async def _call_alone(self, call: Call, server: Server[AsyncFencedServer]) -> Any:
         """Await a lone call (:mod:`ringkit.cluster.core.alone`); a refusal answers REFUSED."""
         try:
             return await call_async(call, server)
