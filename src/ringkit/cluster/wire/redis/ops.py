@@ -24,6 +24,7 @@ from ringkit.cluster.values.keys import (
     AUDIT_KEY,
     CHECKPOINT_KEY,
     EPOCH_KEY,
+    INDEX_KEY,
     VIEW_KEY,
     hints_key,
     readmitted_key,
@@ -146,7 +147,7 @@ class RedisServer:
         """Take the index sweep's step that write `op(*args)` owes, if one is due."""
         count = self.sweep.due(op, args) if self.index_keys else 0
         if count:
-            step = Script("sweep", (b"ringkit:index",), (self.sweep.cursor, count))
+            step = Script("sweep", (INDEX_KEY,), (self.sweep.cursor, count))
             try:
                 [reply] = yield from run_scripts(self.url, [step])
             except BackendError:  # the write was acknowledged: a failed step changes nothing
