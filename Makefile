@@ -4,8 +4,10 @@
 # suite runs on every core (pytest-xdist), a test file per worker at a time so that a module's
 # servers start once (--dist loadfile).
 # `make chaos` is the long fault-injection run (tests/chaos/), by hand: RUNS seeded runs per
-# fault kind (FAULTS: comma-separated, default all; CONFIG: one client configuration of
-# tests/chaos/run.py, default all in turn), real servers, a few minutes per kind.
+# fault kind from seed SEED (FAULTS: comma-separated, default all; CONFIG: one client
+# configuration of tests/chaos/run.py, default all in turn; JOBS: runs at once), real servers,
+# a few minutes per kind, a table per fault kind at the end. Seed ranges split a run set:
+# `make chaos SEED=0 RUNS=10` and `make chaos SEED=10 RUNS=10` are the runs of `RUNS=20`.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -52,9 +54,11 @@ test: lint typecheck unit
 RUNS ?= 20
 FAULTS ?= calm,kill,restart,pause,membership,coordinator_resume,coordinator_rollback
 CONFIG ?=
+SEED ?= 0
+JOBS ?= 1
 chaos: setup-dev
 	PYTHONPATH=src:. $(BIN)/python -m tests.chaos --runs $(RUNS) --faults $(FAULTS) \
-		$(if $(CONFIG),--config $(CONFIG))
+		--seed $(SEED) --jobs $(JOBS) $(if $(CONFIG),--config $(CONFIG))
 
 # `make chaos-live`: the ownership checker of the live ring (tests/chaos_live/), by hand: RUNS
 # seeded runs per fault kind and handoff mode, each at most 40 s (25 s of faults plus set-up).

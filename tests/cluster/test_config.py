@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,11 @@ from ringkit.cluster import (
     ShardedClient,
     parse_url,
 )
+from ringkit.cluster.adapters import RedisRouter
+from ringkit.cluster.rebalance.options import RebalanceOptions, Throttle
 from ringkit.cluster.values.codec import JSON, Codec
+from ringkit.cluster.views.etcd import EtcdViewStore
+from ringkit.cluster.views.view import ClusterView
 from ringkit.errors import ConfigError, UnknownNodeError
 from tests.cluster.helpers import memory_urls
 
@@ -187,3 +192,73 @@ def test_counters_are_refused_in_reconcile_mode() -> None:
     client = ShardedClient(HashRing(list(urls)), urls, replicas=2, read="all")
     with pytest.raises(NotImplementedError, match="incr/decr cannot be reconciled"):
         client.incr("hits")
+
+
+SERVERS = {"a": "memory://checks-a"}
+
+
+def _view(**fields: object) -> ClusterView:
+    given: dict[str, object] = {"epoch": 1, "placement": HashRing(["a"]), "servers": SERVERS}
+    return ClusterView(**{**given, **fields})  # type: ignore[arg-type]
+
+
+def _view_from_dict(**fields: object) -> ClusterView:
+    return ClusterView.from_dict({**_view().to_dict(), **fields})
+
+
+def _rebalance(**fields: object) -> RebalanceOptions:
+    return RebalanceOptions(**fields)  # type: ignore[arg-type]
+
+
+def _router(**options: object) -> RedisRouter:
+    return RedisRouter.from_urls(HashRing(["a"]), {"a": "redis://h:1"}, **options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        # The same rule as the client's options, wherever else cluster/ takes a number or a
+        # flag: a view, a view's JSON, a rebalance's options, the etcd store, the Redis router.
+        (lambda: _view(epoch="1"), "epoch must be an int >= 0, got '1'"),
+        (lambda: _view(epoch=-1), "epoch must be an int >= 0, got -1"),
+        (lambda: _view(replicas=True), "replicas must be an int >= 1, got True"),
+        (lambda: _view(hot_copies=1), "hot_copies must be True or False, got 1"),
+        (lambda: _view(state=None), "view state must be one of stable, moving, rolling_back"),
+        (lambda: _view_from_dict(epoch=1.5), "field 'epoch' must be an int >= 0, got 1.5"),
+        (lambda: _view_from_dict(replicas=None), "field 'replicas' must be an int >= 1, got None"),
+        (lambda: _rebalance(batch=1.5), "batch must be an int >= 1, got 1.5"),
+        (lambda: _rebalance(page_bytes=True), "page_bytes must be an int >= 1 or None"),
+        (lambda: _rebalance(page_bytes=0), "page_bytes must be an int >= 1 or None, got 0"),
+        (lambda: _rebalance(keys_per_s="fast"), "keys_per_s must be a number > 0 or None"),
+        (lambda: _rebalance(keys_per_s=float("nan")), "keys_per_s must be a number > 0"),
+        (lambda: _rebalance(timeout_s="2"), "timeout_s must be a number > 0, got '2'"),
+        (lambda: _rebalance(timeout_s=float("inf")), "timeout_s must be a number > 0"),
+        (lambda: _rebalance(checkpoint_s=None), "checkpoint_s must be a number >= 0"),
+        (
+            lambda: _rebalance(max_streams_per_source=0),
+            "max_streams_per_source must be an int >= 1, got 0",
+        ),
+        (lambda: Throttle(True), "keys_per_s must be a number > 0 or None, got True"),
+        (
+            lambda: EtcdViewStore("etcd://127.0.0.1:1/v", lock_ttl_s=0),
+            "lock_ttl_s must be a number > 0, got 0",
+        ),
+        (
+            lambda: _router(timeout_s="1"),
+            "timeout_s must be a number > 0, got '1'",
+        ),
+    ],
+)
+def test_one_mistake_outside_the_client_options_is_one_config_error_naming_the_value(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        build()
+
+
+def test_refresh_view_refuses_an_epoch_that_is_no_count() -> None:
+    with ShardedClient(HashRing(["a"]), SERVERS) as client:
+        for bad in (-1, "3", True):
+            with pytest.raises(ConfigError, match="at_least must be an int >= 0"):
+                client.refresh_view(at_least=bad)  # type: ignore[arg-type]
+        assert client.refresh_view(at_least=0).epoch >= 0

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ringkit.cluster.checks import positive_seconds
 from ringkit.cluster.values.keys import route_key
 from ringkit.cluster.wire.redis.transports import redis_options
 from ringkit.cluster.wire.urls import parse_url
@@ -150,10 +151,12 @@ class RedisRouter:
     ) -> RedisRouter:
         """Build a router with a ``redis.Redis`` per node from ``redis://`` URLs.
 
-        :raises ConfigError: when a URL is not a redis:// or rediss:// URL
+        :raises ConfigError: when a URL is not a redis:// or rediss:// URL, or `timeout_s` is
+            not a number > 0
         """
         import redis
 
+        positive_seconds("timeout_s", timeout_s)
         clients = {}
         for name, text in urls.items():
             url = parse_url(text)

@@ -34,6 +34,7 @@ __all__ = [
     "non_negative_seconds",
     "one_of",
     "positive_int",
+    "positive_int_or_none",
     "positive_seconds",
     "positive_seconds_or_none",
 ]
@@ -53,6 +54,16 @@ def positive_int(label: str, value: object) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
         return value
     raise ConfigError(f"{label} must be an int >= 1, got {value!r}")
+
+
+def positive_int_or_none(label: str, value: object) -> int | None:
+    """Return `value` if it is None or an int >= 1.
+
+    :raises ConfigError: naming `label` and the value otherwise
+    """
+    if value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ConfigError(f"{label} must be an int >= 1 or None, got {value!r}")
 
 
 def int_in_range(label: str, value: object, low: int, high: int, why: str = "") -> int:

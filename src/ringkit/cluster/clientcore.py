@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
-from ringkit.cluster.checks import int_in_range, one_of, positive_seconds
+from ringkit.cluster.checks import int_in_range, non_negative_int, one_of, positive_seconds
 from ringkit.cluster.core.alone import LoneRoutes
 from ringkit.cluster.core.health import DEFAULT_DEAD_TIMEOUT_S, Hook, ServerHealth, StatsSnapshot
 from ringkit.cluster.core.hotkeys import HotKeys
@@ -611,7 +611,7 @@ class ClientCore(Generic[B]):
                 raise outcome.error
 
     def _refresh(self, at_least: int) -> Steps[ClusterView]:
-        return self._tracker.refresh(at_least)
+        return self._tracker.refresh(non_negative_int("at_least", at_least))
 
     def _check_change(self, change: str) -> None:
         """Refuse membership change `change` (add, remove) before anything is read or moved.

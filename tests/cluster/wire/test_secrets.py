@@ -262,15 +262,15 @@ def _view_dict() -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("replicas", "2", "field 'replicas' must be an integer, got '2'"),
-        ("replicas", "two", "field 'replicas' must be an integer, got 'two'"),
-        ("replicas", 0, "replicas must be an int >= 1, got 0"),
-        ("epoch", "3", "field 'epoch' must be an integer, got '3'"),
+        ("replicas", "2", "field 'replicas' must be an int >= 1, got '2'"),
+        ("replicas", "two", "field 'replicas' must be an int >= 1, got 'two'"),
+        ("replicas", 0, "field 'replicas' must be an int >= 1, got 0"),
+        ("epoch", "3", "field 'epoch' must be an int >= 0, got '3'"),
         ("servers", ["memory://a", "memory://b"], "field 'servers' must be a JSON object"),
         ("servers", {"a": 5, "b": "memory://b"}, "field 'servers' must be a JSON object"),
         ("placement", [], "field 'placement' must be a HashRing description"),
         ("change", "add", "field 'change' must be a JSON object"),
-        ("state", 1, "field 'state' must be a string"),
+        ("state", 1, "field 'state' must be one of stable, moving, rolling_back, got 1"),
         ("previous", [[[]]], "field 'previous' must be a HashRing description"),
     ],
 )

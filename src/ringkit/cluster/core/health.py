@@ -141,7 +141,7 @@ class ServerHealth:
         self.down_since_ms = 0
         self._retry_at = 0.0
         self._probing = False
-        self._hints: set[bytes] = set()
+        self._hints: dict[bytes, int] = {}  # key -> version of the newest write it missed
         self._lock = threading.Lock()
 
     def mark_down(self, *, now: float) -> None:
@@ -174,12 +174,18 @@ class ServerHealth:
             self._probing = True
             return True
 
-    def hint(self, key: bytes) -> None:
-        """Remember that `key` changed while the server was down."""
+    def hint(self, key: bytes, version: int = 0) -> None:
+        """Remember that `key` changed while the server was down, by a write at `version`.
+
+        `version` is that of the value or tombstone the server missed (0: none, an ``incr``):
+        re-admission then removes only what is older than it (:meth:`take_hints`).
+        """
         with self._lock:
-            if len(self._hints) < self.max_hints:
-                self._hints.add(key)
-            elif key not in self._hints:
+            if key in self._hints:
+                self._hints[key] = max(self._hints[key], version)
+            elif len(self._hints) < self.max_hints:
+                self._hints[key] = version
+            else:
                 self.hints_dropped += 1
 
     @property
@@ -188,10 +194,10 @@ class ServerHealth:
         with self._lock:
             return len(self._hints)
 
-    def take_hints(self) -> list[bytes]:
-        """Return and forget the hinted keys."""
+    def take_hints(self) -> dict[bytes, int]:
+        """Return and forget the hinted keys, each with the newest version it missed."""
         with self._lock:
-            hints, self._hints = list(self._hints), set()
+            hints, self._hints = self._hints, {}
             return hints
 
     def readmit(self) -> None:

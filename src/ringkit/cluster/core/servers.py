@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
@@ -39,7 +39,7 @@ from ringkit.errors import (
 )
 from ringkit.placement import Placement
 
-__all__ = ["Fenced", "Server", "ServerSet", "check_server_map"]
+__all__ = ["Fenced", "Server", "ServerSet", "carried_version", "check_server_map", "version_of"]
 
 
 class Fenced(Protocol):
@@ -203,6 +203,8 @@ class ServerSet(Generic[B]):
             return None
         health = self._servers[name].health
         remembered = health.take_hints()
+        for key, version in remembered.items():  # the write this client saw the server miss
+            versions[key] = max(versions.get(key, 0), version)
         hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
         if hinted:
             try:
@@ -210,13 +212,13 @@ class ServerSet(Generic[B]):
                     self._invalidation(name, key, versions.get(key), epoch) for key in hinted
                 )
             except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
-                for key in remembered:
-                    health.hint(key)
+                for key, version in remembered.items():
+                    health.hint(key, version)
                 health.probe_failed(now=time.monotonic())
                 raise
             if failed_any(outcomes):
-                for key in remembered:  # not invalidated yet: keep them for the next probe
-                    health.hint(key)
+                for key, version in remembered.items():  # kept for the next probe
+                    health.hint(key, version)
                 return None
         return applied
 
@@ -225,20 +227,33 @@ class ServerSet(Generic[B]):
         missed: Mapping[str, Sequence[bytes]],
         holders: Mapping[bytes, Sequence[str]],
         epoch: int,
+        versions: Mapping[bytes, int] | None = None,
     ) -> Steps[None]:
         """Leave hints for the writes the servers of `missed` did not take, on the `holders`.
 
         `missed` maps a server to the keys it missed; `holders` maps a key to the servers
-        that took it. Each holder gets one call per missed server, all in one round; a key
-        that no holder kept is remembered in the missed server's memory instead.
+        that took it; `versions` the version each key was written at (absent: none, as for an
+        ``incr``). Each holder gets one call per missed server, all in one round; a key that
+        no holder kept is remembered in the missed server's memory instead, with its version.
+
+        A key that no server took is not hinted at all. The write was not acknowledged, and
+        no server holds it to fall back to, so invalidating the key at re-admission protects
+        no read; it would delete whatever the server holds *by then*, and each replica is
+        re-admitted in turn: a newer write that another client had acknowledged meanwhile
+        went from every replica (found by the chaos check, a memcached restart under load;
+        regression: ``test_a_write_no_server_took_never_deletes_a_newer_write``).
         """
+        versions = versions or {}
         calls: dict[tuple[str, str], list[bytes]] = {}
         for name, keys in missed.items():
             health = self._servers[name].health
             for key in keys:
-                kept = [holder for holder in holders.get(key, ()) if holder != name]
+                took = holders.get(key, ())
+                if not took:
+                    continue
+                kept = [holder for holder in took if holder != name]
                 if not kept:
-                    health.hint(key)
+                    health.hint(key, versions.get(key, 0))
                 for holder in kept:
                     calls.setdefault((holder, name), []).append(key)
         if not calls:
@@ -259,7 +274,7 @@ class ServerSet(Generic[B]):
                     readmitted.setdefault(name, {})[holder] = calls[holder, name]
             else:  # the holder failed or was contended: remember the keys here instead
                 for key in calls[holder, name]:
-                    health.hint(key)
+                    health.hint(key, versions.get(key, 0))
         for name, by_holder in readmitted.items():
             yield from self._invalidate(name, by_holder, epoch)
 
@@ -308,7 +323,7 @@ class ServerSet(Generic[B]):
         for (_, keys), found in zip(pages, answers, strict=True):
             for key in keys:
                 held = [found.get(key), found.get(tombstone_key(key))]
-                newest = max(int.from_bytes(stored_version(data), "big") for data in held)
+                newest = max(map(version_of, held))
                 if newest:
                     versions[key] = max(versions.get(key, 0), newest)
         return versions
@@ -324,9 +339,10 @@ class ServerSet(Generic[B]):
         hint was gone (found by the chaos check; regression:
         ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``). These hints
         name the key, not the write (Dynamo's replay the write itself), hence the read of the
-        holders' versions. With no version known (a hint kept in memory, a value gone since)
-        a plain delete, as before: a tombstone of any guessed version is a delete at that
-        version to ``read="all"``, which would hide the hinted write on the other replicas.
+        holders' versions, and the version a hint kept in memory remembers. With no version
+        known (a counter, a value gone since) a plain delete: a tombstone of any guessed
+        version is a delete at that version to ``read="all"``, which would hide the hinted
+        write on the other replicas.
         """
         if not hinted:
             return Call(name, "delete", (key,), epoch, "invalidate")
@@ -361,9 +377,26 @@ class ServerSet(Generic[B]):
             if not isinstance(answer, Failed):
                 return True, answer
         if hint:
+            version = carried_version(call.args)
             for data in keys:
-                server.health.hint(data)
+                server.health.hint(data, version)
         return False, None
+
+
+def version_of(stored: object) -> int:
+    """Return the version of stored bytes (a value or a tombstone); 0 when they carry none.
+
+    A raw counter, a foreign value or anything but bytes (an ``incr``'s delta) carries none.
+
+    >>> version_of(tombstone(7)), version_of(b"41"), version_of(60.0)
+    (7, 0, 0)
+    """
+    return int.from_bytes(stored_version(stored), "big") if isinstance(stored, bytes) else 0
+
+
+def carried_version(args: Sequence[Any]) -> int:
+    """Return the version a single-key write's `args`, ``(key, stored, ...)``, carry (0: none)."""
+    return version_of(args[1]) if len(args) > 1 else 0
 
 
 def check_server_map(placement: Placement, servers: Mapping[str, str]) -> dict[str, ServerURL]:

@@ -30,7 +30,7 @@ from typing import Any, cast
 from ringkit.cluster.checks import positive_seconds_or_none
 from ringkit.cluster.core.hotcopies import HotCopies, spread_of
 from ringkit.cluster.core.routing import Router
-from ringkit.cluster.core.servers import ServerSet
+from ringkit.cluster.core.servers import ServerSet, carried_version, version_of
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
 from ringkit.cluster.values.codec import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.values.expiry import refuse_ttl
@@ -276,7 +276,8 @@ class Writer:
         if unread:
             yield from self._read_markers(router, unread, holders, markers)
         if missed:
-            yield from self.servers.hand_over(missed, holders, epoch)
+            versions = {data: version_of(stored) for data, stored in items.items()}
+            yield from self.servers.hand_over(missed, holders, epoch, versions)
         if markers:  # spread hot keys: their copies take the new values before the ack
             follow = {data: copy_of(data) for data in markers}
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
@@ -351,7 +352,8 @@ class Writer:
         if acked and not marked:  # every server that took it did so in an earlier attempt
             yield from self._read_markers(router, {data}, holders, markers)
         if missed:
-            yield from self.servers.hand_over(missed, holders, epoch)
+            versions = {data: carried_version(args)}
+            yield from self.servers.hand_over(missed, holders, epoch, versions)
         if markers:  # a spread hot key: its copies are invalidated before the ack
             copies = {data: copy_tombstone(self._clock.next())}
             yield from self.copies.follow(router, markers, copies, None, holders)

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ringkit.errors import ConfigError
+from ringkit.cluster.checks import (
+    non_negative_seconds,
+    positive_int,
+    positive_int_or_none,
+    positive_seconds,
+    positive_seconds_or_none,
+)
 
 if TYPE_CHECKING:
     from ringkit.movement import Transfer
@@ -42,9 +48,8 @@ class Throttle:
     """A token bucket: at most `keys_per_s` keys per second on average (None: no limit)."""
 
     def __init__(self, keys_per_s: float | None) -> None:
-        if keys_per_s is not None and not keys_per_s > 0:
-            raise ConfigError(f"keys_per_s must be > 0 or None, got {keys_per_s!r}")
-        self.keys_per_s = keys_per_s
+        # A rate, held to the rule of a duration: a finite number > 0, or None.
+        self.keys_per_s = positive_seconds_or_none("keys_per_s", keys_per_s)
         self._lock = threading.Lock()
         self._next = time.monotonic()
 
@@ -134,21 +139,12 @@ class RebalanceOptions:
     on_transfer: Callable[[Transfer, int], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        for name in ("batch", "max_streams_per_source"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be an int >= 1, got {value!r}")
-        if self.page_bytes is not None and (
-            isinstance(self.page_bytes, bool)
-            or not isinstance(self.page_bytes, int)
-            or self.page_bytes < 1
-        ):
-            raise ConfigError(f"page_bytes must be an int >= 1 or None, got {self.page_bytes!r}")
+        positive_int("batch", self.batch)
+        positive_int("max_streams_per_source", self.max_streams_per_source)
+        positive_int_or_none("page_bytes", self.page_bytes)
         Throttle(self.keys_per_s)  # validates
-        if not self.checkpoint_s >= 0:
-            raise ConfigError(f"checkpoint_s must be >= 0, got {self.checkpoint_s!r}")
-        if not self.timeout_s > 0:
-            raise ConfigError(f"timeout_s must be > 0, got {self.timeout_s!r}")
+        non_negative_seconds("checkpoint_s", self.checkpoint_s)
+        positive_seconds("timeout_s", self.timeout_s)
 
 
 @dataclass(frozen=True, slots=True)

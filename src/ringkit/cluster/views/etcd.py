@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from ringkit.cluster.checks import positive_seconds
 from ringkit.cluster.drivers.steps import Blocking, Steps
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.urls import redact
@@ -62,11 +63,12 @@ class EtcdViewStore:
     Reading: ``read`` (the client's refresh), ``load``. Following: ``follow``. Coordinating:
     ``publish``, ``lock``, ``import_view``. ``close``.
 
-    :raises ConfigError: for a malformed URL or another scheme
+    :raises ConfigError: for a malformed URL or another scheme, or `lock_ttl_s` not > 0
     :raises BackendError: when etcd cannot be reached within a few seconds (naming the hosts)
     """
 
     def __init__(self, url: str, *, lock_ttl_s: float = DEFAULT_LOCK_TTL_S) -> None:
+        positive_seconds("lock_ttl_s", lock_ttl_s)  # before etcd is reached
         parsed = parse_store_url(url)
         if parsed.scheme not in SCHEMES:
             raise ConfigError(

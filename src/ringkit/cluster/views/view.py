@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ringkit.cluster.checks import is_flag, non_negative_int, one_of, positive_int
 from ringkit.cluster.wire.urls import parse_url, url_text
 from ringkit.errors import ConfigError, RingkitError, UnsupportedError
 from ringkit.placement import Placement
@@ -93,16 +94,10 @@ class ClusterView:
             )
         if "@" in self.authority.partition("://")[2].partition("/")[0]:
             raise ConfigError("view authority must not hold a user or password")
-        if isinstance(self.epoch, bool) or not isinstance(self.epoch, int) or self.epoch < 0:
-            raise ConfigError(f"epoch must be an int >= 0, got {self.epoch!r}")
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
-            raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
-        if self.replicas < 1:
-            raise ConfigError(f"replicas must be an int >= 1, got {self.replicas!r}")
-        if not isinstance(self.hot_copies, bool):
-            raise ConfigError(f"hot_copies must be a bool, got {self.hot_copies!r}")
-        if self.state not in STATES:
-            raise ConfigError(f"view state must be one of {', '.join(STATES)}, got {self.state!r}")
+        non_negative_int("epoch", self.epoch)
+        positive_int("replicas", self.replicas)
+        is_flag("hot_copies", self.hot_copies)
+        one_of("view state", self.state, STATES)
         if (self.previous is None) != (self.state == "stable"):
             raise ConfigError(
                 f"a {self.state} view must {'not ' if self.state == 'stable' else ''}"
@@ -175,13 +170,9 @@ class ClusterView:
                 raise ConfigError(f"cluster view field {name!r} is missing")
         servers = _str_map(data, "servers", "a JSON object of server name to URL")
         change = _str_map(data, "change", "a JSON object of str to str", default={})
-        replicas, epoch = data.get("replicas", 1), data["epoch"]
-        for name, value in (("epoch", epoch), ("replicas", replicas)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"cluster view field {name!r} must be an integer, got {value!r}")
-        state = data.get("state", "stable")
-        if not isinstance(state, str):
-            raise ConfigError(f"cluster view field 'state' must be a string, got {state!r}")
+        epoch = non_negative_int("cluster view field 'epoch'", data["epoch"])
+        replicas = positive_int("cluster view field 'replicas'", data.get("replicas", 1))
+        state = one_of("cluster view field 'state'", data.get("state", "stable"), STATES)
         serializer = data.get("serializer")
         if serializer is not None and not isinstance(serializer, str):
             raise ConfigError(
