@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ringkit.live.backend import Event, Record
 from ringkit.live.handoff import ReleaseMarks
-from ringkit.live.snapshot import MemberInfo, Snapshot
+from ringkit.live.snapshot import MemberInfo, SkippedRecord, Snapshot
 
 __all__ = ["HISTORY", "HandoffLedger"]
 
@@ -29,7 +29,8 @@ HISTORY = 256
 class HandoffLedger:
     """Release marks, the recent snapshots and where their history breaks, and blind time.
 
-    Marks: ``load_marks``, ``apply_marks``, ``mark_of``, ``marks_version``, ``settled``.
+    Marks: ``load_marks``, ``apply_marks``, ``mark_of``, ``marks_version``, ``settled``,
+    ``skipped_marks``.
     Rings: ``followed``, ``jumped``, ``history``, ``history_since``, ``resumed``,
     ``resumed_epoch``. Blindness: ``blind_for``, ``blind_s``. Thread-safe.
     """
@@ -67,6 +68,11 @@ class HandoffLedger:
     def marks_version(self) -> int:
         """A counter that moves whenever a release mark changes."""
         return self._marks_version
+
+    def skipped_marks(self) -> tuple[SkippedRecord, ...]:
+        """The release records that are not valid marks, by key."""
+        with self._lock:
+            return self._marks.skipped()
 
     def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
         """The highest epoch (≤ `epoch`) every exclusive member but `excluding` released."""

@@ -45,7 +45,7 @@ from ringkit.live.member import Member
 from ringkit.live.metrics import StoreMetrics, track_store
 from ringkit.live.opening import check_current_within, open_store_backend
 from ringkit.live.recovery import Recovery
-from ringkit.live.snapshot import Snapshot, encode_table
+from ringkit.live.snapshot import SkippedRecord, Snapshot, encode_table
 from ringkit.live.urls import redacted
 from ringkit.live.watching import PrefixWatch
 from ringkit.placement import Placement
@@ -424,6 +424,17 @@ class Store:
     def snapshot(self) -> Snapshot:
         """Return the latest snapshot this process has seen (never blocks). Runtime: O(1)."""
         return self._snapshot
+
+    def skipped_records(self) -> tuple[SkippedRecord, ...]:
+        """Every record under the prefix that this store skips as invalid, by key.
+
+        The latest snapshot's member and table records, and the release records
+        (``released/NAME``) that are not valid marks: those change no epoch, so no snapshot
+        lists them. ``ringkit ring status`` and the ``ringkit_live_records_skipped`` metric
+        count these.
+        """
+        both = (*self._snapshot.skipped, *self._ledger.skipped_marks())
+        return tuple(sorted(both, key=lambda record: record.key))
 
     def wait_for(
         self, predicate: Callable[[Snapshot], bool], *, timeout_s: float = 10.0
