@@ -13,6 +13,11 @@ completion times.
 - Tokens: sorted by start, a key's runs never get a lower token, and a run by another member
   than the run before it gets a strictly higher one.
 - A *gap* is a time in which no member surely owned a key, between two of its runs.
+
+The library's own transition logs (``member.log_transitions()``, timestamps read under the
+lock ``owns`` decides under) are checked the same way: each interval, from the time its gain
+was decided by to the time just before its last True answer, is a run
+(:func:`load_transition_runs`); overlaps and token errors found there are reported apart.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Overlap", "Run", "Verdict", "check", "load_runs"]
+__all__ = ["Overlap", "Run", "Verdict", "check", "load_runs", "load_transition_runs"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,9 @@ class Verdict:
     overlaps: list[Overlap] = field(default_factory=list)
     token_errors: list[str] = field(default_factory=list)
     gaps: list[tuple[str, float, float]] = field(default_factory=list)  # key, start, seconds
+    transition_runs: int = 0
+    transition_overlaps: list[Overlap] = field(default_factory=list)
+    transition_token_errors: list[str] = field(default_factory=list)
 
     @property
     def longest_overlap_s(self) -> float:
@@ -81,6 +89,38 @@ def load_runs(paths: Iterable[Path]) -> list[Run]:
             if identity not in longest or longest[identity].end < run.end:
                 longest[identity] = run
     return sorted(longest.values(), key=lambda r: (r.key, r.start))
+
+
+def load_transition_runs(paths: Iterable[Path]) -> list[Run]:
+    """Read workers' transition logs as runs: gain to loss, or to the last checkpoint.
+
+    A gain opens a member's interval for a key, a checkpoint line extends it, a loss closes it
+    at the time just before its last True answer. Times are CLOCK_MONOTONIC nanoseconds,
+    turned into the seconds the samples use.
+    """
+    runs: list[Run] = []
+    for path in paths:
+        if not path.exists():
+            continue
+        open_runs: dict[tuple[str, str], Run] = {}
+        for line in path.read_text().splitlines():
+            try:
+                raw = json.loads(line)
+            except ValueError:
+                continue  # the last line of a killed process may be cut short
+            identity = (raw["member"], raw["key"])
+            last = raw["last_owned_ns"] / 1e9
+            if raw.get("open"):
+                run = open_runs.get(identity)
+                if run is not None and run.start == raw["since_ns"] / 1e9:
+                    open_runs[identity] = Run(*identity, run.start, max(run.end, last), run.token)
+            elif raw["owned"]:
+                open_runs[identity] = Run(*identity, raw["at_ns"] / 1e9, last, raw["token"])
+            elif identity in open_runs:
+                run = open_runs.pop(identity)
+                runs.append(Run(*identity, run.start, max(run.end, last), run.token))
+        runs.extend(open_runs.values())
+    return sorted(runs, key=lambda r: (r.key, r.start))
 
 
 def _overlaps(key: str, runs: list[Run], replicas: int) -> list[Overlap]:
@@ -135,15 +175,23 @@ def _gaps(key: str, runs: list[Run]) -> list[tuple[str, float, float]]:
     return gaps
 
 
-def check(runs: list[Run], *, replicas: int = 1) -> Verdict:
-    """Check every key's runs (see the module docstring)."""
+def _by_key(runs: list[Run]) -> list[tuple[str, list[Run]]]:
     by_key: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         by_key[run.key].append(run)
-    verdict = Verdict(len(runs))
-    for key, mine in sorted(by_key.items()):
+    for mine in by_key.values():
         mine.sort(key=lambda r: r.start)
+    return sorted(by_key.items())
+
+
+def check(runs: list[Run], *, replicas: int = 1, transitions: list[Run] | None = None) -> Verdict:
+    """Check every key's runs, and the runs of the transition logs (see the module docstring)."""
+    verdict = Verdict(len(runs), transition_runs=len(transitions or []))
+    for key, mine in _by_key(runs):
         verdict.overlaps.extend(_overlaps(key, mine, replicas))
         verdict.token_errors.extend(_token_errors(key, mine))
         verdict.gaps.extend(_gaps(key, mine))
+    for key, logged in _by_key(transitions or []):
+        verdict.transition_overlaps.extend(_overlaps(key, logged, replicas))
+        verdict.transition_token_errors.extend(_token_errors(key, logged))
     return verdict

@@ -5,11 +5,12 @@ The long runs are ``make chaos-live`` (``python -m tests.chaos_live``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from tests.chaos_live.checker import Run, check
+from tests.chaos_live.checker import Run, check, load_transition_runs
 from tests.chaos_live.run import Settings, run_once
 from tests.servers import require_binary
 
@@ -39,6 +40,84 @@ def test_the_longest_time_a_key_had_no_owner_is_a_gap() -> None:
     assert verdict.longest_gap_s == pytest.approx(0.75)
 
 
+def write_log(path: Path, lines: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"cut sh')
+    return path
+
+
+def gain(member: str, at_ns: int, token: int, key: str = "k") -> dict[str, object]:
+    return {
+        "member": member,
+        "key": key,
+        "owned": True,
+        "at_ns": at_ns,
+        "epoch": token,
+        "token": token,
+        "last_owned_ns": at_ns - 1,
+    }
+
+
+def loss(member: str, at_ns: int, last_ns: int, token: int) -> dict[str, object]:
+    return {
+        "member": member,
+        "key": "k",
+        "owned": False,
+        "at_ns": at_ns,
+        "epoch": token + 1,
+        "token": token,
+        "last_owned_ns": last_ns,
+    }
+
+
+def test_a_transition_log_becomes_runs_from_gain_to_the_last_true_answer(tmp_path: Path) -> None:
+    a = write_log(
+        tmp_path / "a.transitions.jsonl",
+        [
+            gain("a", 1_000_000_000, 3),
+            {
+                "member": "a",
+                "key": "k",
+                "open": True,
+                "since_ns": 1_000_000_000,
+                "last_owned_ns": 1_500_000_000,
+                "token": 3,
+            },
+            loss("a", 2_100_000_000, 2_000_000_000, 3),
+            gain("a", 4_000_000_000, 9),  # still open at the last checkpoint below
+            {
+                "member": "a",
+                "key": "k",
+                "open": True,
+                "since_ns": 4_000_000_000,
+                "last_owned_ns": 4_250_000_000,
+                "token": 9,
+            },
+        ],
+    )
+    runs = load_transition_runs([a, tmp_path / "missing.transitions.jsonl"])
+    assert runs == [Run("a", "k", 1.0, 2.0, 3), Run("a", "k", 4.0, 4.25, 9)]
+
+
+def test_overlaps_and_tokens_in_the_transition_logs_are_reported_apart(tmp_path: Path) -> None:
+    a = write_log(
+        tmp_path / "a.jsonl",
+        [gain("a", 1_000_000_000, 3), loss("a", 3_100_000_000, 3_000_000_000, 3)],
+    )
+    still = {"member": "b", "key": "k", "open": True, "since_ns": 2_500_000_000}
+    b = write_log(
+        tmp_path / "b.jsonl",
+        [gain("b", 2_500_000_000, 3), {**still, "last_owned_ns": 4_000_000_000, "token": 3}],
+    )
+    samples = [Run("a", "k", 1.0, 2.0, 3), Run("b", "k", 3.5, 4.0, 4)]
+    verdict = check(samples, transitions=load_transition_runs([a, b]))
+    assert verdict.overlaps == [] and verdict.token_errors == []
+    assert verdict.transition_runs == 2
+    assert [(o.members, round(o.seconds, 3)) for o in verdict.transition_overlaps] == [
+        (("a", "b"), 0.5)
+    ]
+    assert verdict.transition_token_errors == ["k: b took over from a with token 3, not above 3"]
+
+
 @pytest.mark.timeout(150)
 def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) -> None:
     require_binary("etcd", "etcd-server")
@@ -47,5 +126,8 @@ def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) 
     print(result.line)
     assert result.faults and result.verdict.runs > 0, result.line
     assert result.verdict.overlaps == [], result.line
+    assert result.verdict.transition_runs > 0, result.line
+    assert result.verdict.transition_overlaps == [], result.line
+    assert result.verdict.transition_token_errors == [], result.line
     assert result.verdict.token_errors == [], result.line
     assert result.verdict.longest_gap_s <= settings.ttl_s + 1, result.line
