@@ -11,7 +11,7 @@ the same records builds the same ring at the same epoch.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from ringkit.errors import ConfigError
 from ringkit.live.backend import Event, Record
@@ -70,6 +70,24 @@ class FollowedRecords:
     def mod_revisions(self) -> dict[str, int]:
         """Each held key's mod revision (compared with the service's to confirm currency)."""
         return {key: record.mod_revision for key, record in self._records.items()}
+
+    def agrees(self, found: Mapping[str, int], revision: int, *, applied: int) -> bool:
+        """Whether the service's records at `revision` (key → mod revision) agree with these.
+
+        These are the records as of `applied`, the last revision the store applied (its
+        watch delivers in order). Never when `applied` < `revision` (the store may lack a
+        change). Else every held record written at or before `revision` must be there with
+        the same mod revision; each record there must be held with it or a later one (it was
+        rewritten since), or not held (deleted since) unless `applied` is `revision` itself.
+        """
+        if applied < revision:
+            return False
+        held = self.mod_revisions()
+        if any(mod <= revision and found.get(key) != mod for key, mod in held.items()):
+            return False
+        # A record held at a later revision was rewritten since; one not held at all was
+        # deleted since, which cannot be when the store stands at `revision` itself.
+        return applied > revision or all(key in held for key in found)
 
     def as_dict(self) -> dict[str, Record]:
         """A copy of the held records by key."""

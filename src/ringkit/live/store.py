@@ -338,15 +338,20 @@ class Store:
     def holds(self, revision: int, found: dict[str, int], timeout_s: float) -> bool:
         """Wait up to `timeout_s` until this store holds what the service held at `revision`.
 
-        It does once it has applied `revision` or the same records (a change under the
-        prefix that the ring does not follow moves the service's revision alone).
+        It does once it holds the same records, or has applied `revision` with records that
+        agree with `found` (a change under the prefix that the ring does not follow moves
+        the service's revision alone). Having applied `revision` is not enough by itself: an
+        etcd restored under the store counts its revisions again from 1 and, once it reaches
+        the store's, answers at that revision with other records; a store that took that for
+        a confirmation would answer from the lost history while the stores that noticed the
+        restore move on (a key's fencing token would fall when ownership moved back to it).
         """
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
                     self._closed
-                    or self._applied >= revision
                     or self._followed.mod_revisions() == found
+                    or self._followed.agrees(found, revision, applied=self._applied)
                 ),
                 timeout=timeout_s,
             )
