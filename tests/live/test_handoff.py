@@ -181,3 +181,46 @@ def test_a_mark_overwritten_by_hand_is_written_again(store_url: str) -> None:
         store.backend.delete(store.mark_key("a"))
         wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
         a.close()
+
+
+def test_the_first_mark_is_written_with_the_member_record(store_url: str) -> None:
+    """One transaction: no store sees the record without the mark, and a join costs one write."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        _, records = store.backend.get_prefix(store.prefix)
+        created = {record.key: (record.create_revision, record.lease) for record in records}
+        assert created[store.mark_key("a")] == created[store.member_key("a")]
+        assert created[store.member_key("a")][1] == a.info.lease
+        a.close()
+
+
+def test_a_member_that_keeps_releasing_under_steady_changes_keeps_its_lease(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its mark trails the latest epoch for 4 s, but no epoch waits 1.5 s: it does not give up.
+
+    Each mark write takes 0.3 s (a slow etcd) while the ring changes every tenth of a second,
+    as when many processes start together: every release completes, the mark never catches up.
+    """
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive", release_timeout_s=1.5)
+        swap = store_a.backend.swap
+
+        def slow_swap(key: str, value: bytes, lease: int, mod_revision: int) -> object:
+            if key == store_a.mark_key("a"):
+                time.sleep(0.3)
+            return swap(key, value, lease, mod_revision)
+
+        monkeypatch.setattr(store_a.backend, "swap", slow_swap)
+        trailed = 0
+        ends = time.monotonic() + 4
+        while time.monotonic() < ends:
+            store_b.join(f"c{trailed}", ttl_s=5).leave()
+            mark = store_a.mark_of("a")
+            trailed += mark is not None and mark[0] < store_a.snapshot().epoch
+            time.sleep(0.02)
+        assert trailed >= 5  # the mark did trail the ring (else the test proves nothing)
+        assert a.error is None, a.error
+        wait_until(lambda: store_a.mark_of("a") == (store_a.snapshot().epoch, a.info.lease))
+        assert a.state == "active"
+        a.close()

@@ -234,11 +234,12 @@ class Member:
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
         try:
-            if self._handoff is not None:
-                self._handoff.start(lease)  # the mark first: a store that sees the record has it
+            # An exclusive member's first mark goes in the record's own transaction: a store
+            # that sees the record has the mark, and the join costs one write, not two.
+            mark = self._handoff.first_mark() if self._handoff is not None else None
             key = self._store.member_key(info.name)
             if planned_revision is None:
-                ok, record = backend.create(key, info.encode(), lease)
+                ok, record = backend.create(key, info.encode(), lease, also=mark)
             else:
                 ok, record = backend.create_unless_changed(
                     key,
@@ -246,7 +247,10 @@ class Member:
                     lease,
                     prefix=self._store.member_key(""),
                     revision=planned_revision,
+                    also=mark,
                 )
+            if ok and self._handoff is not None:
+                self._handoff.start(lease, record.mod_revision)
         except BaseException:
             with contextlib.suppress(BackendError):  # else it ends by itself after its TTL
                 backend.revoke(lease)
