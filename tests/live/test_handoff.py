@@ -224,3 +224,32 @@ def test_a_member_that_keeps_releasing_under_steady_changes_keeps_its_lease(
         wait_until(lambda: store_a.mark_of("a") == (store_a.snapshot().epoch, a.info.lease))
         assert a.state == "active"
         a.close()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_owns_many_answers_as_owns_while_a_release_is_pending(
+    store_url: str, replicas: int
+) -> None:
+    keys = [*KEYS, b"bytes", 7]
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive", replicas=replicas)
+        release = threading.Event()
+        a.on_change(lambda change: hold(release, change))
+        b = store_b.join("b", ttl_s=5, handoff="exclusive", replicas=replicas)
+        c = store_b.join("c", ttl_s=5, handoff="exclusive", replicas=replicas)
+
+        def marked(store: ringkit.live.Store, names: str) -> bool:
+            epoch = store.snapshot().epoch
+            return all((store.mark_of(name) or (-1,))[0] == epoch for name in names)
+
+        # Still until a releases: b and c own only what no unreleased ring moved.
+        wait_until(lambda: marked(store_a, "bc") and marked(store_b, "bc"))
+        for member in (a, b, c):
+            assert member.owns_many(keys) == [member.owns(key) for key in keys]
+        release.set()
+        wait_until(lambda: marked(store_a, "abc") and marked(store_b, "abc"))
+        for member in (a, b, c):
+            assert member.owns_many(keys) == [member.owns(key) for key in keys]
+        assert a.owns_many([]) == []
+        for member in (a, b, c):
+            member.close()

@@ -216,7 +216,8 @@ def _arcs(region: Region, name: str) -> tuple[Arc, ...]:
 class Handoff:
     """One exclusive member's side of the handoff: ownership, its mark, its callbacks.
 
-    Asking: ``owns``, ``settled_rings``. Following: ``relay`` (an ``on_change`` callback).
+    Asking: ``owns``, ``owns_many``, ``settled_rings``. Following: ``relay`` (an
+    ``on_change`` callback).
     Releasing: ``first_mark``, ``start``, ``write_mark``, ``leave_mark``, ``stop``.
     """
 
@@ -274,6 +275,25 @@ class Handoff:
         return all(
             len(s.ring) > 0 and self.name in s.ring.nodes_for(key, self.replicas) for s in rings
         )
+
+    def owns_many(self, keys: list[Key], snapshot: Snapshot) -> list[bool]:
+        """``owns`` for each key, the rings looked up once each (vectorised for one replica)."""
+        rings = self.settled_rings(snapshot)
+        if not rings or any(len(s.ring) == 0 for s in rings):
+            return [False] * len(keys)
+        owned = [True] * len(keys)
+        for s in rings:
+            if self.replicas == 1:
+                owners = s.ring.node_for_many(keys) if keys else []
+                owned = [
+                    was and owner == self.name for was, owner in zip(owned, owners, strict=True)
+                ]
+            else:
+                owned = [
+                    was and self.name in s.ring.nodes_for(key, self.replicas)
+                    for was, key in zip(owned, keys, strict=True)
+                ]
+        return owned
 
     # -- reporting -------------------------------------------------------------------------------
 

@@ -384,7 +384,7 @@ class Member:
         Every answer comes from one check of the member's lease and store and one snapshot,
         so a change that lands during the call cannot split the keys between two rings; each
         answer is the one ``owns`` gives for that snapshot. Runtime: O(K log T), vectorised
-        for one replica in the default mode.
+        for one replica (per unreleased epoch for an exclusive member).
 
         :raises ConfigError: for an exclusive member asked with another `replicas`
         """
@@ -394,7 +394,7 @@ class Member:
             return [False] * len(keys)
         snapshot = self._store.snapshot()
         if self._handoff is not None:
-            return [self._handoff.owns(key, snapshot) for key in keys]
+            return self._handoff.owns_many(keys, snapshot)
         ring = snapshot.ring
         if count == 1:
             return [owner == self.name for owner in ring.node_for_many(keys)] if keys else []
