@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live.backend import Event, Record
 from ringkit.live.change import Change, MemberChange, movement_between
+from ringkit.live.snapshot import SkippedRecord
 from ringkit.ring import Arc, HashRing
 
 if TYPE_CHECKING:
@@ -84,17 +85,19 @@ def decode_mark(value: bytes, name: str) -> int:
 class ReleaseMarks:
     """The release marks a store follows: member name → (epoch, lease), validated.
 
-    Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``.
+    Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``, ``skipped``
+    (the invalid ones, as ``ringkit ring status`` counts them beside member records).
     """
 
     def __init__(self) -> None:
         self._marks: dict[str, tuple[int, int]] = {}
+        self._invalid: dict[str, SkippedRecord] = {}
         self._warned: set[tuple[str, bytes]] = set()
 
     def _name(self, key: str) -> str:
         return key.rpartition(MARKS_FOLDER)[2]
 
-    def _put(self, key: str, value: bytes, lease: int) -> bool:
+    def _put(self, key: str, value: bytes, lease: int, revision: int) -> bool:
         name = self._name(key)
         try:
             epoch = decode_mark(value, name)
@@ -102,7 +105,9 @@ class ReleaseMarks:
             if (key, value) not in self._warned:  # once per bad value, not per event
                 self._warned.add((key, value))
                 _log.warning("ignoring release mark %s: %s", key, error)
+            self._invalid[key] = SkippedRecord(key, revision, str(error))
             return self._marks.pop(name, None) is not None
+        self._invalid.pop(key, None)
         if self._marks.get(name) == (epoch, lease):
             return False
         self._marks[name] = (epoch, lease)
@@ -110,19 +115,24 @@ class ReleaseMarks:
 
     def load(self, records: Iterable[Record]) -> None:
         """Start again from the marks `records` hold."""
-        self._marks = {}
+        self._marks, self._invalid = {}, {}
         for record in records:
-            self._put(record.key, record.value, record.lease)
+            self._put(record.key, record.value, record.lease, record.mod_revision)
 
     def apply(self, events: Sequence[Event]) -> bool:
         """Apply watch events on mark keys; return whether any mark changed."""
         changed = False
         for event in events:
             if event.kind == "delete":
+                self._invalid.pop(event.key, None)
                 changed |= self._marks.pop(self._name(event.key), None) is not None
             else:
-                changed |= self._put(event.key, event.value, event.lease)
+                changed |= self._put(event.key, event.value, event.lease, event.revision)
         return changed
+
+    def skipped(self) -> tuple[SkippedRecord, ...]:
+        """The release records that are not valid marks (ignored), by key."""
+        return tuple(self._invalid[key] for key in sorted(self._invalid))
 
     def get(self, name: str) -> tuple[int, int] | None:
         """Member `name`'s (mark epoch, lease), or None when it keeps no valid mark."""
