@@ -253,3 +253,20 @@ def test_owns_many_answers_as_owns_while_a_release_is_pending(
         assert a.owns_many([]) == []
         for member in (a, b, c):
             member.close()
+
+
+def test_a_member_without_callbacks_releases_without_waiting_for_other_subscribers(
+    store_url: str,
+) -> None:
+    """Its mark waits for its own on_change calls only: it has none, a slow logger is no reason."""
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        logged = threading.Event()
+        store_a.subscribe(lambda change: logged.wait(10))  # e.g. a slow log shipper
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        wait_until(lambda: all(b.owns_many(moved)))
+        assert not logged.is_set() and not any(a.owns_many(moved))
+        logged.set()
+        a.close()
+        b.close()

@@ -444,6 +444,24 @@ class Handoff:
         with contextlib.suppress(BackendError):  # the lease then ends by itself
             self.write_mark(epoch)
 
+    def applied(self) -> None:
+        """On the thread that applied a change: with no callback to wait for, mark it now.
+
+        The mark waits for this member's ``on_change`` calls for lost arcs; a member that has
+        none (it acts on ``owns`` alone, which answers from the applied epoch) need not wait
+        for the dispatcher to reach the change behind other subscribers.
+        """
+        if not self._callbacks:
+            self._wake.set()
+
+    def _target(self) -> int:
+        """The epoch the mark may be raised to now."""
+        if not self._callbacks:
+            # NOTE: a callback subscribed later may still be told of arcs lost at an epoch
+            # marked here: it came after the release, when owns() had already stopped.
+            return max(self._store.dispatcher.delivered, self._store.snapshot().epoch)
+        return self._store.dispatcher.delivered
+
     def _pending_since(self, now: float) -> float | None:
         """When the oldest epoch above the mark was applied (None: the mark is up to date).
 
@@ -469,9 +487,8 @@ class Handoff:
             self._wake.clear()
             if self._stopped.is_set():
                 return
-            target = self._store.dispatcher.delivered
             with contextlib.suppress(BackendError):
-                self.write_mark(target)
+                self.write_mark(self._target())
             now = time.monotonic()
             current = self._store.is_current()
             if current:

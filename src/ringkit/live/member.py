@@ -544,6 +544,10 @@ class Member:
             subscription.cancel()
         self._heartbeat = None
 
+    def _applied(self) -> None:
+        if self._handoff is not None and not self._closed:
+            self._handoff.applied()
+
     def _marks_changed(self) -> None:
         if self._handoff is not None and not self._closed:
             self._handoff.marks_changed()
