@@ -212,7 +212,7 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         epoch = store.snapshot().epoch
         gained = [key for key in keys if ring.node_for(key) == "probe"]
         deadline = time.monotonic() + 10
-        while not all(member.owns(key) for key in gained):
+        while not all(member.owns_many(gained)):
             if time.monotonic() > deadline:
                 raise TimeoutError("the exclusive probe did not own its arcs within 10 s")
             time.sleep(0.001)
@@ -234,8 +234,8 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
 def _timed(call: Any, phase: str, calls: dict[str, float]) -> Any:
     """`call`, noting in `calls` when it first returned."""
 
-    def timed(*args: object) -> Any:
-        result = call(*args)
+    def timed(*args: object, **options: object) -> Any:
+        result = call(*args, **options)
         calls.setdefault(phase, time.time())
         return result
 
@@ -318,17 +318,68 @@ def heartbeat(url: str, tooz_url: str | None) -> list[tuple[str, float, int]]:
     return rows
 
 
+def settle(url: str, count: int, timeout_s: float = 120) -> None:
+    """Wait until the ring holds `count` members and each has marked the last change.
+
+    Read from etcd itself: a store that connects now labels the ring with the revision of its
+    read, which the marks (written at the last ring change) need not reach.
+    """
+    from ringkit.live.handoff import decode_mark
+    from ringkit.live.store import open_store_backend
+
+    backend, prefix = open_store_backend(url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            _, records = backend.get_prefix(prefix)
+            members = {r.key.rpartition("/")[2]: r for r in records if "/members/" in r.key}
+            marks = {r.key.rpartition("/")[2]: r for r in records if "/released/" in r.key}
+            last = max((r.mod_revision for r in members.values()), default=0)
+            behind = [
+                name
+                for name, record in members.items()
+                if name not in marks
+                or marks[name].lease != record.lease
+                or decode_mark(marks[name].value, name) < last
+            ]
+            if len(members) == count and not behind:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the ring must settle with {count} members within {timeout_s:g} s, got "
+                    f"{len(members)} members, {len(behind)} not marked the last change"
+                )
+            time.sleep(0.05)
+    finally:
+        backend.close()
+
+
 def start(kind: str, url: str, count: int) -> list[Process]:
-    """Start `count` watchers, ten at a time (50 interpreters at once swamp two cores)."""
+    """Start `count` watchers a batch at a time (50 interpreters at once swamp two cores).
+
+    Exclusive members start five at a time, each batch once every member has released the
+    latest epoch: a rolling start, as a pool of exclusive workers is deployed. Each join costs
+    a release mark from every member, so 50 joins at once on two cores keep the marks and the
+    stores' confirming reads waiting for seconds (members then give up their leases after
+    ``release_timeout_s``, as documented), and nothing is timed until the ring has settled.
+    """
     watchers: list[Process] = []
-    for first in range(0, count, 10):
-        batch = [Process(WATCHER, kind, url, f"w{i}") for i in range(first, min(count, first + 10))]
+    size = 5 if kind == "exclusive" else 10
+    for first in range(0, count, size):
+        batch = [
+            Process(WATCHER, kind, url, f"w{i}") for i in range(first, min(count, first + size))
+        ]
         watchers += batch
-        for watcher in batch:
-            if not watcher.ready.wait(120):
-                for started in watchers:
-                    started.stop()
-                raise TimeoutError(f"watcher {watcher.popen.pid} did not start within 120 s")
+        try:
+            for watcher in batch:
+                if not watcher.ready.wait(120):
+                    raise TimeoutError(f"watcher {watcher.popen.pid} did not start within 120 s")
+            if kind == "exclusive":
+                settle(url, len(watchers))
+        except BaseException:
+            for started in watchers:
+                started.stop()
+            raise
     return watchers
 
 
@@ -337,6 +388,7 @@ def run(kind: str, url: str, count: int, changes: int, profile: bool = False) ->
     try:
         time.sleep(1.0)  # let every watcher settle on the full group
         if kind == "exclusive":
+            settle(url, count)
             return exclusive(url, watchers, changes, profile)
         return graceful(kind, url, watchers, changes)
     finally:
