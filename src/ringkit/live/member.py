@@ -236,11 +236,12 @@ class Member:
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
         try:
-            if self._handoff is not None:
-                self._handoff.start(lease)  # the mark first: a store that sees the record has it
+            # An exclusive member's first mark goes in the record's own transaction: a store
+            # that sees the record has the mark, and the join costs one write, not two.
+            mark = self._handoff.first_mark() if self._handoff is not None else None
             key = self._store.member_key(info.name)
             if planned_revision is None:
-                ok, record = backend.create(key, info.encode(), lease)
+                ok, record = backend.create(key, info.encode(), lease, also=mark)
             else:
                 ok, record = backend.create_unless_changed(
                     key,
@@ -248,7 +249,10 @@ class Member:
                     lease,
                     prefix=self._store.member_key(""),
                     revision=planned_revision,
+                    also=mark,
                 )
+            if ok and self._handoff is not None:
+                self._handoff.start(lease, record.mod_revision)
         except BaseException:
             with contextlib.suppress(BackendError):  # else it ends by itself after its TTL
                 backend.revoke(lease)
@@ -416,7 +420,7 @@ class Member:
         Every answer comes from one check of the member's lease and store and one snapshot,
         so a change that lands during the call cannot split the keys between two rings; each
         answer is the one ``owns`` gives for that snapshot. Runtime: O(K log T), vectorised
-        for one replica in the default mode.
+        for one replica (per unreleased epoch for an exclusive member).
 
         :raises ConfigError: for an exclusive member asked with another `replicas`
         """
@@ -446,7 +450,7 @@ class Member:
             return [False] * len(keys), self._store.snapshot().epoch
         snapshot = self._store.snapshot()
         if self._handoff is not None:
-            return [self._handoff.owns(key, snapshot) for key in keys], snapshot.epoch
+            return self._handoff.owns_many(keys, snapshot), snapshot.epoch
         ring = snapshot.ring
         if count == 1:
             owners = ring.node_for_many(keys) if keys else []
@@ -600,6 +604,10 @@ class Member:
         for subscription in self._subscriptions:
             subscription.cancel()
         self._heartbeat = None
+
+    def _applied(self) -> None:
+        if self._handoff is not None and not self._closed:
+            self._handoff.applied()
 
     def _marks_changed(self) -> None:
         if self._handoff is not None and not self._closed:

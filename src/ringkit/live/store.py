@@ -293,6 +293,8 @@ class Store:
                 ),
             )
         self._dispatcher.put(change)
+        for member in list(self._members):  # a member with no callback marks it now
+            member._applied()
 
     # -- currency --------------------------------------------------------------------------------
 
