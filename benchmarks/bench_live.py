@@ -25,6 +25,7 @@ heartbeats write anything (the etcd revision before and after).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import signal
@@ -224,6 +225,9 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         left = time.time()
         member.leave()
         wait_all(watchers, False, left, 10)
+        # The next join is timed from a ring at rest, as the graceful changes are: every
+        # watcher has marked the leave (N mark writes, each delivered to every process).
+        settle(url, len(watchers))
         time.sleep(0.05)
     store.close()
     if profile:
@@ -324,6 +328,7 @@ def settle(url: str, count: int, timeout_s: float = 120) -> None:
     Read from etcd itself: a store that connects now labels the ring with the revision of its
     read, which the marks (written at the last ring change) need not reach.
     """
+    from ringkit.errors import BackendError
     from ringkit.live.handoff import decode_mark
     from ringkit.live.store import open_store_backend
 
@@ -331,7 +336,12 @@ def settle(url: str, count: int, timeout_s: float = 120) -> None:
     try:
         deadline = time.monotonic() + timeout_s
         while True:
-            _, records = backend.get_prefix(prefix)
+            try:
+                _, records = backend.get_prefix(prefix)
+            except BackendError:  # etcd starved of CPU for a moment: ask again until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                continue
             members = {r.key.rpartition("/")[2]: r for r in records if "/members/" in r.key}
             marks = {r.key.rpartition("/")[2]: r for r in records if "/released/" in r.key}
             last = max((r.mod_revision for r in members.values()), default=0)
@@ -349,7 +359,7 @@ def settle(url: str, count: int, timeout_s: float = 120) -> None:
                     f"the ring must settle with {count} members within {timeout_s:g} s, got "
                     f"{len(members)} members, {len(behind)} not marked the last change"
                 )
-            time.sleep(0.05)
+            time.sleep(0.25)  # each read returns every record (160 tokens a member)
     finally:
         backend.close()
 
@@ -423,10 +433,15 @@ def main() -> None:
     except ImportError:
         have_tooz = False
     with etcd_server() as etcd:
+        # etcd runs on machines of its own in production; here it shares two cores with N
+        # member processes that all wake at each change, so it goes first (as root).
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, etcd.processes[0].pid, -10)
         port = etcd.client_ports[0]
         url = etcd.url("bench")
         tooz_url = f"etcd3+http://127.0.0.1:{port}" if have_tooz else None
-        print(f"etcd 1 member on loopback; N={args.watchers} watching processes; "
+        niceness = os.getpriority(os.PRIO_PROCESS, etcd.processes[0].pid)
+        print(f"etcd 1 member on loopback (nice {niceness}); N={args.watchers} watching processes; "
               f"{args.changes} changes (join/leave of one member)")  # fmt: skip
         print(f"{'system':<44} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
 

@@ -16,6 +16,8 @@ import pytest
 import ringkit.live
 from ringkit.errors import ConfigError
 from ringkit.live import MemberChange
+from ringkit.live.backend import Event
+from ringkit.live.handoff import encode_mark
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -270,3 +272,26 @@ def test_a_member_without_callbacks_releases_without_waiting_for_other_subscribe
         logged.set()
         a.close()
         b.close()
+
+
+def test_an_earlier_mark_of_its_own_delivered_late_is_not_written_again(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch may deliver a member's earlier mark after its later write was acknowledged."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        writes: list[str] = []
+        swap = store.backend.swap
+
+        def counted(key: str, value: bytes, lease: int, mod_revision: int) -> object:
+            writes.append(key)
+            return swap(key, value, lease, mod_revision)
+
+        monkeypatch.setattr(store.backend, "swap", counted)
+        revision = store.backend.get_prefix("/none/")[0] + 1  # the next one
+        late = Event("put", store.mark_key("a"), encode_mark("a", 0), revision, a.info.lease)
+        store._apply([late])  # as the watch hands it over: the mark a wrote at epoch 0
+        time.sleep(0.3)  # the release thread looks every 50 ms
+        assert writes == []
+        a.close()

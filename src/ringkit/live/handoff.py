@@ -393,12 +393,15 @@ class Handoff:
     def marks_changed(self) -> None:
         """Marks changed: look again at what this member owns (soon), and at its own mark.
 
-        A mark of this member that someone else overwrote or deleted is written again at once:
-        without it the others would stop waiting for this member.
+        A mark of this member that someone else overwrote (under another lease, or none) or
+        deleted is written again at once: without it the others would stop waiting for this
+        member. A lower epoch under this member's own lease is an earlier write of its own that
+        the watch delivers after the later write was acknowledged: no reason to write again
+        (at N = 50 such rewrites, each delivered to every process, fed on themselves).
         """
         found = self._store.mark_of(self.name)
-        if self._mark >= 0 and (found is None or found[1] != self._lease or found[0] < self._mark):
-            self._mark = -1  # (a write of ours still under way shows a mark >= ours)
+        if self._mark >= 0 and (found is None or found[1] != self._lease):
+            self._mark = -1
             self._wake.set()
         if not self._settle_queued:  # one look per burst of marks is enough
             self._settle_queued = True
