@@ -386,7 +386,7 @@ class Member:
                 before_ns=before,
                 after_ns=after,
                 epoch=epoch,
-                token=partial(self._interval_start, key),
+                token=self._interval_start,
             )
         return owned
 
@@ -440,7 +440,7 @@ class Member:
                     before_ns=before,
                     after_ns=after,
                     epoch=epoch,
-                    token=partial(self._interval_start, key),
+                    token=self._interval_start,
                 )
         return answers
 

@@ -19,9 +19,9 @@ transitions; ``dropped`` counts the ones it let go.
 
 >>> log = TransitionLog(capacity=2)
 >>> with log.lock:
-...     log.observe("k", True, before_ns=9, after_ns=10, epoch=3, token=lambda: 3)
-...     log.observe("k", True, before_ns=19, after_ns=20, epoch=3, token=lambda: 3)
-...     log.observe("k", False, before_ns=29, after_ns=30, epoch=4, token=lambda: None)
+...     log.observe("k", True, before_ns=9, after_ns=10, epoch=3, token=lambda key: 3)
+...     log.observe("k", True, before_ns=19, after_ns=20, epoch=3, token=lambda key: 3)
+...     log.observe("k", False, before_ns=29, after_ns=30, epoch=4, token=lambda key: None)
 >>> [(t.owned, t.at_ns, t.last_owned_ns, t.token) for t in log.drain()]
 [(True, 10, 9, 3), (False, 30, 19, 3)]
 """
@@ -99,19 +99,19 @@ class TransitionLog:
         before_ns: int,
         after_ns: int,
         epoch: int,
-        token: Callable[[], int | None],
+        token: Callable[[Key], int | None],
     ) -> None:
         """Note that ``owns(key)`` decided `owned` between `before_ns` and `after_ns`.
 
-        The caller holds ``lock``. `token` is called only when the key becomes owned (it
-        costs a walk of the history).
+        The caller holds ``lock``. `token(key)` is called only when the key becomes owned
+        (it costs a walk of the history).
         """
         interval = self._owned.get(key)
         if owned:
             if interval is not None:
                 interval.last_ns = before_ns
                 return
-            began = token()
+            began = token(key)
             self._owned[key] = _Interval(after_ns, before_ns, began)
             self._append(Transition(key, True, after_ns, epoch, began, before_ns))
         elif interval is not None:
