@@ -21,7 +21,8 @@ def failed(result: RunResult, settings: Settings) -> bool:
     verdict = result.verdict
     tokens = verdict.token_errors or verdict.transition_token_errors
     if result.handoff != "exclusive":
-        return bool(tokens)
+        return bool(tokens)  # stale tokens inside the documented overlap are no failure
+    tokens = tokens or verdict.stale_tokens or verdict.transition_stale_tokens
     too_long = result.fault == "graceful" and verdict.longest_gap_s > settings.ttl_s + 1
     return bool(verdict.overlaps or verdict.transition_overlaps or tokens or too_long)
 
@@ -58,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"transition logs: {sum(r.verdict.transition_runs for r in results)} intervals, "
                 f"{sum(len(r.verdict.transition_overlaps) for r in results)} overlaps (longest "
                 f"{logged_longest:.3f} s), "
-                f"{sum(len(r.verdict.transition_token_errors) for r in results)} token errors",
+                f"{sum(len(r.verdict.transition_token_errors) for r in results)} token errors; "
+                f"stale tokens in overlaps: {sum(len(r.verdict.stale_tokens) for r in results)} "
+                f"(logs {sum(len(r.verdict.transition_stale_tokens) for r in results)})",
                 flush=True,
             )
     return 1 if bad else 0

@@ -11,7 +11,10 @@ completion times.
   violation for ``handoff="exclusive"``; for the default mode, its longest is reported against
   the documented bound.
 - Tokens: sorted by start, a key's runs never get a lower token, and a run by another member
-  than the run before it gets a strictly higher one.
+  than the run before it gets a strictly higher one. An inversion between two runs that
+  overlap (the default mode's documented overlap: a member whose store lags begins an
+  interval from the older epoch) is a *stale token*, counted apart: storage refuses that
+  owner's writes by the token, which is what the token is for.
 - A *gap* is a time in which no member surely owned a key, between two of its runs.
 
 The library's own transition logs (``member.log_transitions()``, timestamps read under the
@@ -63,6 +66,8 @@ class Verdict:
     transition_runs: int = 0
     transition_overlaps: list[Overlap] = field(default_factory=list)
     transition_token_errors: list[str] = field(default_factory=list)
+    stale_tokens: list[str] = field(default_factory=list)  # inversions inside an overlap
+    transition_stale_tokens: list[str] = field(default_factory=list)
 
     @property
     def longest_overlap_s(self) -> float:
@@ -147,22 +152,32 @@ def _overlaps(key: str, runs: list[Run], replicas: int) -> list[Overlap]:
     return found
 
 
-def _token_errors(key: str, runs: list[Run]) -> list[str]:
+def _token_errors(key: str, runs: list[Run]) -> tuple[list[str], list[str]]:
+    """The key's token errors, and its stale tokens: inversions inside an overlap.
+
+    A run that begins while the previous run (by start) still surely owns the key overlaps
+    it: two owners at once, which only the default mode allows (its documented overlap). A
+    member whose store lags may then begin an interval from the older epoch, with a lower
+    token than the newer owner's: a stale owner, whose writes storage refuses by the token.
+    That is counted apart; an inversion between runs that do not overlap is an error.
+    """
     errors: list[str] = []
+    stale: list[str] = []
     previous: Run | None = None
     for run in runs:
         if run.token is None:
             continue
         if previous is not None and previous.token is not None:
+            found = errors if run.start >= previous.end else stale
             if run.token < previous.token:
-                errors.append(f"{key}: token fell from {previous.token} to {run.token}")
+                found.append(f"{key}: token fell from {previous.token} to {run.token}")
             elif run.member != previous.member and run.token <= previous.token:
-                errors.append(
+                found.append(
                     f"{key}: {run.member} took over from {previous.member} with token "
                     f"{run.token}, not above {previous.token}"
                 )
         previous = run
-    return errors
+    return errors, stale
 
 
 def _gaps(key: str, runs: list[Run]) -> list[tuple[str, float, float]]:
@@ -189,9 +204,13 @@ def check(runs: list[Run], *, replicas: int = 1, transitions: list[Run] | None =
     verdict = Verdict(len(runs), transition_runs=len(transitions or []))
     for key, mine in _by_key(runs):
         verdict.overlaps.extend(_overlaps(key, mine, replicas))
-        verdict.token_errors.extend(_token_errors(key, mine))
+        errors, stale = _token_errors(key, mine)
+        verdict.token_errors.extend(errors)
+        verdict.stale_tokens.extend(stale)
         verdict.gaps.extend(_gaps(key, mine))
     for key, logged in _by_key(transitions or []):
         verdict.transition_overlaps.extend(_overlaps(key, logged, replicas))
-        verdict.transition_token_errors.extend(_token_errors(key, logged))
+        errors, stale = _token_errors(key, logged)
+        verdict.transition_token_errors.extend(errors)
+        verdict.transition_stale_tokens.extend(stale)
     return verdict

@@ -67,7 +67,8 @@ class RunResult:
             f"(longest {v.longest_overlap_s * 1000:.0f} ms), {len(v.token_errors)} token errors, "
             f"longest gap {v.longest_gap_s:.2f} s; transition logs: {v.transition_runs} "
             f"intervals, {len(v.transition_overlaps)} overlaps, "
-            f"{len(v.transition_token_errors)} token errors"
+            f"{len(v.transition_token_errors)} token errors; stale tokens in overlaps: "
+            f"{len(v.stale_tokens)} (logs {len(v.transition_stale_tokens)})"
         )
 
 

@@ -35,6 +35,20 @@ def test_a_token_not_above_the_previous_owners_is_an_error() -> None:
     assert fell.token_errors == ["k: token fell from 5 to 4"]
 
 
+def test_a_lower_token_inside_an_overlap_is_a_stale_token_not_an_error() -> None:
+    """A lagging member begins an interval from the older epoch while the newer owner owns.
+
+    The default mode allows that overlap; the lagging member's token is below the newer
+    owner's, so storage refuses its writes. Without the overlap it is an error.
+    """
+    lagging = [Run("w0", "k", 10.0, 10.5, 24), Run("w1", "k", 10.2, 10.3, 23)]
+    verdict = check(lagging)
+    assert verdict.token_errors == []
+    assert verdict.stale_tokens == ["k: token fell from 24 to 23"]
+    after = check([Run("w0", "k", 10.0, 10.5, 24), Run("w1", "k", 10.6, 10.7, 23)])
+    assert after.token_errors == ["k: token fell from 24 to 23"] and after.stale_tokens == []
+
+
 def test_the_longest_time_a_key_had_no_owner_is_a_gap() -> None:
     verdict = check([Run("a", "k", 0.0, 1.0, 1), Run("b", "k", 1.75, 2.0, 2)])
     assert verdict.longest_gap_s == pytest.approx(0.75)
@@ -115,7 +129,9 @@ def test_overlaps_and_tokens_in_the_transition_logs_are_reported_apart(tmp_path:
     assert [(o.members, round(o.seconds, 3)) for o in verdict.transition_overlaps] == [
         (("a", "b"), 0.5)
     ]
-    assert verdict.transition_token_errors == ["k: b took over from a with token 3, not above 3"]
+    # b began while a still owned: an overlap, so its token is stale rather than an error.
+    assert verdict.transition_stale_tokens == ["k: b took over from a with token 3, not above 3"]
+    assert verdict.transition_token_errors == []
 
 
 @pytest.mark.timeout(150)
@@ -129,5 +145,6 @@ def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) 
     assert result.verdict.transition_runs > 0, result.line
     assert result.verdict.transition_overlaps == [], result.line
     assert result.verdict.transition_token_errors == [], result.line
+    assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
     assert result.verdict.token_errors == [], result.line
     assert result.verdict.longest_gap_s <= settings.ttl_s + 1, result.line

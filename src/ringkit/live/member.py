@@ -463,7 +463,9 @@ class Member:
         None when ``owns(key)`` is False. The interval starts at the first epoch of the latest
         unbroken run of snapshots in which the member holds `key`, or later when its store or
         lease was in doubt since; so successive owners of a key get strictly increasing
-        tokens (the next owner gains it at a later epoch), in both handoff modes. Storage
+        tokens (the next owner gains it at a later epoch), in both handoff modes. (In the
+        default mode's overlap a member whose store lags may begin an interval from the older
+        epoch, with a lower token than the new owner's: storage refuses it by that.) Storage
         that refuses a write whose token is below the highest it has seen for the key stops a
         paused former owner (Kleppmann 2016, "How to do distributed locking"; Chubby's
         sequencers). Runtime: O(H log T) for H snapshots in the run.
