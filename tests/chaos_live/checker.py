@@ -12,9 +12,9 @@ completion times.
   the documented bound.
 - Tokens: sorted by start, a key's runs never get a lower token, and a run by another member
   than the run before it gets a strictly higher one. An inversion between two runs that
-  overlap (the default mode's documented overlap: a member whose store lags begins an
-  interval from the older epoch) is a *stale token*, counted apart: storage refuses that
-  owner's writes by the token, which is what the token is for.
+  overlap, or that begin within ``lag_s`` (the default mode's ``current_within_s``) of each
+  other, is a *stale token*, counted apart: a member whose store lags began an interval from
+  the older epoch, and storage refuses its writes by the token, which is what it is for.
 - A *gap* is a time in which no member surely owned a key, between two of its runs.
 
 The library's own transition logs (``member.log_transitions()``, timestamps read under the
@@ -152,14 +152,15 @@ def _overlaps(key: str, runs: list[Run], replicas: int) -> list[Overlap]:
     return found
 
 
-def _token_errors(key: str, runs: list[Run]) -> tuple[list[str], list[str]]:
+def _token_errors(key: str, runs: list[Run], lag_s: float) -> tuple[list[str], list[str]]:
     """The key's token errors, and its stale tokens: inversions inside an overlap.
 
-    A run that begins while the previous run (by start) still surely owns the key overlaps
-    it: two owners at once, which only the default mode allows (its documented overlap). A
-    member whose store lags may then begin an interval from the older epoch, with a lower
-    token than the newer owner's: a stale owner, whose writes storage refuses by the token.
-    That is counted apart; an inversion between runs that do not overlap is an error.
+    A run that begins while the previous run (by start) still surely owns the key, or at
+    most `lag_s` after that run began, may come from a store that has not applied the newer
+    epoch yet: the default mode's documented overlap (``current_within_s`` after a change).
+    Such a member may begin an interval from the older epoch, with a lower token than the
+    newer owner's: a stale owner, whose writes storage refuses by the token. That is counted
+    apart; any other inversion is an error.
     """
     errors: list[str] = []
     stale: list[str] = []
@@ -168,7 +169,8 @@ def _token_errors(key: str, runs: list[Run]) -> tuple[list[str], list[str]]:
         if run.token is None:
             continue
         if previous is not None and previous.token is not None:
-            found = errors if run.start >= previous.end else stale
+            lagging = run.start < previous.end or run.start - previous.start <= lag_s
+            found = stale if lagging else errors
             if run.token < previous.token:
                 found.append(f"{key}: token fell from {previous.token} to {run.token}")
             elif run.member != previous.member and run.token <= previous.token:
@@ -199,18 +201,28 @@ def _by_key(runs: list[Run]) -> list[tuple[str, list[Run]]]:
     return sorted(by_key.items())
 
 
-def check(runs: list[Run], *, replicas: int = 1, transitions: list[Run] | None = None) -> Verdict:
-    """Check every key's runs, and the runs of the transition logs (see the module docstring)."""
+def check(
+    runs: list[Run],
+    *,
+    replicas: int = 1,
+    transitions: list[Run] | None = None,
+    lag_s: float = 0.0,
+) -> Verdict:
+    """Check every key's runs, and the runs of the transition logs (see the module docstring).
+
+    `lag_s`: how long after a run begins a lagging store may still begin one with an older
+    token (a stale token, not an error; the default mode's ``current_within_s``).
+    """
     verdict = Verdict(len(runs), transition_runs=len(transitions or []))
     for key, mine in _by_key(runs):
         verdict.overlaps.extend(_overlaps(key, mine, replicas))
-        errors, stale = _token_errors(key, mine)
+        errors, stale = _token_errors(key, mine, lag_s)
         verdict.token_errors.extend(errors)
         verdict.stale_tokens.extend(stale)
         verdict.gaps.extend(_gaps(key, mine))
     for key, logged in _by_key(transitions or []):
         verdict.transition_overlaps.extend(_overlaps(key, logged, replicas))
-        errors, stale = _token_errors(key, logged)
+        errors, stale = _token_errors(key, logged, lag_s)
         verdict.transition_token_errors.extend(errors)
         verdict.transition_stale_tokens.extend(stale)
     return verdict

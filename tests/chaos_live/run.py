@@ -236,6 +236,8 @@ def run_once(handoff: str, fault: str, seed: int, settings: Settings, folder: Pa
             for process in cluster.processes:
                 stop(process)
     result.verdict = check(
-        load_runs(pool.files()), transitions=load_transition_runs(pool.transition_files())
+        load_runs(pool.files()),
+        transitions=load_transition_runs(pool.transition_files()),
+        lag_s=settings.ttl_s / 2,  # the stores' current_within_s: the default mode's overlap
     )
     return result

@@ -47,6 +47,10 @@ def test_a_lower_token_inside_an_overlap_is_a_stale_token_not_an_error() -> None
     assert verdict.stale_tokens == ["k: token fell from 24 to 23"]
     after = check([Run("w0", "k", 10.0, 10.5, 24), Run("w1", "k", 10.6, 10.7, 23)])
     assert after.token_errors == ["k: token fell from 24 to 23"] and after.stale_tokens == []
+    # Single True answers (no sure span) a moment apart: within the lag, a stale token.
+    flapping = [Run("w5", "k", 31.658, 31.658, 19), Run("w0", "k", 31.661, 31.661, 18)]
+    assert check(flapping).token_errors == ["k: token fell from 19 to 18"]
+    assert check(flapping, lag_s=1.0).stale_tokens == ["k: token fell from 19 to 18"]
 
 
 def test_the_longest_time_a_key_had_no_owner_is_a_gap() -> None:
