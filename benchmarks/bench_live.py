@@ -232,7 +232,8 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         wait_all(watchers, False, left, 10)
         # The next join is timed from a ring at rest, as the graceful changes are: every
         # watcher has marked the leave (N mark writes, each delivered to every process).
-        settle(url, len(watchers), store.snapshot().epoch)
+        gone = store.wait_for(lambda s: "probe" not in s.members)  # the lease revoked too
+        settle(url, len(watchers), gone.epoch)
         time.sleep(0.05)
     store.close()
     if profile:
