@@ -397,7 +397,8 @@ class Handoff:
         deleted is written again at once: without it the others would stop waiting for this
         member. A lower epoch under this member's own lease is an earlier write of its own that
         the watch delivers after the later write was acknowledged: no reason to write again
-        (at N = 50 such rewrites, each delivered to every process, fed on themselves).
+        (each rewrite is one more event for every process; under load a member was seen to
+        give up its lease with its mark reset this way).
         """
         found = self._store.mark_of(self.name)
         if self._mark >= 0 and (found is None or found[1] != self._lease):
