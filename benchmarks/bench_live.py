@@ -25,6 +25,8 @@ heartbeats write anything (the etcd revision before and after).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import signal
 import statistics
@@ -33,6 +35,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -48,7 +51,32 @@ if kind in ("ringkit", "exclusive"):
     import ringkit.live
     store = ringkit.live.connect(url)
     store.subscribe(lambda change: say("probe" in change.new.ring))
-    store.join(name, ttl_s=10, handoff="exclusive" if kind == "exclusive" else "default")
+    if kind == "exclusive":
+        # release_timeout_s 60, not ttl_s: on two shared cores 50 starved members' confirming
+        # reads miss their deadline for 10 s on end, and giving up cascades (see docs/live.md).
+        member = store.join(name, ttl_s=10, handoff="exclusive", release_timeout_s=60)
+    else:
+        member = store.join(name, ttl_s=10)
+    if kind == "exclusive" and os.environ.get("BENCH_PROFILE"):
+        # Phase times for --profile: "P phase epoch time", one write per line.
+        def note(phase, epoch):
+            os.write(1, f"P {phase} {epoch} {time.time()}\n".encode())
+        apply = store._apply
+        def applied(events):
+            before = store.snapshot().epoch
+            apply(events)
+            if store.snapshot().epoch != before:
+                note("applied", store.snapshot().epoch)
+        store._apply = applied
+        store.dispatcher.after_delivery(lambda epoch: note("delivered", epoch))
+        write_mark = member._handoff.write_mark
+        def marked(epoch):
+            if epoch <= member._handoff._mark:
+                return
+            note("mark_sent", epoch)
+            write_mark(epoch)
+            note("mark_acked", epoch)
+        member._handoff.write_mark = marked
     os.write(1, b"ready\n")
     while True:
         time.sleep(3600)
@@ -161,30 +189,93 @@ def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list
     return latencies
 
 
-def exclusive(url: str, watchers: list[Process], changes: int) -> list[float]:
+def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) -> list[float]:
     """Join (and leave) an exclusive probe; return the time from each join to owning it all."""
     import ringkit.live
 
     keys = [f"key-{i}" for i in range(2000)]
     store = ringkit.live.connect(url)
-    latencies = []
+    settled: list[tuple[float, int]] = []  # (time, the probe's settled epoch) after each event
+    calls: dict[str, float] = {}  # the probe's first grant, swap, create of the change: acked
+    if profile:
+        apply = store._apply
+
+        def applied(events: object) -> None:
+            apply(events)  # type: ignore[arg-type]
+            settled.append((time.time(), store.settled_epoch("probe")))
+
+        store._apply = applied  # type: ignore[method-assign]
+        backend = store.backend
+        for call in ("grant", "swap", "create"):
+            setattr(backend, call, _timed(getattr(backend, call), f"probe {call} acked", calls))
+    latencies, phases = [], []
     for _ in range(changes):
+        calls.clear()
         started = time.time()
         member = store.join("probe", ttl_s=10, handoff="exclusive")
+        joined = time.time()
         ring = store.snapshot().ring
+        epoch = store.snapshot().epoch
         gained = [key for key in keys if ring.node_for(key) == "probe"]
         deadline = time.monotonic() + 10
-        while not all(member.owns(key) for key in gained):
+        while not all(member.owns_many(gained)):
             if time.monotonic() > deadline:
                 raise TimeoutError("the exclusive probe did not own its arcs within 10 s")
             time.sleep(0.001)
-        latencies.append(time.time() - started)
+        owned = time.time()
+        latencies.append(owned - started)
+        seen = min((t for t, e in settled if e >= epoch), default=math.nan)
+        phases.append((started, epoch, {"join returned": joined, "probe saw last mark": seen,
+                                        "probe owns all": owned, **calls}))  # fmt: skip
         left = time.time()
         member.leave()
         wait_all(watchers, False, left, 10)
+        # The next join is timed from a ring at rest, as the graceful changes are: every
+        # watcher has marked the leave (N mark writes, each delivered to every process).
+        gone = store.wait_for(lambda s: "probe" not in s.members)  # the lease revoked too
+        settle(url, len(watchers), gone.epoch)
         time.sleep(0.05)
     store.close()
+    if profile:
+        show_phases(watchers, phases)
     return latencies
+
+
+def _timed(call: Any, phase: str, calls: dict[str, float]) -> Any:
+    """`call`, noting in `calls` when it first returned."""
+
+    def timed(*args: object, **options: object) -> Any:
+        result = call(*args, **options)
+        calls.setdefault(phase, time.time())
+        return result
+
+    return timed
+
+
+def show_phases(watchers: list[Process], phases: list[tuple[float, int, dict[str, float]]]) -> None:
+    """Print where each exclusive join's time went: ms after the write, median and p99."""
+    firsts: dict[tuple[int, str, int], float] = {}  # (watcher, phase, epoch) -> first time
+    for index, watcher in enumerate(watchers):
+        for line in list(watcher.lines):
+            parts = line.split()
+            if len(parts) == 4 and parts[0] == "P":
+                firsts.setdefault((index, parts[1], int(parts[2])), float(parts[3]))
+    table: dict[str, list[float]] = {}
+    for started, epoch, probe in phases:
+        for phase in ("applied", "delivered", "mark_sent", "mark_acked"):
+            last = []
+            for index in range(len(watchers)):
+                times = [
+                    t for (i, p, e), t in firsts.items() if i == index and p == phase and e >= epoch
+                ]
+                last.append(min(times, default=math.nan))
+            table.setdefault(f"last watcher {phase}", []).append(max(last) - started)
+        for name, t in probe.items():
+            table.setdefault(name, []).append(t - started)
+    print(f"  {'exclusive join phase (ms after the write)':<42} {'median':>10} {'p99':>10}")
+    for name, values in sorted(table.items(), key=lambda item: statistics.median(item[1])):
+        ms = [v * 1000 for v in values]
+        print(f"  {name:<42} {statistics.median(ms):>10.1f} {percentile(ms, 0.99):>10.1f}")
 
 
 def crash(url: str, watchers: list[Process], ttl_s: float, repeats: int) -> list[float]:
@@ -237,26 +328,85 @@ def heartbeat(url: str, tooz_url: str | None) -> list[tuple[str, float, int]]:
     return rows
 
 
+def settle(url: str, count: int, epoch: int = 0, timeout_s: float = 120) -> None:
+    """Wait until the ring holds `count` members and each has marked the last change.
+
+    The last change: `epoch`, or the last member record written (a leave is a deletion, which
+    a read does not show). Read from etcd itself: a store that connects now labels the ring
+    with the revision of its read, which the marks need not reach.
+    """
+    from ringkit.errors import BackendError
+    from ringkit.live.handoff import decode_mark
+    from ringkit.live.store import open_store_backend
+
+    backend, prefix = open_store_backend(url)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                _, records = backend.get_prefix(prefix)
+            except BackendError:  # etcd starved of CPU for a moment: ask again until the deadline
+                if time.monotonic() > deadline:
+                    raise
+                continue
+            members = {r.key.rpartition("/")[2]: r for r in records if "/members/" in r.key}
+            marks = {r.key.rpartition("/")[2]: r for r in records if "/released/" in r.key}
+            last = max([epoch, *(r.mod_revision for r in members.values())])
+            behind = [
+                name
+                for name, record in members.items()
+                if name not in marks
+                or marks[name].lease != record.lease
+                or decode_mark(marks[name].value, name) < last
+            ]
+            if len(members) == count and not behind:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"the ring must settle with {count} members within {timeout_s:g} s, got "
+                    f"{len(members)} members, {len(behind)} not marked the last change"
+                )
+            time.sleep(0.25)  # each read returns every record (160 tokens a member)
+    finally:
+        backend.close()
+
+
 def start(kind: str, url: str, count: int) -> list[Process]:
-    """Start `count` watchers, ten at a time (50 interpreters at once swamp two cores)."""
+    """Start `count` watchers a batch at a time (50 interpreters at once swamp two cores).
+
+    Exclusive members start five at a time, each batch once every member has released the
+    latest epoch: a rolling start, as a pool of exclusive workers is deployed. Each join costs
+    a release mark from every member, so 50 joins at once on two cores keep the marks and the
+    stores' confirming reads waiting for seconds (members then give up their leases after
+    ``release_timeout_s``, as documented), and nothing is timed until the ring has settled.
+    """
     watchers: list[Process] = []
-    for first in range(0, count, 10):
-        batch = [Process(WATCHER, kind, url, f"w{i}") for i in range(first, min(count, first + 10))]
+    size = 5 if kind == "exclusive" else 10
+    for first in range(0, count, size):
+        batch = [
+            Process(WATCHER, kind, url, f"w{i}") for i in range(first, min(count, first + size))
+        ]
         watchers += batch
-        for watcher in batch:
-            if not watcher.ready.wait(120):
-                for started in watchers:
-                    started.stop()
-                raise TimeoutError(f"watcher {watcher.popen.pid} did not start within 120 s")
+        try:
+            for watcher in batch:
+                if not watcher.ready.wait(120):
+                    raise TimeoutError(f"watcher {watcher.popen.pid} did not start within 120 s")
+            if kind == "exclusive":
+                settle(url, len(watchers))
+        except BaseException:
+            for started in watchers:
+                started.stop()
+            raise
     return watchers
 
 
-def run(kind: str, url: str, count: int, changes: int) -> list[float]:
+def run(kind: str, url: str, count: int, changes: int, profile: bool = False) -> list[float]:
     watchers = start(kind, url, count)
     try:
         time.sleep(1.0)  # let every watcher settle on the full group
         if kind == "exclusive":
-            return exclusive(url, watchers, changes)
+            settle(url, count)
+            return exclusive(url, watchers, changes, profile)
         return graceful(kind, url, watchers, changes)
     finally:
         for watcher in watchers:
@@ -270,7 +420,17 @@ def main() -> None:
     parser.add_argument("--crashes", type=int, default=3)
     parser.add_argument("--ttl", type=float, default=2.0)
     parser.add_argument("--no-tooz", action="store_true")
+    parser.add_argument(
+        "--profile", action="store_true", help="print where the exclusive joins' time goes"
+    )
+    parser.add_argument(
+        "--only",
+        choices=("ringkit", "exclusive", "tooz"),
+        help="run one system (no crash, heartbeat)",
+    )
     args = parser.parse_args()
+    if args.profile:
+        os.environ["BENCH_PROFILE"] = "1"
     from tests.servers import etcd_server
 
     try:
@@ -280,10 +440,15 @@ def main() -> None:
     except ImportError:
         have_tooz = False
     with etcd_server() as etcd:
+        # etcd runs on machines of its own in production; here it shares two cores with N
+        # member processes that all wake at each change, so it goes first (as root).
+        with contextlib.suppress(PermissionError):
+            os.setpriority(os.PRIO_PROCESS, etcd.processes[0].pid, -10)
         port = etcd.client_ports[0]
         url = etcd.url("bench")
         tooz_url = f"etcd3+http://127.0.0.1:{port}" if have_tooz else None
-        print(f"etcd 1 member on loopback; N={args.watchers} watching processes; "
+        niceness = os.getpriority(os.PRIO_PROCESS, etcd.processes[0].pid)
+        print(f"etcd 1 member on loopback (nice {niceness}); N={args.watchers} watching processes; "
               f"{args.changes} changes (join/leave of one member)")  # fmt: skip
         print(f"{'system':<44} {'median ms':>10} {'p99 ms':>10} {'max ms':>10}")
 
@@ -292,16 +457,23 @@ def main() -> None:
             print(f"{label:<44} {statistics.median(ms):>10.1f} {percentile(ms, 0.99):>10.1f} "
                   f"{max(ms):>10.1f}", flush=True)  # fmt: skip
 
-        show("ringkit graceful", run("ringkit", url, args.watchers, args.changes))
-        show(
-            "ringkit exclusive join (write -> owns all)",
-            run("exclusive", etcd.url("exclusive"), args.watchers, args.changes),
-        )
-        if tooz_url is not None:
+        def wanted(kind: str) -> bool:
+            return args.only in (None, kind)
+
+        if wanted("ringkit"):
+            show("ringkit graceful", run("ringkit", url, args.watchers, args.changes))
+        if wanted("exclusive"):
+            show(
+                "ringkit exclusive join (write -> owns all)",
+                run("exclusive", etcd.url("exclusive"), args.watchers, args.changes, args.profile),
+            )
+        if tooz_url is not None and wanted("tooz"):
             show(
                 "tooz partitioner graceful (run_watchers 50 ms)",
                 run("tooz", tooz_url, args.watchers, args.changes),
             )
+        if args.only is not None:
+            return
         watchers = start("ringkit", etcd.url("crash"), args.watchers)
         try:
             show(

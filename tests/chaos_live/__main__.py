@@ -2,7 +2,8 @@
 
 For each fault kind and handoff mode, `--runs` seeded runs of at most `--load-s` seconds of
 faults; one line per run and a total per kind. Exits 1 when an exclusive run shows an overlap,
-a token error, or (graceful changes) a key unowned for longer than ``ttl_s + 1 s``.
+a token error (in the samples or the transition logs), or (graceful changes) a key unowned for
+longer than ``ttl_s + 1 s``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ from tests.chaos_live.run import FAULTS, RunResult, Settings, run_once
 def failed(result: RunResult, settings: Settings) -> bool:
     """Whether `result` breaks what its mode promises."""
     verdict = result.verdict
+    tokens = verdict.token_errors or verdict.transition_token_errors
     if result.handoff != "exclusive":
-        return bool(verdict.token_errors)
+        return bool(tokens)  # stale tokens inside the documented overlap are no failure
+    tokens = tokens or verdict.stale_tokens or verdict.transition_stale_tokens
     too_long = result.fault == "graceful" and verdict.longest_gap_s > settings.ttl_s + 1
-    return bool(verdict.overlaps or verdict.token_errors or too_long)
+    return bool(verdict.overlaps or verdict.transition_overlaps or tokens or too_long)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,13 +47,21 @@ def main(argv: list[str] | None = None) -> int:
                 bad += failed(result, settings)
             overlaps = sum(len(r.verdict.overlaps) for r in results)
             longest = max((r.verdict.longest_overlap_s for r in results), default=0.0)
+            logged = [o.seconds for r in results for o in r.verdict.transition_overlaps]
+            logged_longest = max(logged, default=0.0)
             print(
                 f"== {mode} {fault}: {len(results)} runs, "
                 f"{sum(len(r.faults) for r in results)} faults, "
                 f"{sum(r.verdict.runs for r in results)} ownership runs, {overlaps} overlaps "
                 f"(longest {longest:.3f} s), "
                 f"{sum(len(r.verdict.token_errors) for r in results)} token errors, longest gap "
-                f"{max((r.verdict.longest_gap_s for r in results), default=0):.2f} s",
+                f"{max((r.verdict.longest_gap_s for r in results), default=0):.2f} s; "
+                f"transition logs: {sum(r.verdict.transition_runs for r in results)} intervals, "
+                f"{sum(len(r.verdict.transition_overlaps) for r in results)} overlaps (longest "
+                f"{logged_longest:.3f} s), "
+                f"{sum(len(r.verdict.transition_token_errors) for r in results)} token errors; "
+                f"stale tokens in overlaps: {sum(len(r.verdict.stale_tokens) for r in results)} "
+                f"(logs {sum(len(r.verdict.transition_stale_tokens) for r in results)})",
                 flush=True,
             )
     return 1 if bad else 0

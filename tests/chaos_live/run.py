@@ -29,7 +29,7 @@ from pathlib import Path
 
 import ringkit.live
 from ringkit.errors import RingkitError
-from tests.chaos_live.checker import Verdict, check, load_runs
+from tests.chaos_live.checker import Verdict, check, load_runs, load_transition_runs
 from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members, sigstop, stop
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,10 @@ class RunResult:
             f"{self.handoff:9} {self.fault:11} seed {self.seed:3}: {len(self.faults)} faults, "
             f"{v.runs} ownership runs, {len(v.overlaps)} overlaps "
             f"(longest {v.longest_overlap_s * 1000:.0f} ms), {len(v.token_errors)} token errors, "
-            f"longest gap {v.longest_gap_s:.2f} s"
+            f"longest gap {v.longest_gap_s:.2f} s; transition logs: {v.transition_runs} "
+            f"intervals, {len(v.transition_overlaps)} overlaps, "
+            f"{len(v.transition_token_errors)} token errors; stale tokens in overlaps: "
+            f"{len(v.stale_tokens)} (logs {len(v.transition_stale_tokens)})"
         )
 
 
@@ -124,6 +127,9 @@ class Pool:
 
     def files(self) -> list[Path]:
         return [self._folder / f"{name}.jsonl" for name in self.processes]
+
+    def transition_files(self) -> list[Path]:
+        return [self._folder / f"{name}.transitions.jsonl" for name in self.processes]
 
 
 def _follower(cluster: EtcdCluster) -> int:
@@ -229,5 +235,9 @@ def run_once(handoff: str, fault: str, seed: int, settings: Settings, folder: Pa
             store.close()
             for process in cluster.processes:
                 stop(process)
-    result.verdict = check(load_runs(pool.files()))
+    result.verdict = check(
+        load_runs(pool.files()),
+        transitions=load_transition_runs(pool.transition_files()),
+        lag_s=settings.ttl_s / 2,  # the stores' current_within_s: the default mode's overlap
+    )
     return result

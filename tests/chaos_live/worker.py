@@ -8,6 +8,11 @@ when it ends: the *end* of its first True call and the *start* of its last (the 
 the member surely owned the key) and the fencing token it held. Open runs are also written
 every `CHECKPOINT_S` (a SIGKILL loses at most that much); the checker keeps the longest line of
 each run. SIGTERM leaves gracefully, sampling on until ``leave()`` has returned.
+
+The member's transition log (``member.log_transitions()``, timestamps read under the lock
+``owns`` decides under) goes to `OUT` with ``.transitions`` before its suffix: each
+transition as it was logged, and at every checkpoint the intervals still open, so the checker
+can check the library's own record beside the samples.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import time
 from typing import IO
 
 import ringkit.live
+from ringkit.live import TransitionLog
 
 SAMPLE_SLEEP_S = 0.002
 CHECKPOINT_S = 0.2
@@ -65,14 +71,57 @@ class Runs:
             self._open.clear()
 
 
+class Transitions:
+    """Writes the member's transition log, and its open intervals at each checkpoint."""
+
+    def __init__(self, out: IO[str], name: str, log: TransitionLog) -> None:
+        self._out, self._name, self._log = out, name, log
+
+    def checkpoint(self) -> None:
+        lines = [
+            {
+                "member": self._name,
+                "key": t.key,
+                "owned": t.owned,
+                "at_ns": t.at_ns,
+                "epoch": t.epoch,
+                "token": t.token,
+                "last_owned_ns": t.last_owned_ns,
+            }
+            for t in self._log.drain()
+        ]
+        lines += [
+            {
+                "member": self._name,
+                "key": i.key,
+                "open": True,
+                "since_ns": i.since_ns,
+                "last_owned_ns": i.last_owned_ns,
+                "token": i.token,
+            }
+            for i in self._log.open_intervals()
+        ]
+        self._out.write("".join(json.dumps(line) + "\n" for line in lines))
+        self._out.flush()
+
+
+def transitions_path(path: str) -> str:
+    """Where the worker writing samples to `path` writes its transition log."""
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}.transitions.{suffix}" if dot else f"{path}.transitions"
+
+
 def main(url: str, name: str, handoff: str, ttl_s: float, keys: int, path: str) -> None:
     store = ringkit.live.connect(url)
     member = store.join(name, ttl_s=ttl_s, handoff=handoff)
+    log = member.log_transitions()
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     names = key_names(keys)
-    with open(path, "a") as out:
+    # The transition file first: the pool waits for the samples file to know the member joined.
+    with open(transitions_path(path), "a") as logged, open(path, "a") as out:
         runs = Runs(out, name)
+        transitions = Transitions(logged, name, log)
 
         def sample_all() -> None:
             for key in names:
@@ -83,6 +132,7 @@ def main(url: str, name: str, handoff: str, ttl_s: float, keys: int, path: str) 
                 runs.sample(key, started, ended, owned and token is not None, token)
             if time.monotonic() - checkpointed[0] >= CHECKPOINT_S:
                 runs.checkpoint()
+                transitions.checkpoint()
                 checkpointed[0] = time.monotonic()
             time.sleep(SAMPLE_SLEEP_S)
 
@@ -96,6 +146,7 @@ def main(url: str, name: str, handoff: str, ttl_s: float, keys: int, path: str) 
             sample_all()
         sample_all()
         runs.close()
+        transitions.checkpoint()
     store.close()
 
 

@@ -28,7 +28,7 @@ def test_a_store_starts_and_resumes_after_compaction(etcd: EtcdCluster) -> None:
         # A watch told that its revision is gone reloads the records (a new epoch only if
         # they changed since) and follows on from there.
         before = first.snapshot()
-        first._on_watch_error(RevisionCompacted("required revision has been compacted"))
+        first._watch._broke(RevisionCompacted("required revision has been compacted"))
         c = first.join("c", ttl_s=5)
         assert first.snapshot().epoch > before.epoch
         assert list(first.snapshot().ring) == ["a", "c"]

@@ -16,6 +16,8 @@ import pytest
 import ringkit.live
 from ringkit.errors import ConfigError
 from ringkit.live import MemberChange
+from ringkit.live.backend import Event
+from ringkit.live.handoff import encode_mark
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -180,4 +182,116 @@ def test_a_mark_overwritten_by_hand_is_written_again(store_url: str) -> None:
         wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
         store.backend.delete(store.mark_key("a"))
         wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        a.close()
+
+
+def test_the_first_mark_is_written_with_the_member_record(store_url: str) -> None:
+    """One transaction: no store sees the record without the mark, and a join costs one write."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        _, records = store.backend.get_prefix(store.prefix)
+        created = {record.key: (record.create_revision, record.lease) for record in records}
+        assert created[store.mark_key("a")] == created[store.member_key("a")]
+        assert created[store.member_key("a")][1] == a.info.lease
+        a.close()
+
+
+def test_a_member_that_keeps_releasing_under_steady_changes_keeps_its_lease(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its mark trails the latest epoch for 4 s, but no epoch waits 1.5 s: it does not give up.
+
+    Each mark write takes 0.3 s (a slow etcd) while the ring changes every tenth of a second,
+    as when many processes start together: every release completes, the mark never catches up.
+    """
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive", release_timeout_s=1.5)
+        swap = store_a.backend.swap
+
+        def slow_swap(key: str, value: bytes, lease: int, mod_revision: int) -> object:
+            if key == store_a.mark_key("a"):
+                time.sleep(0.3)
+            return swap(key, value, lease, mod_revision)
+
+        monkeypatch.setattr(store_a.backend, "swap", slow_swap)
+        trailed = 0
+        ends = time.monotonic() + 4
+        while time.monotonic() < ends:
+            store_b.join(f"c{trailed}", ttl_s=5).leave()
+            mark = store_a.mark_of("a")
+            trailed += mark is not None and mark[0] < store_a.snapshot().epoch
+            time.sleep(0.02)
+        assert trailed >= 5  # the mark did trail the ring (else the test proves nothing)
+        assert a.error is None, a.error
+        wait_until(lambda: store_a.mark_of("a") == (store_a.snapshot().epoch, a.info.lease))
+        assert a.state == "active"
+        a.close()
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+def test_owns_many_answers_as_owns_while_a_release_is_pending(
+    store_url: str, replicas: int
+) -> None:
+    keys = [*KEYS, b"bytes", 7]
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive", replicas=replicas)
+        release = threading.Event()
+        a.on_change(lambda change: hold(release, change))
+        b = store_b.join("b", ttl_s=5, handoff="exclusive", replicas=replicas)
+        c = store_b.join("c", ttl_s=5, handoff="exclusive", replicas=replicas)
+
+        def marked(store: ringkit.live.Store, names: str) -> bool:
+            epoch = store.snapshot().epoch
+            return all((store.mark_of(name) or (-1,))[0] == epoch for name in names)
+
+        # Still until a releases: b and c own only what no unreleased ring moved.
+        wait_until(lambda: marked(store_a, "bc") and marked(store_b, "bc"))
+        for member in (a, b, c):
+            assert member.owns_many(keys) == [member.owns(key) for key in keys]
+        release.set()
+        wait_until(lambda: marked(store_a, "abc") and marked(store_b, "abc"))
+        for member in (a, b, c):
+            assert member.owns_many(keys) == [member.owns(key) for key in keys]
+        assert a.owns_many([]) == []
+        for member in (a, b, c):
+            member.close()
+
+
+def test_a_member_without_callbacks_releases_without_waiting_for_other_subscribers(
+    store_url: str,
+) -> None:
+    """Its mark waits for its own on_change calls only: it has none, a slow logger is no reason."""
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        logged = threading.Event()
+        store_a.subscribe(lambda change: logged.wait(10))  # e.g. a slow log shipper
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        wait_until(lambda: all(b.owns_many(moved)))
+        assert not logged.is_set() and not any(a.owns_many(moved))
+        logged.set()
+        a.close()
+        b.close()
+
+
+def test_an_earlier_mark_of_its_own_delivered_late_is_not_written_again(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watch may deliver a member's earlier mark after its later write was acknowledged."""
+    with ringkit.live.connect(store_url) as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: store.mark_of("a") == (store.snapshot().epoch, a.info.lease))
+        writes: list[str] = []
+        swap = store.backend.swap
+
+        def counted(key: str, value: bytes, lease: int, mod_revision: int) -> object:
+            writes.append(key)
+            return swap(key, value, lease, mod_revision)
+
+        monkeypatch.setattr(store.backend, "swap", counted)
+        revision = store.backend.get_prefix("/none/")[0] + 1  # the next one
+        late = Event("put", store.mark_key("a"), encode_mark("a", 0), revision, a.info.lease)
+        store._apply([late])  # as the watch hands it over: the mark a wrote at epoch 0
+        time.sleep(0.3)  # the release thread looks every 50 ms
+        assert writes == []
         a.close()

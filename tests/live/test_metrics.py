@@ -71,7 +71,8 @@ def test_epoch_members_shares_currency_and_skipped_records_are_scraped(
         store.join("b", ttl_s=3)
         store.wait_for(lambda s: len(s.ring) == 2, timeout_s=10)
         put(store, "members/bad", member_json("bad", weight=-1))
-        snapshot = store.wait_for(lambda s: len(s.skipped) == 1, timeout_s=10)
+        put(store, "released/a", b"not a mark")  # no epoch, but counted as skipped too
+        snapshot = store.wait_for(lambda s: len(store.skipped_records()) == 2, timeout_s=10)
         _, samples = read()
 
         assert samples["ringkit_live_epoch", frozenset({("ring", ring)})] >= snapshot.epoch
@@ -88,7 +89,7 @@ def test_epoch_members_shares_currency_and_skipped_records_are_scraped(
         }
         assert shares == pytest.approx(store.snapshot().ring.shares())
         assert sum(shares.values()) == pytest.approx(1.0)
-        assert samples["ringkit_live_records_skipped", frozenset({("ring", ring)})] == 1
+        assert samples["ringkit_live_records_skipped", frozenset({("ring", ring)})] == 2
         assert samples["ringkit_live_current", frozenset({("ring", ring)})] == 1
         age = samples["ringkit_live_confirmed_age_seconds", frozenset({("ring", ring)})]
         assert 0 <= age <= store.current_within_s()

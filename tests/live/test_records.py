@@ -114,6 +114,31 @@ def test_ring_status_counts_skipped_records(
         assert [r["key"] for r in report["skipped"]] == [f"{store.prefix}members/bad"]
 
 
+def test_ring_status_counts_invalid_release_records_with_the_others(
+    store_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ringkit.cli import main
+
+    with ringkit.live.connect(store_url) as store, store.join("a", ttl_s=5):
+        put(store, "members/bad", member_json("bad", weight=-1))
+        put(store, "released/a", b'{"name": "a", "epoch": -5}')
+        revision = put(store, "released/b", b'{"name": "someone else", "epoch": 3}')
+        assert main(["ring", "status", "--store", store_url]) == 0
+        out = capsys.readouterr().out
+        assert "3 records skipped" in out, out
+        assert "released/a: release mark epoch must be an int >= 0, got -5" in out, out
+        assert main(["ring", "status", "--store", store_url, "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        expected = [f"{store.prefix}{key}" for key in ("members/bad", "released/a", "released/b")]
+        assert [r["key"] for r in report["skipped"]] == expected
+        assert report["skipped"][2]["mod_revision"] == revision
+        # The running store counts them too, and forgets one once it is valid or deleted.
+        put(store, "released/a", b'{"name": "a", "epoch": 1}')
+        store.backend.delete(store.prefix + "released/b")
+        store.wait_for(lambda s: len(store.skipped_records()) == 1)
+        assert [r.key for r in store.skipped_records()] == [f"{store.prefix}members/bad"]
+
+
 def test_a_join_that_times_out_revokes_its_lease(
     store_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

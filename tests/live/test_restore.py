@@ -16,6 +16,8 @@ import pytest
 
 import ringkit.live
 from ringkit.live import Change, Snapshot, Store
+from ringkit.live.memory import MemoryBackend
+from tests.live.test_records import member_json
 from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members
 
 pytestmark = pytest.mark.timeout(120)
@@ -98,3 +100,57 @@ def test_ring_restore_raises_the_epoch_base_for_every_store(
         capsys.readouterr()
         with ringkit.live.connect(store_url) as fresh:
             assert fresh.snapshot().epoch > 1000 and fresh.snapshot().ring == after.ring
+
+
+class RestorableMemory(MemoryBackend):
+    """memory:// that can be restored from a backup as etcd is: other records, revisions anew.
+
+    Watches already open are not told (etcd's stay silent until the new revision passes
+    theirs), and the cluster id stays the same, as for an etcd re-bootstrapped with its flags.
+    """
+
+    def restore(self, records: dict[str, bytes]) -> None:
+        with self._lock:
+            self._revision, self._keys, self._by_revision = 0, {}, {}
+            self._leases = {}
+            for key, value in records.items():
+                self._write(key, value, 0)
+
+
+def test_a_restored_etcd_at_the_stores_revision_does_not_confirm_its_old_records() -> None:
+    """The restored etcd answers at the store's own revision, with other records.
+
+    Its revision is no lower than the store's and its cluster id is the same, so only the
+    records tell; a store that counted having applied that revision as a confirmation stayed
+    current on the lost history, and its members owned (with their old fencing tokens) keys
+    that the stores which noticed the restore gave to others.
+    """
+    backend = RestorableMemory("restored-at-the-same-revision")
+    store = Store(backend, "/r/", current_within_s=0.4)
+    try:
+        for name in ("a", "b"):
+            lease, _ = backend.grant(60)
+            assert backend.create(f"/r/members/{name}", member_json(name), lease)[0]
+        held = store.wait_for(lambda s: set(s.members) == {"a", "b"})
+        assert store.wait_current(timeout_s=5) and held.revision == 2
+        # The backup holds only c, at revision 2 too (a record the ring does not follow first).
+        backend.restore({"/r/cluster/view": b"{}", "/r/members/c": member_json("c")})
+        after = store.wait_for(lambda s: s.epoch > held.epoch, timeout_s=10)
+        assert set(after.members) == {"c"}
+        assert store.wait_current(timeout_s=5)
+    finally:
+        store.close()
+
+
+def test_holding_a_revision_confirms_only_records_that_agree_with_it() -> None:
+    with Store(MemoryBackend.named("holds-agree"), "/h/") as store:
+        for name in ("a", "b"):
+            store.backend.put_unless_newer(f"/h/members/{name}", member_json(name), 2**62)
+        store.wait_for(lambda s: s.revision == 2)
+        a, b = "/h/members/a", "/h/members/b"
+        assert store.holds(2, {a: 1, b: 2}, 1.0)  # the same records
+        assert store.holds(1, {a: 1}, 1.0)  # before b was written: the store is ahead
+        assert not store.holds(2, {a: 2, b: 1}, 0.1)  # same revision, other history
+        assert not store.holds(2, {a: 1}, 0.1)  # b gone at the revision the store holds
+        assert not store.holds(1, {}, 0.1)  # a was there at revision 1
+        assert not store.holds(3, {a: 1, b: 2, "/h/members/c": 3}, 0.1)  # not applied yet

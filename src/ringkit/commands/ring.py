@@ -104,11 +104,12 @@ def run_status(args: argparse.Namespace) -> int:
         snapshot = store.snapshot()
         rows = status_rows(store, snapshot)
         confirmed_s = store.confirmed_age_s()
+        skipped_records = store.skipped_records()
     finally:
         store.close()
     if args.json:
         ring = {"nodes": [node.name for node in snapshot.ring.nodes]}
-        skipped = snapshot_dict(snapshot)["skipped"]
+        skipped = [record.as_dict() for record in skipped_records]
         print_json(
             {
                 "epoch": snapshot.epoch,
@@ -126,10 +127,10 @@ def run_status(args: argparse.Namespace) -> int:
         out = console()
         out.print(fit(_status_table(snapshot, rows), out.width, names=("member", "state", "zone")))
     print(f"confirmed current {confirmed_s:.1f} s ago (a linearizable read of the records)")
-    if snapshot.skipped:
-        count = len(snapshot.skipped)
+    if skipped_records:
+        count = len(skipped_records)
         print(f"{count} records skipped (not valid; the ring goes on without them):")
-        for record in snapshot.skipped:
+        for record in skipped_records:
             print(f"  {record.key}: {record.reason}")
     return 0
 

@@ -24,6 +24,7 @@ from ringkit.live.dispatch import Subscription
 from ringkit.live.member import Member, choose_tokens
 from ringkit.live.snapshot import STATES, MemberInfo, Snapshot
 from ringkit.live.store import Store, connect, open_store_backend
+from ringkit.live.transitions import OpenInterval, Transition, TransitionLog
 from ringkit.live.urls import StoreURL, parse_store_url
 
 __all__ = [
@@ -33,10 +34,13 @@ __all__ = [
     "Member",
     "MemberChange",
     "MemberInfo",
+    "OpenInterval",
     "Snapshot",
     "Store",
     "StoreURL",
     "Subscription",
+    "Transition",
+    "TransitionLog",
     "choose_tokens",
     "connect",
     "movement_between",

@@ -87,17 +87,30 @@ class Backend(Protocol):
         """End `lease` now, deleting its keys."""
         ...
 
-    def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+    def create(
+        self, key: str, value: bytes, lease: int, *, also: tuple[str, bytes] | None = None
+    ) -> tuple[bool, Record]:
         """Write `key` under `lease` if it does not exist.
 
+        `also`, a (key, value) pair, is written with it, under the same lease and at the same
+        revision (one transaction), and only if it is.
         Return (True, the record written) or (False, the record that holds the key).
         """
         ...
 
     def create_unless_changed(
-        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        *,
+        prefix: str,
+        revision: int,
+        also: tuple[str, bytes] | None = None,
     ) -> tuple[bool, Record]:
         """Write `key` if it does not exist and no key under `prefix` was written after `revision`.
+
+        `also` as for ``create``.
 
         Return (True, the record written) or (False, the record that holds the key:
         ``mod_revision`` 0 when the key is absent and a key under `prefix` changed instead).

@@ -15,6 +15,7 @@ ring, so they are coalesced exactly as ``diff`` coalesces.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -105,11 +106,15 @@ def movement_between(
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Change:
-    """One new epoch: ``old`` and ``new`` snapshots and, computed on first use, ``movement``."""
+    """One new epoch: ``old`` and ``new`` snapshots and, computed on first use, ``movement``.
+
+    ``applied_s`` is the ``time.monotonic()`` at which this process applied it (made it).
+    """
 
     old: Snapshot
     new: Snapshot
     _cache: dict[str, Any] = field(default_factory=dict, repr=False)
+    applied_s: float = field(default_factory=time.monotonic, repr=False)
 
     @property
     def movement(self) -> Movement | EmptySideMovement:

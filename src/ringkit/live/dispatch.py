@@ -16,10 +16,11 @@ True
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Subscription:
 class Dispatcher:
     """Calls subscribers with each queued change on one thread, in order.
 
-    Feeding: ``put``, ``call_soon``. Subscribing: ``subscribe``, ``unsubscribe``,
+    Feeding: ``put``, ``call_soon``. Subscribing: ``subscribe``, ``changes``, ``unsubscribe``,
     ``after_delivery``. Waiting: ``wait_delivered``, ``delivered``. ``close`` (the thread ends
     after the changes already queued).
 
@@ -67,6 +68,7 @@ class Dispatcher:
         self._queue: queue.Queue[Change | Callable[[], None] | None] = queue.Queue()
         self._delivered = delivered
         self._hooks: list[Callable[[int], None]] = []
+        self._closed = False
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-dispatch-{name}")
         self._thread.daemon = True
         self._thread.start()
@@ -123,6 +125,30 @@ class Dispatcher:
             if subscription in self._subscribers:
                 self._subscribers.remove(subscription)
 
+    async def changes(self, *, after_epoch: int = 0) -> AsyncIterator[Change]:
+        """Yield every change to an epoch later than `after_epoch` to an asyncio task.
+
+        This thread hands each change to the running loop; iteration ends on ``close``.
+        """
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[Change | None] = asyncio.Queue()
+
+        def hand_over(change: Change) -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, change)
+
+        def end() -> None:
+            loop.call_soon_threadsafe(inbox.put_nowait, None)
+
+        subscription = self.subscribe(hand_over, end, after_epoch=after_epoch)
+        try:
+            while not self._closed:
+                change = await inbox.get()
+                if change is None:
+                    return
+                yield change
+        finally:
+            subscription.cancel()
+
     def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool:
         """Block until every subscriber has been called for `epoch`; return whether it was."""
         with self._lock:
@@ -162,4 +188,5 @@ class Dispatcher:
 
     def close(self) -> None:
         """Deliver what is queued, tell subscribers the store closed, and end the thread."""
+        self._closed = True
         self._queue.put(None)

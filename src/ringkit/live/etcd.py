@@ -390,12 +390,21 @@ class EtcdBackend:
     def cluster_id(self) -> int:
         return self._cluster_id
 
-    def _txn(self, compare: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
-        put = self._tx.put(key, value, lease=lease or None)
+    def _txn(
+        self,
+        compare: Any,
+        key: str,
+        value: bytes,
+        lease: int,
+        also: tuple[str, bytes] | None = None,
+    ) -> tuple[bool, Record]:
+        puts = [self._tx.put(key, value, lease=lease or None)]
+        if also is not None:
+            puts.append(self._tx.put(also[0], also[1], lease=lease or None))
         compares = compare if isinstance(compare, list) else [compare]
         ok, responses = self._call(
             lambda: self._client.transaction(
-                compare=compares, success=[put], failure=[self._tx.get(key)]
+                compare=compares, success=puts, failure=[self._tx.get(key)]
             )
         )
         if ok:
@@ -407,18 +416,27 @@ class EtcdBackend:
         value_found, meta = found[0]
         return False, self._record(value_found, meta)
 
-    def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
-        return self._txn(self._tx.create(key) == 0, key, value, lease)
+    def create(
+        self, key: str, value: bytes, lease: int, *, also: tuple[str, bytes] | None = None
+    ) -> tuple[bool, Record]:
+        return self._txn(self._tx.create(key) == 0, key, value, lease, also)
 
     def create_unless_changed(
-        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        *,
+        prefix: str,
+        revision: int,
+        also: tuple[str, bytes] | None = None,
     ) -> tuple[bool, Record]:
         from pyetcd import utils
 
         # A compare over a key range holds when it holds for every key in it (etcd's Txn).
         end = utils.prefix_range_end(prefix.encode())
         unchanged = self._tx.mod(prefix.encode(), range_end=end) < revision + 1
-        return self._txn([self._tx.create(key) == 0, unchanged], key, value, lease)
+        return self._txn([self._tx.create(key) == 0, unchanged], key, value, lease, also)
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         return self._txn(self._tx.mod(key) == mod_revision, key, value, lease)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live.backend import Event, Record
 from ringkit.live.change import Change, MemberChange, movement_between
+from ringkit.live.snapshot import SkippedRecord
 from ringkit.ring import Arc, HashRing
 
 if TYPE_CHECKING:
@@ -84,17 +85,19 @@ def decode_mark(value: bytes, name: str) -> int:
 class ReleaseMarks:
     """The release marks a store follows: member name → (epoch, lease), validated.
 
-    Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``.
+    Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``, ``skipped``
+    (the invalid ones, as ``ringkit ring status`` counts them beside member records).
     """
 
     def __init__(self) -> None:
         self._marks: dict[str, tuple[int, int]] = {}
+        self._invalid: dict[str, SkippedRecord] = {}
         self._warned: set[tuple[str, bytes]] = set()
 
     def _name(self, key: str) -> str:
         return key.rpartition(MARKS_FOLDER)[2]
 
-    def _put(self, key: str, value: bytes, lease: int) -> bool:
+    def _put(self, key: str, value: bytes, lease: int, revision: int) -> bool:
         name = self._name(key)
         try:
             epoch = decode_mark(value, name)
@@ -102,7 +105,9 @@ class ReleaseMarks:
             if (key, value) not in self._warned:  # once per bad value, not per event
                 self._warned.add((key, value))
                 _log.warning("ignoring release mark %s: %s", key, error)
+            self._invalid[key] = SkippedRecord(key, revision, str(error))
             return self._marks.pop(name, None) is not None
+        self._invalid.pop(key, None)
         if self._marks.get(name) == (epoch, lease):
             return False
         self._marks[name] = (epoch, lease)
@@ -110,19 +115,24 @@ class ReleaseMarks:
 
     def load(self, records: Iterable[Record]) -> None:
         """Start again from the marks `records` hold."""
-        self._marks = {}
+        self._marks, self._invalid = {}, {}
         for record in records:
-            self._put(record.key, record.value, record.lease)
+            self._put(record.key, record.value, record.lease, record.mod_revision)
 
     def apply(self, events: Sequence[Event]) -> bool:
         """Apply watch events on mark keys; return whether any mark changed."""
         changed = False
         for event in events:
             if event.kind == "delete":
+                self._invalid.pop(event.key, None)
                 changed |= self._marks.pop(self._name(event.key), None) is not None
             else:
-                changed |= self._put(event.key, event.value, event.lease)
+                changed |= self._put(event.key, event.value, event.lease, event.revision)
         return changed
+
+    def skipped(self) -> tuple[SkippedRecord, ...]:
+        """The release records that are not valid marks (ignored), by key."""
+        return tuple(self._invalid[key] for key in sorted(self._invalid))
 
     def get(self, name: str) -> tuple[int, int] | None:
         """Member `name`'s (mark epoch, lease), or None when it keeps no valid mark."""
@@ -216,8 +226,9 @@ def _arcs(region: Region, name: str) -> tuple[Arc, ...]:
 class Handoff:
     """One exclusive member's side of the handoff: ownership, its mark, its callbacks.
 
-    Asking: ``owns``, ``settled_rings``. Following: ``relay`` (an ``on_change`` callback).
-    Releasing: ``start``, ``write_mark``, ``leave_mark``, ``stop``.
+    Asking: ``owns``, ``owns_many``, ``settled_rings``. Following: ``relay`` (an
+    ``on_change`` callback).
+    Releasing: ``first_mark``, ``start``, ``write_mark``, ``leave_mark``, ``stop``.
     """
 
     def __init__(
@@ -233,6 +244,9 @@ class Handoff:
         self._release_timeout_s, self._give_up = release_timeout_s, give_up
         self._lease = 0
         self._mark = -1
+        self._first = -1  # the epoch of the mark written with the member's record
+        self._applied_lock = threading.Lock()
+        self._applied_at: dict[int, float] = {}  # epoch above the mark -> when it was applied
         self._mark_revision = 0
         self._cache: tuple[object, ...] = ()
         self._rings: list[Snapshot] | None = None
@@ -272,6 +286,25 @@ class Handoff:
             len(s.ring) > 0 and self.name in s.ring.nodes_for(key, self.replicas) for s in rings
         )
 
+    def owns_many(self, keys: list[Key], snapshot: Snapshot) -> list[bool]:
+        """``owns`` for each key, the rings looked up once each (vectorised for one replica)."""
+        rings = self.settled_rings(snapshot)
+        if not rings or any(len(s.ring) == 0 for s in rings):
+            return [False] * len(keys)
+        owned = [True] * len(keys)
+        for s in rings:
+            if self.replicas == 1:
+                owners = s.ring.node_for_many(keys) if keys else []
+                owned = [
+                    was and owner == self.name for was, owner in zip(owned, owners, strict=True)
+                ]
+            else:
+                owned = [
+                    was and self.name in s.ring.nodes_for(key, self.replicas)
+                    for was, key in zip(owned, keys, strict=True)
+                ]
+        return owned
+
     # -- reporting -------------------------------------------------------------------------------
 
     def subscribe(self, callback: Callable[[MemberChange], None]) -> None:
@@ -281,6 +314,9 @@ class Handoff:
     def relay(self, change: Change) -> None:
         """On the dispatcher thread: report what `change` took away, then what is now owned."""
         self._latest = change
+        with self._applied_lock:
+            applied = self._applied_at.get(change.new.epoch, change.applied_s)
+            self._applied_at[change.new.epoch] = min(applied, change.applied_s)
         if isinstance(change.new.ring, HashRing) and self.replicas == 1:
             # The member's own arcs: O(T) once, where a diff of the rings costs 9 ms at N = 50
             # in every member process at every change.
@@ -357,12 +393,16 @@ class Handoff:
     def marks_changed(self) -> None:
         """Marks changed: look again at what this member owns (soon), and at its own mark.
 
-        A mark of this member that someone else overwrote or deleted is written again at once:
-        without it the others would stop waiting for this member.
+        A mark of this member that someone else overwrote (under another lease, or none) or
+        deleted is written again at once: without it the others would stop waiting for this
+        member. A lower epoch under this member's own lease is an earlier write of its own that
+        the watch delivers after the later write was acknowledged: no reason to write again
+        (each rewrite is one more event for every process; under load a member was seen to
+        give up its lease with its mark reset this way).
         """
         found = self._store.mark_of(self.name)
-        if self._mark >= 0 and (found is None or found[1] != self._lease or found[0] < self._mark):
-            self._mark = -1  # (a write of ours still under way shows a mark >= ours)
+        if self._mark >= 0 and (found is None or found[1] != self._lease):
+            self._mark = -1
             self._wake.set()
         if not self._settle_queued:  # one look per burst of marks is enough
             self._settle_queued = True
@@ -370,16 +410,20 @@ class Handoff:
 
     # -- releasing -------------------------------------------------------------------------------
 
-    def start(self, lease: int) -> None:
-        """Write the first mark under `lease` (before the member's record), then follow.
+    def first_mark(self) -> tuple[str, bytes]:
+        """The (key, value) of the mark to write with the member's record: the delivered epoch.
 
         :raises BackendError: when the member has stopped (it gave up or closed meanwhile: a
             heartbeat that found its lease gone must not register it again)
         """
         if self._stopped.is_set():
             raise BackendError(f"member {self.name!r} has stopped; join again")
-        self._lease, self._mark, self._mark_revision = lease, -1, 0
-        self.write_mark(self._store.dispatcher.delivered)
+        self._first = self._store.dispatcher.delivered
+        return self._store.mark_key(self.name), encode_mark(self.name, self._first)
+
+    def start(self, lease: int, revision: int) -> None:
+        """Follow from the first mark, written under `lease` at `revision` with the record."""
+        self._lease, self._mark, self._mark_revision = lease, self._first, revision
         if self._thread.ident is None:  # a rejoin after a lost lease keeps the one thread
             self._thread.start()
 
@@ -404,29 +448,70 @@ class Handoff:
         with contextlib.suppress(BackendError):  # the lease then ends by itself
             self.write_mark(epoch)
 
+    def applied(self) -> None:
+        """On the thread that applied a change: with no callback to wait for, mark it now.
+
+        The mark waits for this member's ``on_change`` calls for lost arcs; a member that has
+        none (it acts on ``owns`` alone, which answers from the applied epoch) need not wait
+        for the dispatcher to reach the change behind other subscribers.
+        """
+        if not self._callbacks:
+            self._wake.set()
+
+    def _target(self) -> int:
+        """The epoch the mark may be raised to now."""
+        if not self._callbacks:
+            # NOTE: a callback subscribed later may still be told of arcs lost at an epoch
+            # marked here: it came after the release, when owns() had already stopped.
+            return max(self._store.dispatcher.delivered, self._store.snapshot().epoch)
+        return self._store.dispatcher.delivered
+
+    def _pending_since(self, now: float) -> float | None:
+        """When the oldest epoch above the mark was applied (None: the mark is up to date).
+
+        Each epoch's release is timed from when it was applied, not from when the mark last
+        matched the latest epoch: under a steady stream of changes (fifty processes starting,
+        each join an epoch) the mark trails the latest epoch for good while every release
+        completes in one mark write, and such a member is not stuck.
+        """
+        latest = self._store.snapshot().epoch
+        with self._applied_lock:
+            for epoch in [epoch for epoch in self._applied_at if epoch <= self._mark]:
+                del self._applied_at[epoch]
+            if latest > self._mark and latest not in self._applied_at:
+                # Not relayed yet (queued behind a callback): pending from now at the latest.
+                self._applied_at[latest] = now
+            return min(self._applied_at.values(), default=None)
+
     def _run(self) -> None:
         """Write the mark as deliveries advance; give up when a release hangs too long."""
-        pending_since: float | None = None
+        not_current_since: float | None = None
         while not self._stopped.is_set():
             self._wake.wait(_RELEASE_POLL_S)
             self._wake.clear()
             if self._stopped.is_set():
                 return
-            target = self._store.dispatcher.delivered
             with contextlib.suppress(BackendError):
-                self.write_mark(target)
-            lagging = self._mark < self._store.snapshot().epoch or not self._store.is_current()
-            if not lagging:
-                pending_since = None
-                continue
-            pending_since = pending_since if pending_since is not None else time.monotonic()
-            if time.monotonic() - pending_since > self._release_timeout_s:
+                self.write_mark(self._target())
+            now = time.monotonic()
+            current = self._store.is_current()
+            if current:
+                not_current_since = None
+            elif not_current_since is None:
+                not_current_since = now
+            since = min(
+                (t for t in (self._pending_since(now), not_current_since) if t is not None),
+                default=None,
+            )
+            if since is not None and now - since > self._release_timeout_s:
                 reason = (
                     f"release pending past release_timeout_s {self._release_timeout_s:g} s "
                     f"(mark {self._mark}, epoch {self._store.snapshot().epoch}, store current: "
-                    f"{self._store.is_current()})"
+                    f"{current})"
                 )
-                pending_since = None
+                not_current_since = None
+                with self._applied_lock:
+                    self._applied_at.clear()
                 self._give_up(reason)
 
     def stop(self) -> None:

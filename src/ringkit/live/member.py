@@ -32,6 +32,7 @@ from ringkit.hashing import Key
 from ringkit.live.change import Change, MemberChange
 from ringkit.live.handoff import HANDOFFS, Handoff
 from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member
+from ringkit.live.transitions import TransitionLog
 from ringkit.nodes import Node
 from ringkit.ring import HashRing, check_vnodes
 from ringkit.strategies.allocation import allocate_tokens
@@ -96,8 +97,8 @@ def _check_handoff(handoff: object, replicas: object, release_timeout_s: object)
 class Member:
     """This process's membership of a live ring, made by ``store.join``.
 
-    Looking up: ``owns``, ``state``, ``info``, ``handoff``, ``replicas``. Following:
-    ``on_change``. Changing state:
+    Looking up: ``owns``, ``fencing_token``, ``state``, ``info``, ``handoff``, ``replicas``.
+    Following: ``on_change``, ``log_transitions``. Changing state:
     ``ready``, ``leave``, ``close`` (also a context manager: leaving gracefully on exit);
     ``abandon`` stops renewing without a word, as a crash does.
     """
@@ -116,6 +117,7 @@ class Member:
         self._wake = threading.Event()
         self._subscriptions: list[Subscription] = []
         self._heartbeat: threading.Thread | None = None
+        self._transitions: TransitionLog | None = None  # see log_transitions
         self.error: RingkitError | None = None
 
     @classmethod
@@ -234,11 +236,12 @@ class Member:
         lease, ttl = backend.grant(self._info.ttl_s)
         info = replace(self._info, lease=lease)
         try:
-            if self._handoff is not None:
-                self._handoff.start(lease)  # the mark first: a store that sees the record has it
+            # An exclusive member's first mark goes in the record's own transaction: a store
+            # that sees the record has the mark, and the join costs one write, not two.
+            mark = self._handoff.first_mark() if self._handoff is not None else None
             key = self._store.member_key(info.name)
             if planned_revision is None:
-                ok, record = backend.create(key, info.encode(), lease)
+                ok, record = backend.create(key, info.encode(), lease, also=mark)
             else:
                 ok, record = backend.create_unless_changed(
                     key,
@@ -246,7 +249,10 @@ class Member:
                     lease,
                     prefix=self._store.member_key(""),
                     revision=planned_revision,
+                    also=mark,
                 )
+            if ok and self._handoff is not None:
+                self._handoff.start(lease, record.mod_revision)
         except BaseException:
             with contextlib.suppress(BackendError):  # else it ends by itself after its TTL
                 backend.revoke(lease)
@@ -367,12 +373,46 @@ class Member:
         :raises ConfigError: for an exclusive member asked with another `replicas`
         """
         count = self._check_replicas(replicas)
+        log = self._transitions
+        if log is None or count != self._replicas:
+            return self._decide(key, count)[0]
+        with log.lock:
+            before = time.monotonic_ns()
+            owned, epoch = self._decide(key, count)
+            after = time.monotonic_ns()
+            log.observe(
+                key,
+                owned,
+                before_ns=before,
+                after_ns=after,
+                epoch=epoch,
+                token=self._interval_start,
+            )
+        return owned
+
+    def _decide(self, key: Key, count: int) -> tuple[bool, int]:
+        """``owns(key)`` for `count` replicas, and the epoch of the snapshot decided on."""
         if not self._current():
-            return False
+            return False, self._store.snapshot().epoch
         snapshot = self._store.snapshot()
         if self._handoff is not None:
-            return self._handoff.owns(key, snapshot)
-        return self.name in snapshot.ring.nodes_for(key, count)
+            return self._handoff.owns(key, snapshot), snapshot.epoch
+        return self.name in snapshot.ring.nodes_for(key, count), snapshot.epoch
+
+    def log_transitions(self, *, capacity: int = 100_000) -> TransitionLog:
+        """Log every change of ``owns``' answer per key from now on; return the log.
+
+        Opt-in and bounded (:mod:`ringkit.live.transitions`): each transition carries the
+        key, the new answer, the CLOCK_MONOTONIC time read under the lock ``owns`` decides
+        under, the epoch and the fencing token. Calls with another `replicas` than the
+        member's are not logged. Calling it again returns the same log.
+
+        :raises ConfigError: for a `capacity` that is not an int >= 1
+        """
+        with self._lock:
+            if self._transitions is None:
+                self._transitions = TransitionLog(capacity=capacity)
+            return self._transitions
 
     def owns_many(self, keys: Iterable[Key], *, replicas: int | None = None) -> list[bool]:
         """Return ``owns(key, replicas=replicas)`` for each key, in order, at one instant.
@@ -380,21 +420,42 @@ class Member:
         Every answer comes from one check of the member's lease and store and one snapshot,
         so a change that lands during the call cannot split the keys between two rings; each
         answer is the one ``owns`` gives for that snapshot. Runtime: O(K log T), vectorised
-        for one replica in the default mode.
+        for one replica (per unreleased epoch for an exclusive member).
 
         :raises ConfigError: for an exclusive member asked with another `replicas`
         """
         count = self._check_replicas(replicas)
         keys = list(keys)
+        log = self._transitions
+        if log is None or count != self._replicas:
+            return self._decide_many(keys, count)[0]
+        with log.lock:
+            before = time.monotonic_ns()
+            answers, epoch = self._decide_many(keys, count)
+            after = time.monotonic_ns()
+            for key, owned in zip(keys, answers, strict=True):
+                log.observe(
+                    key,
+                    owned,
+                    before_ns=before,
+                    after_ns=after,
+                    epoch=epoch,
+                    token=self._interval_start,
+                )
+        return answers
+
+    def _decide_many(self, keys: list[Key], count: int) -> tuple[list[bool], int]:
+        """``owns_many(keys)`` for `count` replicas, and the epoch of the snapshot decided on."""
         if not self._current():
-            return [False] * len(keys)
+            return [False] * len(keys), self._store.snapshot().epoch
         snapshot = self._store.snapshot()
         if self._handoff is not None:
-            return [self._handoff.owns(key, snapshot) for key in keys]
+            return self._handoff.owns_many(keys, snapshot), snapshot.epoch
         ring = snapshot.ring
         if count == 1:
-            return [owner == self.name for owner in ring.node_for_many(keys)] if keys else []
-        return [self.name in ring.nodes_for(key, count) for key in keys]
+            owners = ring.node_for_many(keys) if keys else []
+            return [owner == self.name for owner in owners], snapshot.epoch
+        return [self.name in ring.nodes_for(key, count) for key in keys], snapshot.epoch
 
     def fencing_token(self, key: Key) -> int | None:
         """Return the epoch at which this member's current interval of owning `key` began.
@@ -402,13 +463,19 @@ class Member:
         None when ``owns(key)`` is False. The interval starts at the first epoch of the latest
         unbroken run of snapshots in which the member holds `key`, or later when its store or
         lease was in doubt since; so successive owners of a key get strictly increasing
-        tokens (the next owner gains it at a later epoch), in both handoff modes. Storage
+        tokens (the next owner gains it at a later epoch), in both handoff modes. (In the
+        default mode's overlap a member whose store lags may begin an interval from the older
+        epoch, with a lower token than the new owner's: storage refuses it by that.) Storage
         that refuses a write whose token is below the highest it has seen for the key stops a
         paused former owner (Kleppmann 2016, "How to do distributed locking"; Chubby's
         sequencers). Runtime: O(H log T) for H snapshots in the run.
         """
         if not self.owns(key):
             return None
+        return self._interval_start(key)
+
+    def _interval_start(self, key: Key) -> int | None:
+        """The fencing token of `key` for a member that owns it (see ``fencing_token``)."""
         history, breaks = self._store.history()
         start = None
         for snapshot in reversed(history):
@@ -539,6 +606,10 @@ class Member:
         for subscription in self._subscriptions:
             subscription.cancel()
         self._heartbeat = None
+
+    def _applied(self) -> None:
+        if self._handoff is not None and not self._closed:
+            self._handoff.applied()
 
     def _marks_changed(self) -> None:
         if self._handoff is not None and not self._closed:

@@ -109,15 +109,19 @@ class MemoryBackend:
     def cluster_id(self) -> int:
         return 0  # one process's service is never restored or replaced
 
-    def _write(self, key: str, value: bytes, lease: int) -> Record:
-        """Put `key` at the next revision (the lock is held)."""
+    def _write(
+        self, key: str, value: bytes, lease: int, also: tuple[str, bytes] | None = None
+    ) -> Record:
+        """Put `key` (and `also`, under the same lease) at the next revision (the lock is held)."""
         self._revision += 1
-        old = self._keys.get(key)
-        created = old.create_revision if old else self._revision
-        self._keys[key] = Record(key, value, self._revision, created, lease)
-        self._by_revision[self._revision] = [
-            (Event("put", key, value, self._revision, lease), lease)
-        ]
+        self._by_revision[self._revision] = []
+        for put_key, put_value in [(key, value), *([also] if also else [])]:
+            old = self._keys.get(put_key)
+            created = old.create_revision if old else self._revision
+            self._keys[put_key] = Record(put_key, put_value, self._revision, created, lease)
+            self._by_revision[self._revision].append(
+                (Event("put", put_key, put_value, self._revision, lease), lease)
+            )
         self._lock.notify_all()
         return self._keys[key]
 
@@ -131,13 +135,22 @@ class MemoryBackend:
         ]
         self._lock.notify_all()
 
-    def create(self, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+    def create(
+        self, key: str, value: bytes, lease: int, *, also: tuple[str, bytes] | None = None
+    ) -> tuple[bool, Record]:
         with self._lock:
             current = self._keys.get(key)
-            return self.swap(key, value, lease, 0) if current is None else (False, current)
+            return self._swap(key, value, lease, 0, also) if current is None else (False, current)
 
     def create_unless_changed(
-        self, key: str, value: bytes, lease: int, *, prefix: str, revision: int
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        *,
+        prefix: str,
+        revision: int,
+        also: tuple[str, bytes] | None = None,
     ) -> tuple[bool, Record]:
         with self._lock:
             current = self._keys.get(key)
@@ -148,16 +161,26 @@ class MemoryBackend:
             )
             if changed:
                 return False, Record(key, b"", 0, 0, 0)
-            return self.swap(key, value, lease, 0)
+            return self._swap(key, value, lease, 0, also)
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+        return self._swap(key, value, lease, mod_revision, None)
+
+    def _swap(
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        mod_revision: int,
+        also: tuple[str, bytes] | None,
+    ) -> tuple[bool, Record]:
         with self._lock:
             current = self._keys.get(key)
             if (current.mod_revision if current else 0) != mod_revision:
                 return False, current or Record(key, b"", 0, 0, 0)
             if lease and lease not in self._leases:
                 raise BackendError(f"lease {lease} must be alive to write {key!r}, got expired")
-            return True, self._write(key, value, lease)
+            return True, self._write(key, value, lease, also)
 
     def put_unless_newer(self, key: str, value: bytes, revision: int) -> tuple[bool, Record]:
         with self._lock:

@@ -12,8 +12,9 @@ and tokens from each process's own view:
 - ``ringkit_live_confirmed_age_seconds`` and ``ringkit_live_current``: how long ago the store last
   confirmed it is current (:mod:`ringkit.live.currency`), and whether that is within
   ``current_within_s`` (members own nothing while it is not);
-- ``ringkit_live_records_skipped``: records under the prefix that the store skipped as invalid
-  (:mod:`ringkit.live.records`; ``ringkit ring status`` lists them).
+- ``ringkit_live_records_skipped``: records under the prefix that the store skipped as invalid,
+  member, table and release records alike (:mod:`ringkit.live.records`; ``ringkit ring
+  status`` lists them).
 
 Series carry a ``ring`` label, the store's URL without its credentials (``Store.url``): no
 password reaches a scrape.
@@ -28,7 +29,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from ringkit.errors import ConfigError
-from ringkit.live.snapshot import Snapshot
+from ringkit.live.snapshot import SkippedRecord, Snapshot
 
 __all__ = ["StoreMetrics", "track_store"]
 
@@ -44,6 +45,8 @@ class MetricsSource(Protocol):
     def confirmed_age_s(self) -> float: ...
 
     def is_current(self) -> bool: ...
+
+    def skipped_records(self) -> tuple[SkippedRecord, ...]: ...
 
 
 def _check_prometheus() -> None:
@@ -108,7 +111,7 @@ class StoreMetrics:
         )
         skipped = GaugeMetricFamily(
             "ringkit_live_records_skipped",
-            "Records under the prefix skipped as invalid at this epoch.",
+            "Records under the prefix skipped as invalid (members, table, release marks).",
             labels=["ring"],
         )
         for store in stores:
@@ -125,7 +128,7 @@ class StoreMetrics:
                     share.add_metric([ring, member], fraction)
             age.add_metric([ring], store.confirmed_age_s())
             current.add_metric([ring], 1.0 if store.is_current() else 0.0)
-            skipped.add_metric([ring], len(snapshot.skipped))
+            skipped.add_metric([ring], len(store.skipped_records()))
         yield from (epoch, members, share, age, current, skipped)
 
 

@@ -89,6 +89,10 @@ class SkippedRecord:
     mod_revision: int
     reason: str
 
+    def as_dict(self) -> dict[str, Any]:
+        """The record as JSON-ready data (``ringkit ring status --json``, ``snapshot_dict``)."""
+        return {"key": self.key, "mod_revision": self.mod_revision, "reason": self.reason}
+
 
 def decode_member(value: bytes, lease: int) -> MemberInfo:
     """Return the member a stored record describes.
@@ -269,10 +273,7 @@ def snapshot_dict(snapshot: Snapshot) -> dict[str, Any]:
         "epoch": snapshot.epoch,
         "table": snapshot.table,
         "members": members,
-        "skipped": [
-            {"key": s.key, "mod_revision": s.mod_revision, "reason": s.reason}
-            for s in snapshot.skipped
-        ],
+        "skipped": [s.as_dict() for s in snapshot.skipped],
         "ring": {
             "nodes": [node.name for node in ring.nodes],
             "space": ring.space if isinstance(ring, HashRing) else None,

@@ -11,14 +11,17 @@ from etcd's revisions (Cassandra gossips instead and converges eventually).
 Each new epoch becomes a :class:`Change`; one *dispatcher thread* per store calls the
 subscribers, in epoch order, one at a time, so a slow subscriber delays the others but never
 reorders them. asyncio users iterate ``store.changes()``.
+
+The parts are modules of their own: the records and the snapshot they make
+(:mod:`ringkit.live.followed`), the watch and its re-creation (:mod:`ringkit.live.watching`),
+restores (:mod:`ringkit.live.restore`), currency (:mod:`ringkit.live.currency`), what exclusive
+members need (:mod:`ringkit.live.ledger`) and the subscribers' thread
+(:mod:`ringkit.live.dispatch`). This module applies changes, moves the epoch and answers users.
 """
 
 from __future__ import annotations
 
-import asyncio
-import collections
 import logging
-import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -31,59 +34,27 @@ from ringkit.errors import (
     ViewConflictError,
     format_names,
 )
-from ringkit.live.backend import Backend, Event, Record, WatchHandle
+from ringkit.live.backend import Backend, Event, Record
 from ringkit.live.change import Change
 from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
-from ringkit.live.handoff import MARKS_FOLDER, ReleaseMarks
+from ringkit.live.followed import FollowedRecords
+from ringkit.live.handoff import MARKS_FOLDER
+from ringkit.live.ledger import HandoffLedger
 from ringkit.live.member import Member
 from ringkit.live.metrics import StoreMetrics, track_store
-from ringkit.live.records import decode_member_record, decode_table_record
-from ringkit.live.restore import BASE_KEY, decode_base, raise_base, restore_reason
-from ringkit.live.snapshot import MemberInfo, SkippedRecord, Snapshot, encode_table
-from ringkit.live.urls import parse_store_url, redacted
+from ringkit.live.opening import check_current_within, open_store_backend
+from ringkit.live.recovery import Recovery
+from ringkit.live.snapshot import SkippedRecord, Snapshot, encode_table
+from ringkit.live.urls import redacted
+from ringkit.live.watching import PrefixWatch
 from ringkit.placement import Placement
 
 __all__ = ["Store", "connect", "open_store_backend"]
 
 _log = logging.getLogger("ringkit.live")
-_RESUME_DELAY_S = 0.1
 #: How long a store with no members counts as current after a confirmation.
 _DEFAULT_WITHIN_S = 5.0
-#: Snapshots kept for exclusive members: the rings since the last epoch every member released.
-_HISTORY = 256
-
-
-def _compacted(error: BaseException | None) -> bool:
-    """Whether `error` (or its cause) says the revision asked for was compacted away."""
-    while error is not None:
-        if "compact" in (type(error).__name__ + str(error)).lower():
-            return True
-        error = error.__cause__
-    return False
-
-
-def open_store_backend(url: str) -> tuple[Backend, str]:
-    """Open the coordination service `url` names; return it and the URL's key prefix.
-
-    What :func:`connect` opens, for other users of the same service (the cache client keeps
-    its cluster view in etcd through it, :mod:`ringkit.cluster.views.etcd`).
-
-    >>> backend, prefix = open_store_backend("memory://open-doctest")
-    >>> backend.describe(), prefix
-    ('memory://open-doctest', '/')
-
-    :raises ConfigError: for a malformed URL
-    :raises BackendError: when etcd cannot be reached within a few seconds
-    """
-    parsed = parse_store_url(url)
-    if parsed.scheme == "memory":
-        from ringkit.live.memory import MemoryBackend
-
-        return MemoryBackend.named(parsed.name), parsed.prefix
-    from ringkit.live.etcd import EtcdBackend
-
-    return EtcdBackend(parsed), parsed.prefix
 
 
 def connect(
@@ -108,7 +79,7 @@ def connect(
     :raises BackendError: when etcd cannot be reached within a few seconds (the message names
         the hosts and the cause)
     """
-    within = _check_within(current_within_s)
+    within = check_current_within(current_within_s)
     backend, prefix = open_store_backend(url)
     store = Store(backend, prefix, url, current_within_s=within)
     if metrics_registry is not None:
@@ -118,16 +89,6 @@ def connect(
             store.close()
             raise
     return store
-
-
-def _check_within(value: object) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        raise ConfigError(f"current_within_s must be a number > 0 or None, got {value!r}")
-    if not math.isfinite(value):
-        raise ConfigError(f"current_within_s must be finite, got {value!r}")
-    return float(value)
 
 
 class Store:
@@ -147,41 +108,42 @@ class Store:
         current_within_s: float | None = None,
     ) -> None:
         self._backend, self._prefix, self._url = backend, prefix, url
-        self._members_prefix = prefix + "members/"
-        self._table_key = prefix + "table"
-        self._base_key = prefix + BASE_KEY
+        self._followed = FollowedRecords(prefix)
         self._marks_prefix = prefix + MARKS_FOLDER
-        self._marks = ReleaseMarks()
-        self._marks_version = 0
-        self._history: collections.deque[Snapshot] = collections.deque(maxlen=_HISTORY)
-        self._blind_until = 0.0  # monotonic: departures this store did not see end here
-        self._breaks: set[int] = set()  # epochs whose snapshot does not follow the one before
-        self._resumed_epoch = 0  # the epoch at which the store last became current again
+        self._ledger = HandoffLedger()
         self._lock = threading.Condition()
-        self._records: dict[str, Record] = {}
         self._closed = False
         self.metrics: StoreMetrics | None = None  # set by connect(metrics_registry=)
-        self._watch: WatchHandle | None = None
         self._members: list[Member] = []
-        self._decoded: dict[str, tuple[int, MemberInfo | Placement | ConfigError]] = {}
-        self._logged: set[tuple[str, int]] = set()
-        self._watch_error: BaseException | None = None
-        self._cluster_id = 0
-        self._recovering = threading.Lock()
-        self._recoveries = 0
-        self._watch_lock = threading.Lock()
-        self._generation = 0
+        self._recovery = Recovery(
+            backend,
+            prefix,
+            self._followed.base_key,
+            relevant=self._followed.relevant,
+            closed=lambda: self._closed,
+            held=self._held,
+            read=self._read,
+            adopt=self._adopt,
+            rewatch=lambda: self._watch.start(replace=True),
+        )
         self._applied = 0  # the highest revision applied (the watch delivers in order)
-        self._within_s = _check_within(current_within_s)
+        self._within_s = check_current_within(current_within_s)
         self._default_within_s = _DEFAULT_WITHIN_S
         self._confirmer = Confirmer(
             self, self.current_within_s, name=prefix, on_resume=self._resumed
         )
         sent = time.monotonic()
         self._snapshot = self._load()
-        self._history.append(self._snapshot)
+        self._ledger.followed(self._snapshot)
         self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
-        self._start_watch()
+        self._watch = PrefixWatch(
+            backend,
+            prefix,
+            from_revision=lambda: self._snapshot.revision + 1,
+            on_events=self._on_events,
+            before_resume=self._before_resume,
+        )
+        self._watch.start()
         self._confirmer.confirmed(sent)  # the read at connect is current as of its sending
         self._confirmer.start()
 
@@ -202,12 +164,9 @@ class Store:
 
     def member_key(self, name: str) -> str:
         """Return the key of member `name`'s record."""
-        return self._members_prefix + name
+        return self._followed.members_prefix + name
 
     # -- following the service -------------------------------------------------------------------
-
-    def _relevant(self, key: str) -> bool:
-        return key.startswith(self._members_prefix) or key in (self._table_key, self._base_key)
 
     def _read(self) -> tuple[int, list[Record]]:
         """Read the records under the prefix now; note the cluster that answered.
@@ -215,10 +174,10 @@ class Store:
         The release marks read with them are taken as they are (they only grow).
         """
         revision, records = self._backend.get_prefix(self._prefix)
-        self._cluster_id = self._backend.cluster_id()
-        self._marks.load(r for r in records if r.key.startswith(self._marks_prefix))
+        self._recovery.note_cluster(self._backend.cluster_id())
+        self._ledger.load_marks(r for r in records if r.key.startswith(self._marks_prefix))
         self._applied = revision
-        return revision, [r for r in records if self._relevant(r.key)]
+        return revision, records
 
     def _load(self) -> Snapshot:
         """Start from the current records, labelled with the revision of the read.
@@ -228,102 +187,17 @@ class Store:
         ring every process that applied the changes up to that revision holds).
         """
         revision, records = self._read()
-        self._records = {r.key: r for r in records}
-        self._applied = revision
+        self._followed.replace(records)
         return self._build(revision)
 
-    def _base(self) -> int:
-        record = self._records.get(self._base_key)
-        try:
-            return decode_base(record)
-        except ConfigError as error:
-            self._skip(record, str(error))  # type: ignore[arg-type]
-            return 0
-
-    def _skip(self, record: Record, reason: str) -> None:
-        """Log a skipped record once per write of it (every store skips the same ones)."""
-        if (record.key, record.mod_revision) not in self._logged:
-            self._logged.add((record.key, record.mod_revision))
-            _log.warning(
-                "skipping record %s (revision %d): %s", record.key, record.mod_revision, reason
-            )
-
     def _build(self, revision: int, previous: Snapshot | None = None) -> Snapshot:
-        snapshot = self._build_snapshot(revision, previous)
+        snapshot = self._followed.build(revision, previous)
         ttls = [m.ttl_s for m in snapshot.members.values()]
         within = min(ttls) / 2 if ttls else _DEFAULT_WITHIN_S
         if within < self._default_within_s:
             self._confirmer.reschedule()
         self._default_within_s = within
         return snapshot
-
-    def _build_snapshot(self, revision: int, previous: Snapshot | None) -> Snapshot:
-        members: dict[str, MemberInfo] = {}
-        table: Placement | None = None
-        skipped: list[SkippedRecord] = []
-        for key, record in sorted(self._records.items()):
-            if key == self._base_key:
-                continue
-            found = self._decode(record)
-            if isinstance(found, ConfigError):
-                self._skip(record, str(found))
-                skipped.append(SkippedRecord(key, record.mod_revision, str(found)))
-            elif isinstance(found, MemberInfo):
-                members[found.name] = found
-            else:
-                table = found
-        epoch = self._base() + revision
-        try:
-            return Snapshot.build(
-                epoch, members, table, previous, revision=revision, skipped=tuple(skipped)
-            )
-        except Exception:
-            # Valid records always build; should one not, rebuild from scratch (a pure
-            # function of the records) rather than from `previous`, which is this store's own.
-            _log.exception("deriving the ring at epoch %d failed; building it afresh", epoch)
-            return Snapshot.build(epoch, members, table, revision=revision, skipped=tuple(skipped))
-
-    def _decode(self, record: Record) -> MemberInfo | Placement | ConfigError:
-        """Decode a record once per write (N watchers each decode every change)."""
-        cached = self._decoded.get(record.key)
-        if cached is None or cached[0] != record.mod_revision:
-            found: MemberInfo | Placement | ConfigError
-            try:
-                if record.key == self._table_key:
-                    found = decode_table_record(record.key, record.value)
-                else:
-                    found = decode_member_record(
-                        record.key, record.value, record.lease, self._members_prefix
-                    )
-            except ConfigError as error:
-                found = error
-            cached = (record.mod_revision, found)
-            self._decoded[record.key] = cached
-        return cached[1]
-
-    def _start_watch(self, *, replacing: WatchHandle | None = None) -> None:
-        """Watch from the next revision; calls from any earlier watch are dropped from now on."""
-        with self._watch_lock:
-            if self._closed:
-                return  # closing: the client is going away (see close)
-            self._generation += 1
-            generation = self._generation
-
-            def on_events(events: Sequence[Event]) -> None:
-                if generation == self._generation:
-                    self._on_events(events)
-
-            def on_error(error: Exception) -> None:
-                if generation == self._generation:
-                    self._on_watch_error(error)
-
-            self._watch = self._backend.watch(
-                self._prefix,
-                self._snapshot.revision + 1,
-                on_events,
-                on_error,
-                replacing=replacing,
-            )
 
     def _on_events(self, events: Sequence[Event]) -> None:
         # Called by the etcd client, which swallows exceptions: one here must not end the
@@ -335,156 +209,75 @@ class Store:
 
     def _apply(self, events: Sequence[Event]) -> None:
         with self._lock:
-            relevant = [e for e in events if self._relevant(e.key)]
             revision = events[0].revision
             if revision > self._applied:
                 self._applied = revision
                 marks = [e for e in events if e.key.startswith(self._marks_prefix)]
-                if marks and self._marks.apply(marks):
+                if marks and self._ledger.apply_marks(marks):
                     self._marks_changed()
                 self._lock.notify_all()
-            if self._closed or revision <= self._snapshot.revision or not relevant:
+            if self._closed or revision <= self._snapshot.revision:
                 return
-            for event in relevant:
-                if event.kind == "delete":
-                    self._records.pop(event.key, None)
-                    self._decoded.pop(event.key, None)
-                else:
-                    self._records[event.key] = Record(
-                        event.key, event.value, event.revision, 0, event.lease
-                    )
+            if not self._followed.apply(events):
+                return
             old = self._snapshot
             new = self._build(revision, old)
             if new.epoch <= old.epoch:
                 # The base went down (deleted or lowered by hand): raise it again, as after a
                 # restore, rather than move this store backwards.
-                self._recover_soon(f"the epoch base fell at revision {revision}")
+                self._recovery.soon(f"the epoch base fell at revision {revision}")
                 return
             self._snapshot = new
-            self._history.append(new)
+            self._ledger.followed(new)
             self._lock.notify_all()
         self._publish(Change(old, new))
 
-    def _on_watch_error(self, error: Exception) -> None:
-        if self._closed:
-            return
-        self._watch_error = error
-        _log.info("watch of %s broke (%s); resuming", self._backend.describe(), error)
-        threading.Thread(target=self._resume, name="ringkit-live-resume", daemon=True).start()
+    def _before_resume(self, compacted: bool) -> bool:
+        """Before a broken watch is opened again: check what etcd still holds.
 
-    def _resume(self) -> None:
-        """Watch again from the next revision, on whichever endpoint answers, until closed.
-
-        Before the watch is created again the store checks that etcd still has the history it
-        followed: a restored etcd would accept a watch from a revision it has not reached and
-        stay silent (see :mod:`ringkit.live.restore`).
+        A compacted history needs a fresh read; a restored etcd would accept a watch from a
+        revision it has not reached and stay silent (see :mod:`ringkit.live.restore`). Return
+        whether the watch should be opened again (a recovery opens it itself).
         """
-        while not self._closed:
-            time.sleep(_RESUME_DELAY_S)
-            try:
-                if _compacted(self._watch_error):
-                    self._reload()
-                if not self._check_restored():
-                    self._start_watch(replacing=self._watch)
-                self._watch_error = None
-                return
-            except Exception as error:  # any failure: try again; a store never stops following
-                self._watch_error = error
-                _log.info("resuming the watch failed: %r", error)
+        if compacted:
+            self._recovery.reload()
+        return not self._recovery.check()
 
-    def _check_restored(self) -> bool:
-        """Recover when etcd no longer holds the history up to this store's revision.
+    def _held(self) -> tuple[int, int, dict[str, Record]]:
+        with self._lock:
+            return self._snapshot.epoch, self._snapshot.revision, self._followed.as_dict()
 
-        Return whether it did (the recovery opens the watch again itself).
+    def _adopt(
+        self,
+        revision: int,
+        records: list[Record],
+        *,
+        restored: bool,
+        adopted: Callable[[], None] | None = None,
+    ) -> bool:
+        """Move to the records of a fresh read as one change; return whether the epoch rose.
+
+        After a restore (`restored`) the read's revision may be below the store's (the base
+        was raised first); otherwise a read no newer than what the watch applied is dropped.
+        The records were read, not followed: changes in between went unseen, so exclusive
+        members wait out the longest lease and fencing tokens start again (the ledger's jump).
         """
         with self._lock:
-            revision, records = self._snapshot.revision, dict(self._records)
-            seen = self._recoveries
-        reason = restore_reason(self._backend, self._prefix, revision, records, self._relevant)
-        if reason is None and self._cluster_id and self._backend.cluster_id() != self._cluster_id:
-            reason = f"the cluster id changed from {self._cluster_id:x}"
-        if reason is None:
-            return False
-        self._recover(reason, seen=seen)
-        return True
-
-    def _recover_soon(self, reason: str, *, seen: int | None = None) -> None:
-        """Recover on another thread (the caller holds the lock or is the etcd client's).
-
-        `seen` is the count of recoveries when the evidence was gathered (default: now): a
-        restore that another thread recovered from meanwhile is not recovered from twice.
-        """
-        seen = self._recoveries if seen is None else seen
-
-        def run() -> None:
-            while not self._closed:
-                try:
-                    self._recover(reason, seen=seen)
-                    return
-                except Exception as error:  # etcd away: try again until closed
-                    _log.info("recovering from the restore failed: %r", error)
-                    time.sleep(_RESUME_DELAY_S)
-
-        threading.Thread(target=run, name="ringkit-live-recover", daemon=True).start()
-
-    def _recover(self, reason: str, *, seen: int | None = None) -> None:
-        """Raise the epoch base above every epoch held, then start from the current records.
-
-        Subscribers are told of one change, from the last epoch before the restore to the
-        first after it; the watch is opened again from the new revision. Exclusive members
-        wait out the longest lease before owning anew (departures in the lost history were
-        not seen). Runs on one thread at a time; `seen`, the count of recoveries when the
-        restore was detected, makes a second detection of the same restore a no-op.
-        """
-        with self._recovering:
-            if self._closed or (seen is not None and seen != self._recoveries):
-                return
-            _log.warning(
-                "%s was restored or replaced (%s); raising the epoch base above %d",
-                self._backend.describe(),
-                reason,
-                self._snapshot.epoch,
-            )
-            while True:
-                raise_base(self._backend, self._base_key, above_epoch=self._snapshot.epoch)
-                revision, records = self._read()
-                with self._lock:
-                    self._records = {r.key: r for r in records}
-                    self._decoded.clear()
-                    self._applied = revision
-                    old = self._snapshot
-                    new = self._build(revision, old)
-                    if new.epoch <= old.epoch:
-                        continue  # someone lowered the base between our write and read
-                    self._snapshot = new
-                    self._jumped(new)
-                    self._recoveries += 1
-                    self._lock.notify_all()
-                break
-            self._publish(Change(old, new))
-            if not self._closed:
-                self._start_watch(replacing=self._watch)
-
-    def _reload(self) -> None:
-        """Start again from the current records when etcd compacted the history we needed.
-
-        The records are labelled with the current revision: a new epoch, later than every one
-        this process has seen, holding the true state at that revision.
-        """
-        seen, floor = self._recoveries, self._snapshot.revision  # what was held before the read
-        revision, records = self._read()
-        if revision < floor:
-            self._recover(f"etcd is at revision {revision}, below the store's", seen=seen)
-            return
-        with self._lock:
-            if revision <= self._snapshot.revision:
-                return
-            self._records = {r.key: r for r in records}
             old = self._snapshot
-            self._snapshot = self._build(revision, old)
-            self._jumped(self._snapshot)
+            if not restored and revision <= old.revision:
+                return False
+            self._followed.replace(records)
+            self._applied = revision
+            new = self._build(revision, old)
+            if new.epoch <= old.epoch:
+                return False
+            self._snapshot = new
+            self._ledger.jumped(new, blind_s=self.longest_ttl_s())
+            if adopted is not None:
+                adopted()
             self._lock.notify_all()
-        self._publish(Change(old, self._snapshot))
+        self._publish(Change(old, new))
+        return True
 
     def _publish(self, change: Change) -> None:
         """Log who joined and left at the change's epoch, then hand it to the subscribers."""
@@ -500,16 +293,8 @@ class Store:
                 ),
             )
         self._dispatcher.put(change)
-
-    def _jumped(self, snapshot: Snapshot) -> None:
-        """Note a snapshot read afresh, not followed: changes in between went unseen.
-
-        Members may have left in that history: an exclusive gainer cannot know that their
-        owners stopped, so it waits out the longest lease; and fencing tokens start again.
-        """
-        self._history.append(snapshot)
-        self._breaks.add(snapshot.epoch)
-        self.blind_for(self.longest_ttl_s())
+        for member in list(self._members):  # a member with no callback marks it now
+            member._applied()
 
     # -- currency --------------------------------------------------------------------------------
 
@@ -533,19 +318,16 @@ class Store:
         """Seconds since the read that last confirmed this store current was sent."""
         return self._confirmer.age_s()
 
-    def _tracked_revisions(self) -> dict[str, int]:
-        return {key: record.mod_revision for key, record in self._records.items()}
-
     def read_revisions(self, timeout_s: float) -> tuple[int, dict[str, int]]:
         """Read the followed keys' mod revisions from the service (for the confirmer)."""
         # NOTE: the floor is what was applied *before* the read was sent: the watch may apply
         # a later revision while the read is under way, and that is no restore.
-        floor, seen = self._applied, self._recoveries
+        floor, seen = self._applied, self._recovery.count
         revision, found = self._backend.read_revisions(self._prefix, timeout_s=timeout_s)
         cluster = self._backend.cluster_id()
-        if revision < floor or (self._cluster_id and cluster != self._cluster_id):
+        if revision < floor or self._recovery.cluster_changed(cluster):
             # etcd was restored or replaced under this store (see live.restore).
-            self._recover_soon(
+            self._recovery.soon(
                 f"etcd answered at revision {revision} (cluster {cluster:x})", seen=seen
             )
             raise BackendError(
@@ -553,26 +335,33 @@ class Store:
                 f"revision {floor} or later, to confirm the ring; got revision "
                 f"{revision} (restored?)"
             )
-        return revision, {key: rev for key, rev in found.items() if self._relevant(key)}
+        return revision, {key: rev for key, rev in found.items() if self._followed.relevant(key)}
 
     def holds(self, revision: int, found: dict[str, int], timeout_s: float) -> bool:
         """Wait up to `timeout_s` until this store holds what the service held at `revision`.
 
-        It does once it has applied `revision` or the same records (a change under the
-        prefix that the ring does not follow moves the service's revision alone).
+        It does once it holds the same records, or has applied `revision` with records that
+        agree with `found` (a change under the prefix that the ring does not follow moves
+        the service's revision alone). Having applied `revision` is not enough by itself: an
+        etcd restored under the store counts its revisions again from 1 and, once it reaches
+        the store's, answers at that revision with other records; a store that took that for
+        a confirmation would answer from the lost history while the stores that noticed the
+        restore move on (a key's fencing token would fall when ownership moved back to it).
         """
         with self._lock:
             return self._lock.wait_for(
                 lambda: (
-                    self._closed or self._applied >= revision or self._tracked_revisions() == found
+                    self._closed
+                    or self._followed.mod_revisions() == found
+                    or self._followed.agrees(found, revision, applied=self._applied)
                 ),
                 timeout=timeout_s,
             )
 
     def rewatch(self) -> None:
         """Open the watch again from the next revision, on another endpoint (it went silent)."""
-        if not self._closed and not self._check_restored():
-            self._start_watch(replacing=self._watch)
+        if not self._closed and not self._recovery.check():
+            self._watch.start(replace=True)
 
     # -- exclusive handoff -----------------------------------------------------------------------
 
@@ -581,17 +370,16 @@ class Store:
         return self._marks_prefix + name
 
     def _marks_changed(self) -> None:
-        self._marks_version += 1
         for member in list(self._members):
             member._marks_changed()
 
     def mark_of(self, name: str) -> tuple[int, int] | None:
         """Member `name`'s release mark as this store follows it: (epoch, lease), or None."""
-        return self._marks.get(name)
+        return self._ledger.mark_of(name)
 
     def marks_version(self) -> int:
         """A counter that moves whenever a release mark this store follows changes."""
-        return self._marks_version
+        return self._ledger.marks_version()
 
     def settled_epoch(self, name: str) -> int:
         """The highest epoch every other exclusive member has released (see ``handoff``).
@@ -601,31 +389,25 @@ class Store:
         """
         with self._lock:
             snapshot = self._snapshot
-            return self._marks.settled(snapshot.epoch, snapshot.members, excluding=name)
+        return self._ledger.settled(snapshot.epoch, snapshot.members, excluding=name)
 
     def history_since(self, epoch: int) -> list[Snapshot] | None:
         """The snapshots this store held from `epoch` on: the one holding `epoch`, and later.
 
         None when that one is older than the history kept.
         """
-        with self._lock:
-            history = list(self._history)
-        for index in range(len(history) - 1, -1, -1):
-            if history[index].epoch <= epoch:
-                return history[index:]
-        return None
+        return self._ledger.history_since(epoch)
 
     def history(self) -> tuple[list[Snapshot], set[int]]:
         """The snapshots kept (oldest first) and the epochs where the history is broken."""
-        with self._lock:
-            return list(self._history), set(self._breaks)
+        return self._ledger.history()
 
     def _resumed(self) -> None:
-        self._resumed_epoch = self._snapshot.epoch
+        self._ledger.resumed(self._snapshot.epoch)
 
     def resumed_epoch(self) -> int:
         """The epoch this store held when it last became current after a lapse."""
-        return self._resumed_epoch
+        return self._ledger.resumed_epoch()
 
     def longest_ttl_s(self) -> float:
         """The longest ``ttl_s`` among the latest snapshot's members (0 when none)."""
@@ -633,11 +415,11 @@ class Store:
 
     def blind_for(self, seconds: float) -> None:
         """Make exclusive members own nothing newly for `seconds` (unseen departures)."""
-        self._blind_until = max(self._blind_until, time.monotonic() + seconds)
+        self._ledger.blind_for(seconds)
 
     def blind_s(self) -> float:
         """Seconds left of a wait for departures this store did not see (0: none)."""
-        return max(0.0, self._blind_until - time.monotonic())
+        return self._ledger.blind_s()
 
     @property
     def dispatcher(self) -> Dispatcher:
@@ -649,6 +431,17 @@ class Store:
     def snapshot(self) -> Snapshot:
         """Return the latest snapshot this process has seen (never blocks). Runtime: O(1)."""
         return self._snapshot
+
+    def skipped_records(self) -> tuple[SkippedRecord, ...]:
+        """Every record under the prefix that this store skips as invalid, by key.
+
+        The latest snapshot's member and table records, and the release records
+        (``released/NAME``) that are not valid marks: those change no epoch, so no snapshot
+        lists them. ``ringkit ring status`` and the ``ringkit_live_records_skipped`` metric
+        count these.
+        """
+        both = (*self._snapshot.skipped, *self._ledger.skipped_marks())
+        return tuple(sorted(both, key=lambda record: record.key))
 
     def wait_for(
         self, predicate: Callable[[Snapshot], bool], *, timeout_s: float = 10.0
@@ -703,24 +496,8 @@ class Store:
         The dispatcher thread hands each change to the running loop; iteration ends when the
         store closes.
         """
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue[Change | None] = asyncio.Queue()
-
-        def hand_over(change: Change) -> None:
-            loop.call_soon_threadsafe(inbox.put_nowait, change)
-
-        def end() -> None:
-            loop.call_soon_threadsafe(inbox.put_nowait, None)
-
-        subscription = self._dispatcher.subscribe(hand_over, end, after_epoch=self.snapshot().epoch)
-        try:
-            while not self._closed:
-                change = await inbox.get()
-                if change is None:
-                    return
-                yield change
-        finally:
-            subscription.cancel()
+        async for change in self._dispatcher.changes(after_epoch=self.snapshot().epoch):
+            yield change
 
     # -- taking part -----------------------------------------------------------------------------
 
@@ -793,7 +570,9 @@ class Store:
         """
         value = encode_table(placement)
         base = self._snapshot.epoch - self._snapshot.revision
-        ok, record = self._backend.put_unless_newer(self._table_key, value, expect_epoch - base)
+        ok, record = self._backend.put_unless_newer(
+            self._followed.table_key, value, expect_epoch - base
+        )
         if not ok:
             raise ViewConflictError(
                 f"table must be unchanged since epoch {expect_epoch} to publish, got a table "
@@ -815,9 +594,7 @@ class Store:
         if self.metrics is not None:
             self.metrics.untrack(self)
         self._confirmer.close()
-        with self._watch_lock:  # no watch is being opened while it is cancelled
-            if self._watch is not None:
-                self._watch.cancel()
+        self._watch.close()
         self._backend.close()
         self._dispatcher.close()
         with self._lock:
