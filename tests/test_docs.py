@@ -260,3 +260,22 @@ def test_the_cli_reference_lists_every_option_of_every_command(
         for option in action.option_strings:
             if option not in ("-h", "--help"):
                 assert f"`{option}`" in section, f"reference/cli.md: ringkit {command} {option}"
+
+
+def _runnable_lookups() -> list[tuple[str, str]]:
+    # A lookup reads no server; those that read a proxy's file or socket need one, so they only
+    # parse (above).
+    return [
+        (page, line)
+        for page, line in _documented_command_lines()
+        if _argv(line)[0] == "lookup" and not {"--config", "--socket"} & set(_argv(line))
+    ]
+
+
+@pytest.mark.parametrize(("page", "line"), _runnable_lookups())
+def test_every_documented_lookup_runs(page: str, line: str) -> None:
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout):
+        status = main(_argv(line))
+    assert status == 0, f"{page}: `{line}` exited {status}"
+    assert "owner" in stdout.getvalue()
