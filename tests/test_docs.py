@@ -23,7 +23,7 @@ DOCS_DIR = ROOT / "docs"
 PAGES = sorted(DOCS_DIR.rglob("*.md"))
 DOCS = "\n".join(path.read_text(encoding="utf-8") for path in PAGES)
 
-_FENCE = re.compile(r"^(```|~~~)[^\n]*\n.*?^\1[ \t]*$", re.M | re.S)
+_FENCE = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n.*?^[ \t]*\1[ \t]*$", re.M | re.S)
 _LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
 
@@ -134,7 +134,8 @@ def _code_blocks() -> list[tuple[str, str]]:
     blocks = []
     for page in [ROOT / "README.md", *PAGES]:
         for match in _FENCE.finditer(page.read_text(encoding="utf-8")):
-            blocks.append((page.relative_to(ROOT).as_posix(), match.group(0)))
+            block = "\n".join(line.strip() for line in match.group(0).splitlines())
+            blocks.append((page.relative_to(ROOT).as_posix(), block))
     return blocks
 
 
