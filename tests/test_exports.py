@@ -19,7 +19,7 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 
 def test_every_public_member_is_exported() -> None:
-    # dir(), not vars(): most names load lazily, so vars() holds only those loaded so far.
+    # dir(), not vars(): issue 14 made most names lazy, so vars() holds only those loaded so far.
     public = {
         name
         for name in dir(ringkit)

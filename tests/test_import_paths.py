@@ -1,6 +1,6 @@
 """Every import path the docs show, and every path users had before the packages moved, works.
 
-An earlier release moved modules into packages by concept (``ringkit.movement``, ``ringkit.sim``,
+A reorganisation moved modules into packages by concept (``ringkit.movement``, ``ringkit.sim``,
 ``ringkit.ring``, ``ringkit.strategies.fixed``, ``ringkit.compat``) and kept the public names
 where users import them. This test reads every ``from ringkit… import …`` statement and every
 dotted ``ringkit.…`` name in the README, docs/ and examples/, and resolves each; a second list

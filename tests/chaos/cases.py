@@ -1,6 +1,6 @@
 """Which fault kinds run in CI, and which violations CI tolerates until their fix lands.
 
-The one place to edit when a fix merges. `CI_CASES` run once each inside the normal
+The one place to edit when a fix of issue 16 merges. `CI_CASES` run once each inside the normal
 test suite (``tests/chaos/test_chaos.py``), a few seconds each. `TOLERATED` would list violation
 categories (``Anomaly.category``: lost, resurrected, stale, phantom, unrepaired, counter_high)
 that a known, open bug still produces, each with the fix that removes it, for the CI run to

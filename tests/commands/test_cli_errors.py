@@ -1,8 +1,8 @@
 """Bad command-line input is one error line and exit 2 (a usage error) or 1, never a traceback.
 
 Usage errors (a flag's value) exit 2, as argparse does; a refusal by the library or a bad
-scenario file exits 1 (``ringkit.cli``). Each case that once ended in a traceback is here, then a
-fuzz of the commands' flags with hypothesis.
+scenario file exits 1 (``ringkit.cli``). Each case of issue 16, item 14 is here, then a fuzz of
+the commands' flags with hypothesis.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _error_line(err: str) -> str:
 def test_item_14_cli_usage_errors_exit_2_naming_the_value(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Before this, each of these ended in a traceback
+    # regression: #16 item 14 — each of these ended in a traceback
     status, err = _run(argv, capsys)
     assert status == 2
     assert message in _error_line(err)
@@ -88,7 +88,7 @@ def test_item_14_undecodable_argv_bytes_from_the_shell_exit_2() -> None:
 def test_item_14_bad_scenario_files_are_one_error_line(
     text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Before this, TOML seed = -1 and deep nesting ended in tracebacks
+    # regression: #16 item 14 — TOML seed = -1 and deep nesting ended in tracebacks
     path = tmp_path / "bad.toml"
     path.write_text(text)
     status, err = _run(["simulate", str(path)], capsys)

@@ -39,7 +39,7 @@ def test_item_12_the_limit_is_two_to_the_24_tokens_about_200_mb() -> None:
 def test_item_12_hash_ring_refuses_huge_weights_and_vnodes(
     nodes: object, vnodes: int, needed: str
 ) -> None:
-    # Before this, HashRing({"a": 1e12}) ended in a MemoryError
+    # regression: #16 item 12 — HashRing({"a": 1e12}) ended in a MemoryError
     with pytest.raises(ConfigError, match=rf"a ring of vnodes={vnodes} would need {needed}; "):
         HashRing(nodes, vnodes=vnodes)  # type: ignore[arg-type]
 
@@ -86,7 +86,7 @@ def test_item_12_maglev_allocation_and_uhashring_refuse_huge_tables() -> None:
 def test_item_12_cli_lookup_with_50_million_vnodes_is_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Before this, `ringkit lookup --vnodes 50000000` ended in a MemoryError
+    # regression: #16 item 12 — `ringkit lookup --vnodes 50000000` ended in a MemoryError
     with pytest.raises(SystemExit) as exit_info:
         main(["lookup", "k", "--vnodes", "50000000"])
     assert exit_info.value.code == 2
@@ -105,7 +105,7 @@ def test_item_12_cli_ring_too_large_in_all_is_one_error_line(
 
 
 def test_item_12_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
-    # Before this, a TOML weight of 1e9 ended in a MemoryError
+    # regression: #16 item 12 — a TOML weight of 1e9 ended in a MemoryError
     text = "nodes = {A = 1e9, B = 1}\n[keys]\ncount = 30\n"
     with pytest.raises(ConfigError, match=r"big\.toml: strategy: a ring of vnodes=160 would need"):
         parse_scenario(text, "big.toml")

@@ -73,7 +73,7 @@ def test_population_hashes_match_its_keys(hasher: str) -> None:
 def test_item_13_key_numbers_past_2_63_hash_exactly(
     prefix: bytes, width: int, begin: int, count: int, hasher: str
 ) -> None:
-    # Before this, keys.start near 2**63 gave 208 / 0 / 92 keys per node, exit 0
+    # regression: #16 item 13 — keys.start near 2**63 gave 208 / 0 / 92 keys per node, exit 0
     got = hash_generated(prefix, width, begin, begin + count, hasher)
     expected = _scalar(prefix, width, begin, begin + count, hasher)
     if begin + count <= 2**64:

@@ -1,4 +1,4 @@
-"""Zone failures and stale views with replicas: exact counts, checked by brute force.
+"""Zone failures and stale views with replicas (issue 17): exact counts, checked by brute force.
 
 The proof the issue asks for: a 12-node, 3-zone, R = 3 ring at 1, 4, 16 and 160 vnodes. Placed
 zone-blind (the next three nodes clockwise), a zone failure loses keys at some of these counts,

@@ -1,4 +1,4 @@
-"""``/api/remedies`` and ``/api/fail_zone``: the library's numbers, 400s, the gate."""
+"""``/api/remedies`` and ``/api/fail_zone`` (issue 17): the library's numbers, 400s, the gate."""
 
 from __future__ import annotations
 

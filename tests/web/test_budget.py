@@ -49,7 +49,7 @@ async def _until(condition: Any) -> None:
 def test_item_12_web_api_caps_computations_and_sheds_with_503_retry_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Before this, 40 maximal requests at once made /api/meta take 10.8 s and
+    # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s and
     # memory grow from 77 to 409 MB: nothing capped the computations or bounded their wait.
     slow = SlowReports()
     monkeypatch.setattr(api, "ring_report", slow)

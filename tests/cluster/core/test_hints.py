@@ -3,7 +3,7 @@
 Dynamo (DeCandia et al. 2007, section 4.6) keeps the hints for a failed node on the nodes that
 took its writes, so a hint outlives the coordinator that wrote it. These tests run the writer
 and the re-admitting reader in different processes, on real redis-server and memcached
-processes, with the failed server hung by SIGSTOP.
+processes, with the failed server hung by SIGSTOP (the failure seen in issue 16, item 3).
 """
 
 from __future__ import annotations

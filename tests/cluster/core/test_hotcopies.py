@@ -2,7 +2,7 @@
 
 One client finds a key hot and spreads it (copies beyond its replicas, reads rotated over them);
 another client, in another process and with no hot-key policy at all, updates the key. Every
-later read from the hot client must see the update (once 6 of 8 reads returned the
+later read from the hot client must see the update (issue 16, item 4: 6 of 8 reads returned the
 old value). The writer learns that the key is spread from a marker on its replicas, read in the
 same round trip as its write, and updates or invalidates the copies, version-checked, before it
 acknowledges.

@@ -1,4 +1,4 @@
-"""Read repair is a conditional write: it never replaces a newer value.
+"""Read repair is a conditional write: it never replaces a newer value (issue 16, item 5).
 
 A read that falls back to a second replica, or that finds an older copy with ``read="all"``,
 repairs the replica behind with the value it found. A write acknowledged between that read and

@@ -1,4 +1,4 @@
-"""Deletes during a move leave tombstones, so no copy brings a deleted key back.
+"""Deletes during a move leave tombstones, so no copy brings a deleted key back (issue 16, item 15).
 
 The coordinator copies a page of keys in two steps, a read (DUMP) on the old owner and a write
 (RESTORE) on the new one. A delete that lands in between used to be undone by the write. Here the

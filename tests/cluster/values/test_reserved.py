@@ -1,4 +1,4 @@
-"""Reserved keys: every verb refuses a ``ringkit:`` key before any server is asked."""
+"""Reserved keys: every verb refuses a ``ringkit:`` key before any server is asked (issue 14)."""
 
 from __future__ import annotations
 

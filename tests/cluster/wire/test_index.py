@@ -1,4 +1,4 @@
-"""The key index stays bounded by the live keys.
+"""The key index stays bounded by the live keys (issue 16, item 9).
 
 Every key ringkit writes on Redis gets an entry in the sorted set ``ringkit:index``. Keys that
 expire or are evicted used to leave their entries behind for ever (0 live keys, 100,000 entries),

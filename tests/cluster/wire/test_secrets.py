@@ -1,4 +1,4 @@
-"""Secrets stay out of views, server keys, files, reprs and errors.
+"""Secrets stay out of views, server keys, files, reprs and errors (issue 16, items 10 and 14).
 
 Every test against Redis runs real redis-servers that require the password ``p@ss:w/rd``
 (``--requirepass``): the characters a URL's user part cannot hold unencoded.

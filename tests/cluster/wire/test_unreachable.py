@@ -1,4 +1,4 @@
-"""An unreachable server is named in the error, with the cause."""
+"""An unreachable server is named in the error, with the cause (issue 14, part 12)."""
 
 from __future__ import annotations
 
