@@ -6,10 +6,12 @@ server are what the commands print."""
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import io
 import re
 import shlex
+import textwrap
 import unicodedata
 from pathlib import Path
 
@@ -134,8 +136,8 @@ def _code_blocks() -> list[tuple[str, str]]:
     blocks = []
     for page in [ROOT / "README.md", *PAGES]:
         for match in _FENCE.finditer(page.read_text(encoding="utf-8")):
-            block = "\n".join(line.strip() for line in match.group(0).splitlines())
-            blocks.append((page.relative_to(ROOT).as_posix(), block))
+            # A block inside a list item is indented as its fence is: take that indent off.
+            blocks.append((page.relative_to(ROOT).as_posix(), textwrap.dedent(match.group(0))))
     return blocks
 
 
@@ -280,3 +282,21 @@ def test_every_documented_lookup_runs(page: str, line: str) -> None:
         status = main(_argv(line))
     assert status == 0, f"{page}: `{line}` exited {status}"
     assert "owner" in stdout.getvalue()
+
+
+def _python_blocks() -> list[tuple[str, str]]:
+    # Doctest blocks (>>>) are run by the doctest collection; these are the scripts and snippets.
+    found = []
+    for page, block in _code_blocks():
+        body = "\n".join(block.splitlines()[1:-1])
+        if block.startswith("```python") and not body.lstrip().startswith(">>>"):
+            found.append((page, body))
+    return found
+
+
+@pytest.mark.parametrize(("page", "code"), _python_blocks())
+def test_every_python_block_is_python(page: str, code: str) -> None:
+    try:
+        compile(code, page, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    except SyntaxError as error:
+        pytest.fail(f"{page}: a python block does not compile: {error}")
