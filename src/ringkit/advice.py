@@ -142,7 +142,7 @@ def formula_vnodes(n: int, target: float) -> int:
     if not target > 1:
         raise ConfigError(f"target must be > 1 (a multiple of the fair share), got {target!r}")
     if target == math.inf:
-        # regression: #16 item 14 — `advise --target inf` ended in an OverflowError traceback
+        # Before this, `advise --target inf` ended in an OverflowError traceback
         raise ConfigError(f"target must be finite, got {target!r}")
     return max(1, math.ceil(2 * math.log(n) / (target - 1) ** 2)) if n > 1 else 1
 

@@ -81,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     undecodable = next((a for a in arguments if not _is_text(a)), None)
     if undecodable is not None:
-        # regression: #16 item 14 — bytes that are not UTF-8 reached encode() as surrogates
+        # Before this, bytes that are not UTF-8 reached encode() as surrogates
         parser.error(f"argument {_shown_bytes(undecodable)} is not UTF-8 text")
     args = parser.parse_args(arguments)
     if args.command is None:
@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ringkit: error: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:
-        # regression: #14 — `ringkit simulate --json | head -1` ended in a traceback
+        # Before this, `ringkit simulate --json | head -1` ended in a traceback
         _discard_stdout()
         return 1
     return status
@@ -138,7 +138,7 @@ def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
 codecs.register_error("ringkit-ascii", _ascii_fallback)
 
 
-# regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% at 160 vnodes, unannounced
+# Before this, fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% at 160 vnodes, unannounced
 HASHER_WARNINGS = {
     "fnv1a_32": "fnv1a_32 clusters the tokens of similar short labels, so shares can be far"
     " from fair; use fnv1a_32_mix or xxh3_64 unless a client needs fnv1a_32"
@@ -148,7 +148,7 @@ HASHER_WARNINGS = {
 
 def _replace_unencodable() -> None:
     """Let stdout replace what its encoding cannot show (``PYTHONIOENCODING=ascii``)."""
-    # regression: #14 — simulate crashed with UnicodeEncodeError on an ASCII-only stdout
+    # Before this, simulate crashed with UnicodeEncodeError on an ASCII-only stdout
     if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors == "strict":
         try:
             "█·×–→".encode(sys.stdout.encoding)

@@ -76,7 +76,7 @@ IndexArray = npt.NDArray[np.integer[Any]]
 # The most tokens (vnodes, continuum points, table slots) a layout builds unless its caller
 # raises ``max_tokens``: 2**24 tokens are about 200 MB at ``TOKEN_BYTES`` each, far past what
 # balance needs (160 vnodes x 100,000 nodes) and short of what takes a machine down.
-# regression: #16 item 12 — HashRing({"a": 1e12}) and `lookup --vnodes 50000000` ran out of memory
+# Before this, HashRing({"a": 1e12}) and `lookup --vnodes 50000000` ran out of memory
 MAX_TOKENS = 1 << 24
 # Bytes a ring spends per token: a uint64 token, a uint16/uint32 owner, 2 bytes of prefix table.
 TOKEN_BYTES = 12

@@ -85,14 +85,14 @@ def _plot(args: argparse.Namespace, rows: list[Comparison]) -> None:
         if title.startswith("busiest"):
             _clip(ax, values, _BUSIEST_CLIP)
         ax.set_title(title, fontsize=9)
-        # regression: #14 — labels rotated about their centres overlapped their neighbours
+        # Before this, labels rotated about their centres overlapped their neighbours
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
     save_figure(plt, figure, args.plot)
 
 
 def _clip(ax: Any, values: list[float | None], top: float) -> None:
     """Cut the axis at `top` and write the value over each bar it cuts."""
-    # regression: #14 — the range placement's 10x busiest squashed every other bar to the floor
+    # Before this, the range placement's 10x busiest squashed every other bar to the floor
     if max((v for v in values if v is not None), default=0.0) <= top:
         return
     ax.set_ylim(0, top)

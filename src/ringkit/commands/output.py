@@ -80,7 +80,7 @@ def fit(table: Table, width: int, *, names: Collection[str] = ()) -> Table:
     are in `names` (node and strategy names) keep their longest cell whole, so rich wraps the
     others.
     """
-    # regression: #14 — tables 95-120 wide cut names to "cache…" on an 80-column terminal
+    # Before this, tables 95-120 wide cut names to "cache…" on an 80-column terminal
     if width < _WIDE:
         table.box = box.SIMPLE_HEAD
         table.show_edge = False

@@ -111,7 +111,7 @@ def _steps(show: bool, steps: Sequence[tuple[str, Callable[[], Any]]]) -> list[A
     bar pulses beside the step's name, its number and the time elapsed, instead of sitting
     at 0% through the slow part.
     """
-    # regression: #14 — the bar sat at 0% through the diff, the slow phase
+    # Before this, the bar sat at 0% through the diff, the slow phase
     console = Console(stderr=True)
     bar = (
         Progress(
@@ -317,7 +317,7 @@ def _summary(report: dict[str, Any]) -> Table:
     for column in ("", "keyspace (exact)", "key sample"):
         table.add_column(column, justify="right" if column else "left")
     sample = moved["keys_total"] * min(report["replicas"], len(report["nodes_after"]))
-    # regression: #14 — modulo's sampled figure sat under "keyspace (exact)": over a key
+    # Before this, modulo's sampled figure sat under "keyspace (exact)": over a key
     # sample there is no exact figure, only the sample's (in the next column).
     exact = None if report["basis"] == "keys" else moved["moved_fraction"]
     table.add_row(

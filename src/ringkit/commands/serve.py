@@ -49,7 +49,7 @@ def check_port_free(host: str, port: int) -> None:
 
     :raises ConfigError: when the port is in use or the address cannot be bound
     """
-    # regression: #14 — a busy port printed the URL, then uvicorn's error, and exited 3
+    # Before this, a busy port printed the URL, then uvicorn's error, and exited 3
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as error:

@@ -70,7 +70,7 @@ def _batches(args: argparse.Namespace) -> list[list[Scenario]]:
 
 def _load(source: str) -> list[Scenario]:
     """Load a scenario file, or the bundled scenario of that name when no such file exists."""
-    # regression: #14 — the examples were not in the wheel; they ship in ringkit/sim/scenarios
+    # Before this, the examples were not in the wheel; they ship in ringkit/sim/scenarios
     if Path(source).exists() or source.endswith(".toml"):
         return load_scenario(source)
     return load_bundled_scenario(source)

@@ -366,7 +366,7 @@ class HashRing(PlacementBase):
         self._require_nodes("owner_indices")
         array = np.asarray(points)
         if array.dtype.kind in "USO":
-            # regression: #14 — keys here failed with numpy's "invalid literal for int()"
+            # Before this, keys here failed with numpy's "invalid literal for int()"
             raise TypeError(
                 "owner_indices() takes points (uint64 hashes), got"
                 f" {_KIND_NAMES[array.dtype.kind]};"
@@ -590,7 +590,7 @@ class HashRing(PlacementBase):
         return (self._nodes, self._space, self._hasher, self.tokens, self.token_owners)
 
     def _repr_options(self) -> str:
-        # regression: #14 — a from_tokens ring showed vnodes=160, an option it never used
+        # Before this, a from_tokens ring showed vnodes=160, an option it never used
         explicit = len(self._explicit)
         if explicit and explicit == len(self._names):
             placed = "explicit tokens"

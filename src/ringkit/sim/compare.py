@@ -153,7 +153,7 @@ def compare(
     if repeats < 1:
         raise ConfigError(f"repeats must be >= 1, got {repeats!r}")
     if not strategies:
-        # regression: #16 item 14 — `compare --strategies ''` ended in an IndexError traceback
+        # Before this, `compare --strategies ''` ended in an IndexError traceback
         raise ConfigError(f"strategies must name at least one strategy, got {list(strategies)!r}")
     for name in strategies:
         if name not in STRATEGY_NAMES:

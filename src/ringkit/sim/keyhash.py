@@ -123,7 +123,7 @@ def hash_generated(
 
     Runtime: O(n · key length) array operations.
     """
-    # regression: #16 item 14 — int64 indices wrapped past 2**63 - 1 and hashed other keys
+    # Before this, int64 indices wrapped past 2**63 - 1 and hashed other keys
     if hasher not in VECTORISED_HASHERS or begin < 0 or end <= begin or end > _INDEX_END:
         return None
     result = np.empty(end - begin, dtype=np.uint64)

@@ -161,11 +161,11 @@ class Population:
             or not isinstance(self.width, int)
             or not 0 <= self.width <= MAX_KEY_WIDTH
         ):
-            # regression: #16 item 12 — width = 100000000 made every key a 100 MB string
+            # Before this, width = 100000000 made every key a 100 MB string
             raise ConfigError(
                 f"keys width must be an int in [0, {MAX_KEY_WIDTH}], got {self.width!r}"
             )
-        # regression: #16 item 14 — numpy refuses negative seeds, mid-run, with a traceback
+        # Before this, numpy refuses negative seeds, mid-run, with a traceback
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
 

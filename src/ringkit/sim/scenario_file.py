@@ -334,7 +334,7 @@ def parse_scenario(text: str, source: str = "<scenario>") -> list[Scenario]:
     except ValueError as error:  # e.g. an integer of more than 4,300 digits (int's own limit)
         raise ConfigError(f"{source}: invalid TOML: {error}") from None
     except RecursionError:
-        # regression: #16 item 14 — tomllib recurses once per nesting level
+        # Before this, tomllib recurses once per nesting level
         raise ConfigError(f"{source}: invalid TOML: arrays or tables nested too deeply") from None
     top = _Fields(source, "", data, _TOP)
     seed = top.get("seed", int, 0)
