@@ -1,6 +1,6 @@
 """Every import path the docs show, and every path users had before the packages moved, works.
 
-Issue 13 moved modules into packages by concept (``ringkit.movement``, ``ringkit.sim``,
+A reorganisation moved modules into packages by concept (``ringkit.movement``, ``ringkit.sim``,
 ``ringkit.ring``, ``ringkit.strategies.fixed``, ``ringkit.compat``) and kept the public names
 where users import them. This test reads every ``from ringkit… import …`` statement and every
 dotted ``ringkit.…`` name in the README, docs/ and examples/, and resolves each; a second list
@@ -21,7 +21,7 @@ TEXTS = sorted([ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("example
 _FROM_IMPORT = re.compile(r"^\s*(?:>>> |\.\.\. )?from (ringkit[\w.]*) import ([\w, ]+)$", re.M)
 _DOTTED = re.compile(r"\bringkit(?:\.[A-Za-z_]\w*)+")
 
-# Paths users imported before the reorganisation into packages (issue 13); each must still work.
+# Paths users imported before the reorganisation into packages; each must still work.
 BEFORE_THE_MOVE = (
     "ringkit.ring.HashRing",
     "ringkit.ring.DEFAULT_VNODES",

@@ -20,7 +20,7 @@ from tests.chaos.run import CONFIGS, RunResult, Settings, run_once
 
 
 def _summary(fault: str, results: list[RunResult]) -> str:
-    """One line per fault kind: the totals the issue's proof asks for."""
+    """One line per fault kind: runs, runs with a violation, and the violations by category."""
     verdicts = [result.verdict for result in results]
     failed = sum(bool(v.violations) for v in verdicts)
     hidden = sum(len(v.near_hidden) for v in verdicts)

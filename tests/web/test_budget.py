@@ -46,10 +46,10 @@ async def _until(condition: Any) -> None:
     raise AssertionError("condition not reached")
 
 
-def test_item_12_web_api_caps_computations_and_sheds_with_503_retry_after(
+def test_web_api_caps_computations_and_sheds_with_503_retry_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s and
+    # Regression: 40 maximal requests at once made /api/meta take 10.8 s and
     # memory grow from 77 to 409 MB: nothing capped the computations or bounded their wait.
     slow = SlowReports()
     monkeypatch.setattr(api, "ring_report", slow)
@@ -90,7 +90,7 @@ def test_item_12_web_api_caps_computations_and_sheds_with_503_retry_after(
         ({"budget_s": 0}, "budget_s must be a finite number > 0, got 0"),
     ],
 )
-def test_item_12_compute_gate_refuses_bad_sizes(options: dict[str, Any], message: str) -> None:
+def test_compute_gate_refuses_bad_sizes(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ComputeGate(**options)
 
@@ -99,9 +99,7 @@ def test_item_12_compute_gate_refuses_bad_sizes(options: dict[str, Any], message
     "argv",
     [["--budget-s", "0"], ["--budget-s", "nan"], ["--budget-s", "x"], ["--compute-workers", "0"]],
 )
-def test_item_12_serve_refuses_bad_gate_sizes(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_serve_refuses_bad_gate_sizes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", *argv])
     assert exit_info.value.code == 2
