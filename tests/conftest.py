@@ -1,6 +1,8 @@
 """Shared test configuration: hypothesis profiles and the ``server`` marker.
 
-Profiles: "dev" (fast, the default locally) and "ci" (more examples, selected when CI=true).
+Profiles: "dev" (fast, the default locally), "ci" (more examples, selected when CI=true) and
+"check" (``make check``'s: the contributor's loop, half of dev's examples; ``make test`` and CI
+search as deeply as before). ``HYPOTHESIS_PROFILE`` picks one by name.
 Real-server fixtures live in ``tests/servers.py``; ``tests/markers.py`` marks the tests that
 start one, so that ``pytest -m "not server"`` (``make check``) runs every other test.
 """
@@ -15,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from tests.markers import SERVER, allow_servers, guard_server_binaries, starts_servers
 
 settings.register_profile("dev", max_examples=40, deadline=None)
+settings.register_profile("check", max_examples=20, deadline=None)
 settings.register_profile(
     "ci",
     max_examples=150,

@@ -24,7 +24,7 @@ def test_example_runs(script: Path) -> None:
 
 
 def test_example_scenarios_are_the_bundled_scenarios_byte_for_byte() -> None:
-    """Regression: #14 — the scenarios were only in examples/, outside the wheel.
+    """Regression: the scenarios were only in examples/, outside the wheel.
 
     They ship in ``ringkit/sim/scenarios`` (loaded by name); ``examples/`` keeps copies for
     ``ringkit simulate examples/*.toml``, which must not drift from the shipped files.

@@ -19,7 +19,7 @@ def test_all_is_sorted_and_every_name_exists() -> None:
 
 
 def test_every_public_member_is_exported() -> None:
-    # dir(), not vars(): issue 14 made most names lazy, so vars() holds only those loaded so far.
+    # dir(), not vars(): most names load lazily, so vars() holds only those loaded so far.
     public = {
         name
         for name in dir(ringkit)
@@ -48,7 +48,7 @@ def test_errors_subclass_the_builtins_they_refine() -> None:
 
 
 def test_every_error_class_lives_in_ringkit_errors() -> None:
-    # Issue 13: one tree. An exception class defined anywhere else in the package is a stray.
+    # One tree: an exception class defined anywhere else in the package is a stray.
     import ast
     from pathlib import Path
 

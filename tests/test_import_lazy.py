@@ -1,4 +1,4 @@
-"""`import ringkit` loads the ring core only; the rest loads on first use (issue 14).
+"""`import ringkit` loads the ring core only; the rest loads on first use.
 
 Checked through ``sys.modules`` in a fresh interpreter, never by timing: the figure lives in
 docs/performance.md (benchmarks/bench_import.py).

@@ -67,6 +67,11 @@ class ParamError(ConfigError):
         self.message = message
         self.value = value
 
+    def __reduce__(self) -> tuple[type[ParamError], tuple[str, str, str | None]]:
+        # Pickled whole: a refusal raised in a worker process (the web API's compute gate)
+        # reaches the server as the same 400. The default pickles ``args`` only, the message.
+        return (type(self), (self.param, self.message, self.value))
+
 
 class EmptyRingError(RingkitError, LookupError):
     """A lookup was made on a placement that has no nodes."""

@@ -1,11 +1,11 @@
 """Which fault kinds run in CI, and which violations CI tolerates until their fix lands.
 
-The one place to edit when a fix of issue 16 merges. `CI_CASES` run once each inside the normal
-test suite (``tests/chaos/test_chaos.py``), a few seconds each. `TOLERATED` would list violation
-categories (``Anomaly.category``: lost, resurrected, stale, phantom, unrepaired, counter_high)
-that a known, open bug still produces, each with the fix that removes it, for the CI run to
-report without failing; it is empty: every category the runs found (deletes undone by read
-repair and by read="all", counters counted twice by retries, hints kept in one process) was
+The one place to edit when a fault kind is added or a violation's fix lands. `CI_CASES` run once
+each inside the normal test suite (``tests/chaos/test_chaos.py``), a few seconds each. `TOLERATED`
+would list violation categories (``Anomaly.category``: lost, resurrected, stale, phantom,
+unrepaired, counter_high) that a known, open bug still produces, each with the fix that removes it,
+for the CI run to report without failing; it is empty: every category the runs found (deletes undone
+by read repair and by read="all", counters counted twice by retries, hints kept in one process) was
 fixed at its cause. ``make chaos`` runs every case and tolerates nothing.
 """
 

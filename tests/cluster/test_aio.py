@@ -130,9 +130,9 @@ def test_hung_and_killed_servers_are_timed_out_and_readmitted(kind: str) -> None
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", ["memory", "redis"])
-def test_issue_13_a_stale_async_writer_after_a_join_is_refused_and_redirected(kind: str) -> None:
-    # Regression, issue 13: an async client with an old view wrote 50 keys to their old
-    # servers after a join, and up-to-date clients then found none of them.
+def test_a_stale_async_writer_after_a_join_is_refused_and_redirected(kind: str) -> None:
+    # Regression: an async client with an old view wrote 50 keys to their old servers after a
+    # join, and up-to-date clients then found none of them.
     with ExitStack() as stack:
         if kind == "redis":
             quartet = [stack.enter_context(START["redis"]()) for _ in range(4)]

@@ -1,10 +1,10 @@
 """Bad input to the cache client: TTLs, oversized values, counters, key lists, JSON types.
 
-Issue 16, items 7, 11, 13 (client part) and 14 (TTL part): what a caller gets wrong is a typed
-error for that call (``ConfigError``, or ``TypeError`` for a value of the wrong type), raised
-before anything is written where the client can know, and never a server marked down; what a
-backend cannot store (a memcached expiry past 2038) is refused rather than acknowledged and lost.
-Run against real memcached and Redis servers, with the sync and the async client.
+What a caller gets wrong is a typed error for that call (``ConfigError``, or ``TypeError`` for a
+value of the wrong type), raised before anything is written where the client can know, and never a
+server marked down; what a backend cannot store (a memcached expiry past 2038) is refused rather
+than acknowledged and lost. Run against real memcached and Redis servers, with the sync and the
+async client.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _flushed(kind: str, trio: list[Server]) -> dict[str, str]:
     return urls
 
 
-# -- item 7: memcached TTLs past 30 days ----------------------------------------------------------
+# -- memcached TTLs past 30 days ------------------------------------------------------------------
 
 
 def test_memcached_ttl_past_30_days_and_up_to_2038_is_kept(
@@ -70,7 +70,7 @@ def test_memcached_ttl_past_30_days_and_up_to_2038_is_kept(
         bare.close()
 
 
-def test_item_07_ttl_memcached_cannot_keep_is_refused_before_writing(
+def test_ttl_memcached_cannot_keep_is_refused_before_writing(
     memcached_trio: list[Server], new: Callable[..., Any]
 ) -> None:
     urls = _flushed("memcached", memcached_trio)
@@ -89,7 +89,7 @@ def test_item_07_ttl_memcached_cannot_keep_is_refused_before_writing(
     assert client.down_servers == []
 
 
-def test_item_07_the_limit_is_the_tightest_of_the_client_servers(
+def test_the_limit_is_the_tightest_of_the_client_servers(
     memcached_trio: list[Server],
 ) -> None:
     now = 1_800_000_000.0
@@ -109,11 +109,11 @@ def test_item_07_the_limit_is_the_tightest_of_the_client_servers(
         backend.set_many({b"k": b"v"}, MEMCACHED_MAX_EXPTIME)
 
 
-# -- item 11: bad input is not a server failure ---------------------------------------------------
+# -- bad input is not a server failure ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("ttl", [1e300, float("nan"), float("inf"), -1, 0, 2**70])
-def test_item_11_bad_ttl_is_a_config_error_and_no_server_goes_down(
+def test_bad_ttl_is_a_config_error_and_no_server_goes_down(
     make_client: Callable[..., Any], ttl: float
 ) -> None:
     client = make_client(replicas=2)
@@ -130,7 +130,7 @@ def test_item_11_bad_ttl_is_a_config_error_and_no_server_goes_down(
     assert client.get_many(["k", "other", "k2", "k3"]) == {"k": "v", "other": "o"}
 
 
-def test_item_11_value_memcached_refuses_as_too_large_is_a_config_error(
+def test_value_memcached_refuses_as_too_large_is_a_config_error(
     memcached_trio: list[Server], new: Callable[..., Any]
 ) -> None:
     urls = _flushed("memcached", memcached_trio)
@@ -150,10 +150,10 @@ def test_item_11_value_memcached_refuses_as_too_large_is_a_config_error(
     assert client.get_many(["after", "other", "big"]) == {"after": "fine", "other": "o"}
 
 
-# -- item 13: one meaning for counters, key lists and values --------------------------------------
+# -- one meaning for counters, key lists and values -----------------------------------------------
 
 
-def test_item_13_incr_on_a_negative_number_is_refused_on_every_backend(
+def test_incr_on_a_negative_number_is_refused_on_every_backend(
     make_client: Callable[..., Any],
 ) -> None:
     client = make_client()
@@ -179,7 +179,7 @@ def test_a_delta_that_is_no_int_is_the_same_config_error_as_one_out_of_range(del
                 call("n", delta)  # type: ignore[arg-type]
 
 
-def test_item_13_counters_past_the_top_and_huge_deltas(
+def test_counters_past_the_top_and_huge_deltas(
     make_client: Callable[..., Any], backend: str
 ) -> None:
     client = make_client()
@@ -197,7 +197,7 @@ def test_item_13_counters_past_the_top_and_huge_deltas(
     assert client.down_servers == []
 
 
-def test_item_11_incr_on_a_redis_value_of_another_type_is_a_config_error(
+def test_incr_on_a_redis_value_of_another_type_is_a_config_error(
     redis_trio: list[Server], new: Callable[..., Any]
 ) -> None:
     urls = _flushed("redis", redis_trio)
@@ -213,7 +213,7 @@ def test_item_11_incr_on_a_redis_value_of_another_type_is_a_config_error(
     assert client.get("other") == "o"
 
 
-def test_item_13_get_many_answers_each_form_of_a_key_as_asked(new: Callable[..., Any]) -> None:
+def test_get_many_answers_each_form_of_a_key_as_asked(new: Callable[..., Any]) -> None:
     urls = memory_urls()
     client = new(HashRing(list(urls)), urls)
     client.set("x1", "v")
@@ -252,7 +252,7 @@ class Label(str):
         ({1, 2}, "set"),
     ],
 )
-def test_item_13_json_refuses_values_that_would_change_type(
+def test_json_refuses_values_that_would_change_type(
     new: Callable[..., Any], value: object, named: str
 ) -> None:
     urls = memory_urls()
@@ -299,7 +299,7 @@ _anything = st.recursive(
 
 
 @given(value=_anything)
-def test_item_13_any_value_set_accepts_comes_back_equal_and_of_the_same_type(
+def test_any_value_set_accepts_comes_back_equal_and_of_the_same_type(
     value: object,
 ) -> None:
     urls = memory_urls()
@@ -312,10 +312,10 @@ def test_item_13_any_value_set_accepts_comes_back_equal_and_of_the_same_type(
         assert _same(client.get("v"), value)
 
 
-# -- item 14: huge TTLs, and the async memcached touch -------------------------------------------
+# -- huge TTLs, and the async memcached touch ----------------------------------------------------
 
 
-def test_item_14_huge_ttls_are_config_errors_not_struct_errors(
+def test_huge_ttls_are_config_errors_not_struct_errors(
     make_client: Callable[..., Any], backend: str
 ) -> None:
     client = make_client()
@@ -332,7 +332,7 @@ def test_item_14_huge_ttls_are_config_errors_not_struct_errors(
     assert client.get("k") == "v"
 
 
-def test_item_14_async_memcached_touch_behaves_as_the_sync_one(
+def test_async_memcached_touch_behaves_as_the_sync_one(
     memcached_trio: list[Server],
 ) -> None:
     urls = _flushed("memcached", memcached_trio)

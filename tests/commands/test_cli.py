@@ -130,7 +130,7 @@ def test_vnodes_help_shows_the_librarys_default(capsys: pytest.CaptureFixture[st
 def test_serve_on_a_busy_port_fails_before_printing_its_url(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Regression: #14 — a busy port printed the URL, then uvicorn's [Errno 98], exit 3."""
+    """Regression: a busy port printed the URL, then uvicorn's [Errno 98], exit 3."""
     if importlib.util.find_spec("uvicorn") is None:
         unavailable("ringkit serve needs uvicorn (the web extra)")
     with socket.socket() as busy:
@@ -146,7 +146,7 @@ def test_serve_on_a_busy_port_fails_before_printing_its_url(
 
 
 def test_plain_fnv1a_32_prints_a_warning_line(capsys: pytest.CaptureFixture[str]) -> None:
-    """Regression: #14 — fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% with no warning."""
+    """Regression: fnv1a_32 gave four nodes 44.7/18.3/24.9/12.1% with no warning."""
     shares = HashRing(["A", "B", "C", "D"], vnodes=160, hasher="fnv1a_32").shares()
     assert max(shares.values()) > 0.4  # the clustering the warning is about
     assert main(["lookup", "k", "--nodes", "A,B,C,D", "--hasher", "fnv1a_32"]) == 0

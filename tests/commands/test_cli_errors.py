@@ -1,8 +1,8 @@
 """Bad command-line input is one error line and exit 2 (a usage error) or 1, never a traceback.
 
 Usage errors (a flag's value) exit 2, as argparse does; a refusal by the library or a bad
-scenario file exits 1 (``ringkit.cli``). Each case of issue 16, item 14 is here, then a fuzz of
-the commands' flags with hypothesis.
+scenario file exits 1 (``ringkit.cli``). Each input that once ended in a traceback is here, then
+a fuzz of the commands' flags with hypothesis.
 """
 
 from __future__ import annotations
@@ -59,16 +59,16 @@ def _error_line(err: str) -> str:
         (["plan", "--add", "D", "--keys", "1000000000"], "keys must be at most 4,194,304"),
     ],
 )
-def test_item_14_cli_usage_errors_exit_2_naming_the_value(
+def test_cli_usage_errors_exit_2_naming_the_value(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # regression: #16 item 14 — each of these ended in a traceback
+    # Regression: each of these ended in a traceback
     status, err = _run(argv, capsys)
     assert status == 2
     assert message in _error_line(err)
 
 
-def test_item_14_undecodable_argv_bytes_from_the_shell_exit_2() -> None:
+def test_undecodable_argv_bytes_from_the_shell_exit_2() -> None:
     command = [os.fsencode(sys.executable), b"-m", b"ringkit", b"lookup", b"\xff\xfe"]
     environ = {**os.environ, "PYTHONPATH": str(SRC)}
     done = subprocess.run(command, capture_output=True, env=environ, timeout=60, check=False)
@@ -85,10 +85,10 @@ def test_item_14_undecodable_argv_bytes_from_the_shell_exit_2() -> None:
         ("nodes = " + "[" * 300 + "]" * 300 + "\n", "got [[[[...]]]]"),
     ],
 )
-def test_item_14_bad_scenario_files_are_one_error_line(
+def test_bad_scenario_files_are_one_error_line(
     text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # regression: #16 item 14 — TOML seed = -1 and deep nesting ended in tracebacks
+    # Regression: TOML seed = -1 and deep nesting ended in tracebacks
     path = tmp_path / "bad.toml"
     path.write_text(text)
     status, err = _run(["simulate", str(path)], capsys)
@@ -98,7 +98,7 @@ def test_item_14_bad_scenario_files_are_one_error_line(
     assert len(line) < 300
 
 
-def test_item_14_the_library_refuses_what_the_cli_refuses() -> None:
+def test_the_library_refuses_what_the_cli_refuses() -> None:
     with pytest.raises(ConfigError, match=r"strategies must name at least one strategy, got \[\]"):
         compare(strategies=[])
     with pytest.raises(ConfigError, match="target must be finite, got inf"):
@@ -159,7 +159,7 @@ _COMMANDS: dict[str, tuple[list[str], list[str]]] = {
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
-def test_item_14_fuzzed_flags_never_end_in_a_traceback(
+def test_fuzzed_flags_never_end_in_a_traceback(
     command: str, data: st.DataObject, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base, flags = _COMMANDS[command]

@@ -64,7 +64,7 @@ def _ringkit(*args: str, **env: str) -> subprocess.Popen[bytes]:
 
 
 def test_json_into_a_closed_pipe_exits_quietly_without_broken_pipe_traceback() -> None:
-    """Regression: #14 — ``ringkit lookup k --json | head -1`` ended in a BrokenPipeError."""
+    """Regression: ``ringkit lookup k --json | head -1`` ended in a BrokenPipeError."""
     # Closing the read end before the child writes is ``head -1`` without the race: the
     # child's first write always meets a closed pipe, however small its output.
     process = _ringkit("lookup", "k", "--json")
@@ -77,7 +77,7 @@ def test_json_into_a_closed_pipe_exits_quietly_without_broken_pipe_traceback() -
 
 
 def test_simulate_on_an_ascii_only_stdout_prints_ascii_bars_not_unicode_error() -> None:
-    """Regression: #14 — with ``PYTHONIOENCODING=ascii`` simulate crashed on UnicodeError."""
+    """Regression: with ``PYTHONIOENCODING=ascii`` simulate crashed on UnicodeError."""
     scenario = str(ROOT / "examples" / "gatepass.toml")
     out, err = _ringkit("simulate", scenario, PYTHONIOENCODING="ascii").communicate(timeout=120)
     assert err.decode() == ""
@@ -103,7 +103,7 @@ _NARROW_COMMANDS = {
 def test_tables_fit_80_columns_without_cutting_names(
     command: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Regression: #14 — tables were 95-120 wide, and names were cut to ``cache…`` at 80."""
+    """Regression: tables were 95-120 wide, and names were cut to ``cache…`` at 80."""
     argv, names = _NARROW_COMMANDS[command]
     monkeypatch.setenv("COLUMNS", "80")
     assert main(argv) == 0

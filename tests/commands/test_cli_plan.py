@@ -160,7 +160,7 @@ def _plan_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]
 def test_plan_exact_moved_fraction_agrees_with_its_key_sample(
     strategy: str, replicas: int, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Regression: #14 — plan's exact figure and its own key sample must tell the same story.
+    """Regression: plan's exact figure and its own key sample must tell the same story.
 
     Each sampled key moves a fraction X of its copies, with mean p (the exact figure) and
     Var(X) <= p(1 - p); the mean of n keys is within 4 standard errors, 4·sqrt(p(1-p)/n),
@@ -181,7 +181,7 @@ def test_plan_exact_moved_fraction_agrees_with_its_key_sample(
 def test_plan_with_replicas_agrees_with_the_api_diff(
     strategy: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Regression: #14 — --replicas reaches every strategy, as in the Python API."""
+    """Regression: --replicas reaches every strategy, as in the Python API."""
     report = _plan_json(capsys, "--strategy", strategy, "--nodes", "n1,n2,n3,n4", "--add", "n5",
                         "--replicas", "3", "--keys", "2000")  # fmt: skip
     old = build_placement(strategy, ["n1", "n2", "n3", "n4"], StrategyOptions(replicas=3))
@@ -193,7 +193,7 @@ def test_plan_with_replicas_agrees_with_the_api_diff(
 def test_plan_with_replicas_at_least_the_node_count_says_placements_cannot_differ(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Regression: #14 — the README's 3 nodes, replicas 3 showed 25.9% vs 25.0% unexplained."""
+    """Regression: the README's 3 nodes, replicas 3 showed 25.9% vs 25.0% unexplained."""
     report = _plan_json(capsys, "--add", "D", "--replicas", "3", "--keys", "500")
     assert len(report["notes"]) == 1
     assert report["notes"][0].startswith("replicas 3 >= 3 nodes before: every node holds")
@@ -215,7 +215,7 @@ def test_plan_removing_every_node_is_refused_plainly(capsys: pytest.CaptureFixtu
 def test_plan_over_a_key_sample_shows_no_exact_figure_no_arcs_and_pluralises(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Regression: #14 — modulo showed a sampled 75.207% as exact, "arcs 0" and "1 waves"."""
+    """Regression: modulo showed a sampled 75.207% as exact, "arcs 0" and "1 waves"."""
     status, out, _ = run(capsys, "plan", "--strategy", "modulo", "--add", "D", "--keys", "2000")
     assert status == 0
     row = next(line for line in out.splitlines() if "this placement" in line)
@@ -229,7 +229,7 @@ def test_plan_over_a_key_sample_shows_no_exact_figure_no_arcs_and_pluralises(
 def test_plan_progress_pulses_through_the_slow_step_instead_of_sitting_at_0_percent(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Regression: #14 — the bar sat at 0% through the diff, which reports no progress."""
+    """Regression: the bar sat at 0% through the diff, which reports no progress."""
     monkeypatch.setattr(Console, "is_terminal", property(lambda self: True))
     assert _steps(True, [("drawing", lambda: 1), ("diffing", lambda: 2)]) == [1, 2]
     err = capsys.readouterr().err

@@ -210,7 +210,7 @@ def test_ctrl_c_stops_watch_cleanly() -> None:
 def test_status_table_fits_80_columns_without_cutting_member_names(
     store: Store, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Regression: #14 — the status table was wider than 80 columns and cut names short."""
+    """Regression: the status table was wider than 80 columns and cut names short."""
     store.join("cache-eu-west-1a-0001", zone="eu-west-1a", ttl_s=5)
     store.join("cache-eu-west-1b-0002", zone="eu-west-1b", ttl_s=5)
     monkeypatch.setenv("COLUMNS", "80")

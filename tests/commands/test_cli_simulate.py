@@ -205,7 +205,7 @@ def test_baseline_equal_to_strategy_gets_its_own_key(
 
 
 def test_simulate_several_files_runs_each_in_turn(capsys: pytest.CaptureFixture[str]) -> None:
-    """Regression: #14 — ``ringkit simulate examples/*.toml`` failed: one file only."""
+    """Regression: ``ringkit simulate examples/*.toml`` failed: one file only."""
     paths = [str(EXAMPLES / "gatepass.toml"), str(EXAMPLES / "cascade.toml")]
     assert main(["simulate", *paths, "--json"]) == 0
     docs = json.loads(capsys.readouterr().out)
@@ -217,7 +217,7 @@ def test_simulate_several_files_runs_each_in_turn(capsys: pytest.CaptureFixture[
 
 
 def test_simulate_loads_bundled_scenarios_by_name(capsys: pytest.CaptureFixture[str]) -> None:
-    """Regression: #14 — the examples were not in the wheel; they ship inside the package."""
+    """Regression: the examples were not in the wheel; they ship inside the package."""
     assert main(["simulate", "--list"]) == 0
     listed = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in listed] == [

@@ -1,4 +1,4 @@
-"""Scenario files with zones and replicas (issue 17): parsing, ``--json`` fields, tables, errors."""
+"""Scenario files with zones and replicas: parsing, ``--json`` fields, tables, errors."""
 
 from __future__ import annotations
 

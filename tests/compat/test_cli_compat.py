@@ -102,7 +102,7 @@ def test_compat_report_refuses_an_unknown_mode() -> None:
         compat_report("memcache", "a:1", "k", 1)
 
 
-# -- issue 14: plain (unweighted) ketama from the command line, and pasted ellipses ----------
+# -- plain (unweighted) ketama from the command line, and pasted ellipses --------------------
 
 _PLAIN = "cache-a:11211,cache-b:11212,cache-c:22122"
 
@@ -110,7 +110,7 @@ _PLAIN = "cache-a:11211,cache-b:11212,cache-c:22122"
 def test_lookup_libmemcached_assumed_weighted_ketama_now_unweighted_flag_matches_libmemcached(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # Regression (issue 14): against plain ketama (pylibmc behaviors={"ketama": True}) the CLI
+    # Regression: against plain ketama (pylibmc behaviors={"ketama": True}) the CLI
     # agreed on 21 of 60 keys, having no way to ask for it.
     from ringkit.commands.compat_lookup import compat_report
     from tests.compat import _libmemcached as lm
@@ -147,7 +147,7 @@ def test_lookup_unweighted_flag_refused_outside_libmemcached_and_spy(
 def test_lookup_servers_with_pasted_ellipsis_is_a_clear_error(
     capsys: pytest.CaptureFixture[str], placeholder: str
 ) -> None:
-    # Regression (issue 14): the docs' "10.0.1.1:11211 600,…" took "…" as a server name.
+    # Regression: the docs' "10.0.1.1:11211 600,…" took "…" as a server name.
     servers = f"10.0.1.1:11211 600,{placeholder}"
     status, out, err = _run(capsys, "k", "--mode", "libmemcached", "--servers", servers)
     assert status == 1 and out == ""

@@ -16,7 +16,7 @@ from tests.compat import _libmemcached as lm
 from tests.compat._deps import require
 from tests.compat.ketama_vectors import KETAMA, SERVERS, SPY_SERVERS
 
-# Points per server that libmemcached's test asserts for SERVERS (the issue quotes them too).
+# Points per server that libmemcached's test asserts for SERVERS.
 POINTS_PER_SERVER = [176, 88, 56, 104, 296, 236, 280, 28]
 
 

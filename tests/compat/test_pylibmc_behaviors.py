@@ -1,4 +1,4 @@
-"""from_pylibmc_behaviors against a real pylibmc client over real memcached servers (issue 14).
+"""from_pylibmc_behaviors against a real pylibmc client over real memcached servers.
 
 Keys are written through pylibmc with the behaviors under test; each memcached is then read
 directly, and the server holding each key must be the one the returned layout names.
@@ -28,7 +28,7 @@ WEIGHTS = (1, 2, 3, 5)
 def test_pylibmc_plain_ketama_placement_reproduced_from_its_behaviors(
     behaviors: dict[str, object], weighted: bool
 ) -> None:
-    # Regression (issue 14): the CLI and docs assumed weighted ketama, which agreed with a
+    # Regression: the CLI and docs assumed weighted ketama, which agreed with a
     # pylibmc client using behaviors={"ketama": True} on 21 of 60 keys.
     pylibmc = _pylibmc()
     with _memcacheds(len(WEIGHTS)) as servers:

@@ -17,7 +17,8 @@ from ringkit.compat.redis_cluster import crc16_xmodem
 from tests.compat._deps import require
 from tests.servers import free_port, require_binary, serve
 
-# Redis Cluster specification and src/crc16.c: "123456789" -> 0x31C3; the examples.
+# Redis Cluster specification and src/crc16.c: "123456789" -> 0x31C3; a key and its hash-tagged
+# forms share one slot.
 SPEC_VECTORS = [("key", 12539), ("id:{key}", 12539), ("{key}:profile", 12539)]
 # Hash-tag rules of the spec: first '{', first '}' after it, empty tag means the whole key.
 TAG_RULES = [

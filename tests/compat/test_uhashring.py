@@ -1,4 +1,4 @@
-"""ringkit.compat.uhashring against uhashring's default ring itself (issue 14).
+"""ringkit.compat.uhashring against uhashring's default ring itself.
 
 Regression: a uhashring user could not keep their placement; uhashring's default ring agreed with
 ``compat.ketama(variant="libketama")`` on 6,821 of 20,000 keys, since only its ``hash_fn="ketama"``

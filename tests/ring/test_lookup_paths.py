@@ -1,4 +1,4 @@
-"""Fast lookup paths (issue 15): each placement's scalar closure, its batch form and a plain
+"""Fast lookup paths: each placement's scalar closure, its batch form and a plain
 reference written here agree on every key.
 
 The bound closures (bucket tables, inlined hashes, lock-free reads) exist only for speed, so
@@ -269,7 +269,7 @@ def test_bounded_scalar_equals_batch_and_walk(
     assert bounded.loads() == {**dict.fromkeys(ring, 0), **held}  # lookups counted nothing
 
 
-# -- the second pass (issue 15): 16-bit digest buckets, jump exit bounds, packed probes ---------
+# -- 16-bit digest buckets, jump exit bounds, packed probes -------------------------------------
 
 
 def bisect_reference(points: list[int], owners: list[str], point: int) -> str:

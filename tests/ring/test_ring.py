@@ -356,7 +356,7 @@ def test_bad_descriptions_are_refused() -> None:
 
 
 def test_owner_indices_given_keys_says_to_use_node_for_many() -> None:
-    """Regression: #14 — keys failed with numpy's raw "invalid literal for int()"."""
+    """Regression: keys failed with numpy's raw "invalid literal for int()"."""
     ring = HashRing(["a", "b"])
     with pytest.raises(TypeError, match=r"got str keys;.*node_for_many\(keys\)"):
         ring.owner_indices(["user:1", "user:2"])
@@ -366,7 +366,7 @@ def test_owner_indices_given_keys_says_to_use_node_for_many() -> None:
 
 
 def test_from_tokens_repr_shows_explicit_tokens_not_vnodes() -> None:
-    """Regression: #14 — a from_tokens ring showed ``vnodes=160``, an option it never used."""
+    """Regression: a from_tokens ring showed ``vnodes=160``, an option it never used."""
     ring = HashRing.from_tokens({"A": [40], "B": [160]}, space=360)
     assert repr(ring) == "HashRing(['A', 'B'], explicit tokens, hasher='xxh3_64', tokens=2)"
     assert "vnodes=160" in repr(HashRing(["a"]))

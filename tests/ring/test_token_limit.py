@@ -22,7 +22,7 @@ from ringkit.strategies.allocation import AllocatedRing, allocate_tokens
 LIMIT = r"the limit is 16,777,216 tokens \(≈ 201 MB\); pass max_tokens= to raise it"
 
 
-def test_item_12_the_limit_is_two_to_the_24_tokens_about_200_mb() -> None:
+def test_the_limit_is_two_to_the_24_tokens_about_200_mb() -> None:
     assert MAX_TOKENS == 16_777_216
     with pytest.raises(ConfigError, match=r"would need 50,000,000 tokens \(≈ 600 MB\); " + LIMIT):
         check_token_count(50_000_000)
@@ -36,20 +36,18 @@ def test_item_12_the_limit_is_two_to_the_24_tokens_about_200_mb() -> None:
         ({"a": 1e300}, 160, r"~1.6e\+302 tokens \(≈ ~1.9e\+303 B\)"),
     ],
 )
-def test_item_12_hash_ring_refuses_huge_weights_and_vnodes(
-    nodes: object, vnodes: int, needed: str
-) -> None:
-    # regression: #16 item 12 — HashRing({"a": 1e12}) ended in a MemoryError
+def test_hash_ring_refuses_huge_weights_and_vnodes(nodes: object, vnodes: int, needed: str) -> None:
+    # Regression: HashRing({"a": 1e12}) ended in a MemoryError
     with pytest.raises(ConfigError, match=rf"a ring of vnodes={vnodes} would need {needed}; "):
         HashRing(nodes, vnodes=vnodes)  # type: ignore[arg-type]
 
 
-def test_item_12_weights_too_large_for_a_float_are_a_config_error() -> None:
+def test_weights_too_large_for_a_float_are_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"vnodes x weight must be a finite number"):
         HashRing({"a": 1.7e308})
 
 
-def test_item_12_changes_keep_the_rings_limit() -> None:
+def test_changes_keep_the_rings_limit() -> None:
     ring = HashRing(["a"], vnodes=1000, max_tokens=2500)
     assert ring.max_tokens == 2500 and len(ring.add("b").tokens) == 2000
     with pytest.raises(ConfigError, match=r"would need 3,000 tokens .* the limit is 2,500"):
@@ -64,14 +62,14 @@ def test_item_12_changes_keep_the_rings_limit() -> None:
         HashRing.from_dict(HashRing(["a", "b"], vnodes=1000).to_dict(), max_tokens=1999)
 
 
-def test_item_12_the_limit_is_raised_with_max_tokens() -> None:
+def test_the_limit_is_raised_with_max_tokens() -> None:
     ring = HashRing(["a", "b"], vnodes=10, max_tokens=20)
     assert len(ring.tokens) == 20
     with pytest.raises(ConfigError, match=r"max_tokens must be an int >= 1, got 0"):
         HashRing(["a"], max_tokens=0)
 
 
-def test_item_12_maglev_allocation_and_uhashring_refuse_huge_tables() -> None:
+def test_maglev_allocation_and_uhashring_refuse_huge_tables() -> None:
     with pytest.raises(ConfigError, match=r"a maglev table of table_size=50000017 would need"):
         Maglev(["a"], table_size=50_000_017)
     assert len(Maglev(["a"], table_size=7, max_tokens=7).table) == 7
@@ -83,10 +81,10 @@ def test_item_12_maglev_allocation_and_uhashring_refuse_huge_tables() -> None:
         uhashring({"a": 10**6, "b": 10**6})
 
 
-def test_item_12_cli_lookup_with_50_million_vnodes_is_a_usage_error(
+def test_cli_lookup_with_50_million_vnodes_is_a_usage_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # regression: #16 item 12 — `ringkit lookup --vnodes 50000000` ended in a MemoryError
+    # Regression: `ringkit lookup --vnodes 50000000` ended in a MemoryError
     with pytest.raises(SystemExit) as exit_info:
         main(["lookup", "k", "--vnodes", "50000000"])
     assert exit_info.value.code == 2
@@ -95,7 +93,7 @@ def test_item_12_cli_lookup_with_50_million_vnodes_is_a_usage_error(
     assert "Traceback" not in err
 
 
-def test_item_12_cli_ring_too_large_in_all_is_one_error_line(
+def test_cli_ring_too_large_in_all_is_one_error_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["lookup", "k", "--nodes", "a,b,c,d", "--vnodes", "10000000"]) == 1
@@ -104,8 +102,8 @@ def test_item_12_cli_ring_too_large_in_all_is_one_error_line(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_item_12_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
-    # regression: #16 item 12 — a TOML weight of 1e9 ended in a MemoryError
+def test_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
+    # Regression: a TOML weight of 1e9 ended in a MemoryError
     text = "nodes = {A = 1e9, B = 1}\n[keys]\ncount = 30\n"
     with pytest.raises(ConfigError, match=r"big\.toml: strategy: a ring of vnodes=160 would need"):
         parse_scenario(text, "big.toml")
@@ -129,7 +127,7 @@ def test_item_12_scenario_weight_1e9_is_refused(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_item_12_scenario_sizes_are_refused_before_building(text: str, message: str) -> None:
+def test_scenario_sizes_are_refused_before_building(text: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         parse_scenario(text, "x.toml")
 
@@ -142,7 +140,7 @@ def test_item_12_scenario_sizes_are_refused_before_building(text: str, message: 
         (["advise", "--nodes", "100000000"], "200 seeded rings of 100,000,000 nodes would need"),
     ],
 )
-def test_item_12_cli_node_counts_past_the_limit_are_one_error_line(
+def test_cli_node_counts_past_the_limit_are_one_error_line(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(argv) == 1
@@ -151,7 +149,7 @@ def test_item_12_cli_node_counts_past_the_limit_are_one_error_line(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_item_12_counts_past_4300_digits_are_named_not_a_value_error() -> None:
+def test_counts_past_4300_digits_are_named_not_a_value_error() -> None:
     # Python refuses str() of an int past 4,300 digits: messages show such counts as 10**k.
     with pytest.raises(ConfigError, match=r"got ~1\.0e\+5000 x 1\.0"):
         HashRing(["a"], vnodes=10**5000)
@@ -163,7 +161,7 @@ def test_item_12_counts_past_4300_digits_are_named_not_a_value_error() -> None:
         parse_scenario("nodes = 1" + "0" * 3999 + "\n", "x.toml")
 
 
-def test_item_12_ketama_continuum_is_counted_before_hashing() -> None:
+def test_ketama_continuum_is_counted_before_hashing() -> None:
     servers = [f"10.{i // 62500}.{i // 250 % 250}.{i % 250}:11211" for i in range(110_000)]
     with pytest.raises(ConfigError, match=r"ketama continuum of 110,000 servers would need"):
         ketama(servers)

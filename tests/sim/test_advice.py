@@ -216,7 +216,7 @@ def test_advise_when_no_vnode_count_is_enough(capsys: pytest.CaptureFixture[str]
 
 
 def test_advice_has_a_recommendation_attribute_not_only_in_the_cli_json() -> None:
-    """Regression: #14 — the recommendation existed only as a key the CLI added to its JSON."""
+    """Regression: the recommendation existed only as a key the CLI added to its JSON."""
     assert advise(4, target=1.5, draws=20, seed=0).recommendation == "ring"
     static = advise(4, target=1.5, draws=20, seed=0, static=True)
     assert static.recommendation == "modulo"
@@ -226,7 +226,7 @@ def test_advice_has_a_recommendation_attribute_not_only_in_the_cli_json() -> Non
 def test_compare_explains_the_range_placements_busiest_node(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """Regression: #14 — ranges showed 10x busiest with no word of why."""
+    """Regression: ranges showed 10x busiest with no word of why."""
     args = ["compare", "--nodes", "4", "--keys", "2000", "--repeats", "1"]
     assert main([*args, "--strategies", "ranges,ring"]) == 0
     out = capsys.readouterr().out
@@ -236,7 +236,7 @@ def test_compare_explains_the_range_placements_busiest_node(
 
 
 def test_compare_plot_clips_the_busiest_axis_and_labels_the_cut_bar() -> None:
-    """Regression: #14 — the range placement's 10x bar squashed the others to the floor."""
+    """Regression: the range placement's 10x bar squashed the others to the floor."""
     require_matplotlib()
     import matplotlib
 

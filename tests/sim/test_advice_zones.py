@@ -1,4 +1,4 @@
-"""``ringkit advise --replicas R --zones Z`` (issue 17): what one zone's failure costs.
+"""``ringkit advise --replicas R --zones Z``: what one zone's failure costs.
 
 Beside the balance target, the share of keys that lose every replica when one zone fails, with
 and without zone-aware preference lists, at the advised vnode count: counted key by key over a

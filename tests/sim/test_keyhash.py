@@ -70,10 +70,10 @@ def test_population_hashes_match_its_keys(hasher: str) -> None:
     count=st.integers(1, 40),
     hasher=st.sampled_from(VECTORISED_HASHERS),
 )
-def test_item_13_key_numbers_past_2_63_hash_exactly(
+def test_key_numbers_past_2_63_hash_exactly(
     prefix: bytes, width: int, begin: int, count: int, hasher: str
 ) -> None:
-    # regression: #16 item 13 — keys.start near 2**63 gave 208 / 0 / 92 keys per node, exit 0
+    # Regression: keys.start near 2**63 gave 208 / 0 / 92 keys per node, exit 0
     got = hash_generated(prefix, width, begin, begin + count, hasher)
     expected = _scalar(prefix, width, begin, begin + count, hasher)
     if begin + count <= 2**64:
@@ -85,7 +85,7 @@ def test_item_13_key_numbers_past_2_63_hash_exactly(
     assert hashed.tolist() == expected
 
 
-def test_item_13_scenario_near_2_63_counts_keys_as_the_scalar_path_does() -> None:
+def test_scenario_near_2_63_counts_keys_as_the_scalar_path_does() -> None:
     start = 2**63 - 150
     population = Population(count=300, prefix="", start=start, width=0)
     ring = HashRing(["a", "b", "c"], hasher="fnv1a_64")

@@ -1,6 +1,6 @@
-"""Zone failures and stale views with replicas (issue 17): exact counts, checked by brute force.
+"""Zone failures and stale views with replicas: exact counts, checked by brute force.
 
-The proof the issue asks for: a 12-node, 3-zone, R = 3 ring at 1, 4, 16 and 160 vnodes. Placed
+The claim under test: a 12-node, 3-zone, R = 3 ring at 1, 4, 16 and 160 vnodes. Placed
 zone-blind (the next three nodes clockwise), a zone failure loses keys at some of these counts,
 depending on where the tokens fall; placed zone-aware (one replica per zone first, Cassandra's
 NetworkTopologyStrategy) it loses none at any. Every figure is recounted here by code that
@@ -40,7 +40,7 @@ ZONE_OF = spread_zones(NAMES, 3)
 KEYS = Population(count=12_000, prefix="user-")
 VNODES = (1, 4, 16, 160)
 # Keys lost when each zone fails, zone-blind, for the fixed names, keys and xxh3_64 (found by
-# running it: the issue says which counts lose keys depends on where the tokens fall).
+# running it: which counts lose keys depends on where the tokens fall).
 BLIND_LOST = {
     1: {"z0": 0, "z1": 0, "z2": 0},
     4: {"z0": 308, "z1": 424, "z2": 827},
@@ -92,7 +92,7 @@ def _recount(
 
 @pytest.mark.parametrize("vnodes", VNODES)
 @pytest.mark.parametrize("zone_aware", [True, False], ids=["zone-aware", "zone-blind"])
-def test_issue_17_zone_failure_on_12_nodes_3_zones_r3(vnodes: int, zone_aware: bool) -> None:
+def test_zone_failure_on_12_nodes_3_zones_r3(vnodes: int, zone_aware: bool) -> None:
     ring = HashRing(zoned_nodes(NAMES, ZONE_OF, zone_aware=zone_aware), vnodes=vnodes)
     each = fail_each_zone(ring, ZONE_OF, KEYS, replicas=3)
     for zone in zone_names(3):
@@ -112,7 +112,7 @@ def test_issue_17_zone_failure_on_12_nodes_3_zones_r3(vnodes: int, zone_aware: b
             assert report.keys_lost == BLIND_LOST[vnodes][zone]
 
 
-def test_issue_17_zone_blind_loses_keys_at_some_vnode_counts_only() -> None:
+def test_zone_blind_loses_keys_at_some_vnode_counts_only() -> None:
     losing = {v for v, by_zone in BLIND_LOST.items() if any(by_zone.values())}
     assert losing == {4, 16, 160}  # and z0 alone loses none at 1 or 16
     assert {v for v, by_zone in BLIND_LOST.items() if by_zone["z0"]} == {4, 160}

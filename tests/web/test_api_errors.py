@@ -357,7 +357,7 @@ def test_fuzzed_raw_query_strings_never_get_a_500(query: str) -> None:
         assert response.status_code in (200, 400), (response.status_code, response.text)
 
 
-# -- the library refuses options a strategy does not use (issue 13) ------------------------------
+# -- the library refuses options a strategy does not use -----------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""``/api/remedies`` and ``/api/fail_zone`` (issue 17): the library's numbers, 400s, the gate."""
+"""``/api/remedies`` and ``/api/fail_zone``: the library's numbers, 400s, the gate."""
 
 from __future__ import annotations
 
@@ -150,7 +150,7 @@ def test_a_bad_remedies_parameter_is_a_400_naming_it(
 def test_fail_zone_counts_are_the_simulators_and_zone_aware_loses_nothing(
     client: TestClient, vnodes: int
 ) -> None:
-    # The issue's proof on the page: 12 nodes, 3 zones, R = 3, at 1, 4, 16 and 160 vnodes.
+    # The zone-failure proof on the page: 12 nodes, 3 zones, R = 3, at 1, 4, 16 and 160 vnodes.
     params = {"nodes": ZONED, "vnodes": str(vnodes), "keys": "5000", "zone": "z0", "replicas": "3"}
     answer = client.get("/api/fail_zone", params=params).json()
     keys = Population(count=5000)

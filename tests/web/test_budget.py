@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
+from concurrent.futures import BrokenExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +21,9 @@ from ringkit.errors import ConfigError
 pytest.importorskip("starlette", reason="needs the web extra")
 httpx = pytest.importorskip("httpx", reason="needs the dev extra")
 
-from ringkit.web import api  # noqa: E402  (after the extra checks)
+from starlette.exceptions import HTTPException  # noqa: E402  (after the extra checks)
+
+from ringkit.web import api  # noqa: E402
 from ringkit.web.app import create_app  # noqa: E402
 from ringkit.web.budget import ComputeGate  # noqa: E402
 
@@ -38,18 +47,18 @@ class SlowReports:
         return {"nodes": []}
 
 
-async def _until(condition: Any) -> None:
-    for _ in range(3000):  # at most ~30 s; each check yields to the event loop
+async def _until(condition: Any, limit_s: float = 30.0) -> None:
+    for _ in range(int(limit_s * 100)):  # each check yields to the event loop
         if condition():
             return
         await asyncio.sleep(0.01)
     raise AssertionError("condition not reached")
 
 
-def test_item_12_web_api_caps_computations_and_sheds_with_503_retry_after(
+def test_web_api_caps_computations_and_sheds_with_503_retry_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # regression: #16 item 12 — 40 maximal requests at once made /api/meta take 10.8 s and
+    # Regression: 40 maximal requests at once made /api/meta take 10.8 s and
     # memory grow from 77 to 409 MB: nothing capped the computations or bounded their wait.
     slow = SlowReports()
     monkeypatch.setattr(api, "ring_report", slow)
@@ -90,7 +99,7 @@ def test_item_12_web_api_caps_computations_and_sheds_with_503_retry_after(
         ({"budget_s": 0}, "budget_s must be a finite number > 0, got 0"),
     ],
 )
-def test_item_12_compute_gate_refuses_bad_sizes(options: dict[str, Any], message: str) -> None:
+def test_compute_gate_refuses_bad_sizes(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         ComputeGate(**options)
 
@@ -99,11 +108,142 @@ def test_item_12_compute_gate_refuses_bad_sizes(options: dict[str, Any], message
     "argv",
     [["--budget-s", "0"], ["--budget-s", "nan"], ["--budget-s", "x"], ["--compute-workers", "0"]],
 )
-def test_item_12_serve_refuses_bad_gate_sizes(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_serve_refuses_bad_gate_sizes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main(["serve", *argv])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert argv[1] in err and "Traceback" not in err
+
+
+def _compute_until_released(started: str, release: str) -> int:
+    """Hold this worker's interpreter busy until file `release` exists; return the worker's pid.
+
+    A busy loop in Python on purpose: it holds its process's GIL as a maximal ring computation
+    does, which on a thread of the server's own process slows every request the loop answers.
+    """
+    Path(started, str(os.getpid())).touch()
+    deadline = time.monotonic() + 120  # bounded: the test releases it long before
+    while not os.path.exists(release) and time.monotonic() < deadline:
+        pass
+    return os.getpid()
+
+
+def test_worker_processes_compute_while_the_loop_answers_meta_and_the_page(
+    tmp_path: Path,
+) -> None:
+    # Regression: on the gate's threads, 40 maximal requests (Python code holding the GIL) left
+    # the event loop a slice of the GIL between theirs, and /api/meta took up to 1.6-4.3 s.
+    started, release = tmp_path / "started", tmp_path / "release"
+    started.mkdir()
+    gate = ComputeGate(workers=2, budget_s=300.0, processes=True)
+    app = create_app(gate=gate)
+
+    async def scenario() -> None:
+        heavy = [
+            asyncio.create_task(gate.run(_compute_until_released, str(started), str(release)))
+            for _ in range(2)
+        ]
+        # Both computing at once (spawning a worker imports the library: generous bound).
+        await _until(lambda: len(list(started.iterdir())) == 2, limit_s=240)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://ringkit") as client:
+            meta, page = await client.get("/api/meta"), await client.get("/")
+            assert (meta.status_code, page.status_code) == (200, 200)
+            assert not any(task.done() for task in heavy)  # answered while both computed
+            release.touch()
+            pids = await asyncio.gather(*heavy)
+            assert len(set(pids)) == 2 and os.getpid() not in pids  # two other processes
+            # The API's own computations and refusals cross the process boundary intact.
+            ring = await client.get("/api/ring", params={"add": "D"})
+            assert [node["name"] for node in ring.json()["nodes"]] == ["A", "B", "C", "D"]
+            refused = await client.get("/api/ring", params={"strategy": "jump", "remove": "A"})
+            assert refused.status_code == 400
+            assert refused.json()["error"]["param"] == "remove"
+            assert "use Rendezvous for arbitrary removal" in refused.json()["error"]["message"]
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        release.touch()
+        gate.close()
+
+
+def test_serve_computes_in_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    gates: list[ComputeGate] = []
+    monkeypatch.setattr("ringkit.commands.serve.check_port_free", lambda host, port: None)
+    monkeypatch.setattr("uvicorn.run", lambda app, **options: gates.append(app.state.gate))
+    assert main(["serve", "--port", "8123", "--compute-workers", "3"]) == 0
+    [gate] = gates
+    assert (gate.processes, gate.workers) == (True, 3)
+    gate.close()
+
+
+def _killed() -> None:
+    """Die as a worker the OOM killer chose would."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_dead_worker_fails_its_request_only_and_closing_answers_503(tmp_path: Path) -> None:
+    gate = ComputeGate(workers=1, budget_s=300.0, processes=True)
+
+    async def scenario() -> None:
+        with pytest.raises(BrokenExecutor):
+            await gate.run(_killed)
+        assert await gate.run(os.getpid) != os.getpid()  # a new pool for the next request
+        started, release = tmp_path / "started", tmp_path / "release"
+        started.mkdir()
+        running = asyncio.create_task(gate.run(_compute_until_released, str(started), str(release)))
+        await _until(lambda: any(started.iterdir()), limit_s=240)
+        gate.close()  # a server shutting down waits for no computation
+        with pytest.raises(HTTPException) as refused:
+            await running
+        assert refused.value.status_code == 503 and refused.value.detail == (
+            "the server is shutting down"
+        )
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.close()
+
+
+_SERVER_WITH_A_WORKER = """
+import os, sys, time
+from ringkit.web.budget import ComputeGate
+gate = ComputeGate(workers=1, processes=True)
+print(gate._executor.submit(os.getpid).result(timeout=240), flush=True)
+time.sleep(600)
+"""
+
+
+def _gone(pid: int) -> bool:
+    """True when process `pid` has exited (a zombie nobody reaped yet counts as exited)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_worker_processes_exit_when_the_server_is_killed() -> None:
+    # A server killed with SIGKILL shuts nothing down: its workers must notice on their own.
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    server = subprocess.Popen(
+        [sys.executable, "-c", _SERVER_WITH_A_WORKER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # its resource tracker reports the killed pool's semaphores
+        env={**os.environ, "PYTHONPATH": src},
+    )
+    try:
+        assert server.stdout is not None
+        worker = int(server.stdout.readline())
+        assert worker != server.pid and not _gone(worker)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while not _gone(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(worker)

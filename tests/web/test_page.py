@@ -234,7 +234,7 @@ def test_strategies_without_vnodes_get_none_sent(page: Page) -> None:
     assert not page.is_disabled("input[name=vnodes][value='8']")
 
 
-# -- issue 13: layout and state faults, each checked where it showed -----------------------------
+# -- layout and state faults, each checked where it showed ---------------------------------------
 
 
 def test_keys_per_node_panel_has_no_scrollbar(page: Page) -> None:
@@ -314,7 +314,7 @@ def test_hot_key_labels_stay_clear_of_the_lookup_label(page: Page) -> None:
         assert overlaps == 0, f"booking-{i:04d}"
 
 
-# -- issue 17: the hot-key remedy switch and the fail-zone action --------------------------------
+# -- the hot-key remedy switch and the fail-zone action ------------------------------------------
 
 
 def _remedy_rows(page: Page) -> dict[str, list[str]]:

@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"ringkit {what} on {page_url(args.host, args.port)} (Ctrl+C to stop)", flush=True)
     options: dict[str, Any] = {"host": args.host, "port": args.port, "log_level": "warning"}
     budget_s = DEFAULT_BUDGET_S if args.budget_s is None else args.budget_s
-    gate = ComputeGate(workers=args.compute_workers, budget_s=budget_s)
+    # Worker processes: a computation holding the GIL in this process slows every cheap request.
+    gate = ComputeGate(workers=args.compute_workers, budget_s=budget_s, processes=True)
     try:
         if live is None:
             uvicorn.run(create_app(gate=gate), **options)

@@ -260,9 +260,9 @@ def test_one_client_is_safe_to_share_between_threads(urls: dict[str, str], new: 
 
 @pytest.mark.timeout(60)
 def test_readmission_invalidates_more_hints_than_the_pool_has_connections(new: New) -> None:
-    # Regression (issue 13 merge): the async client sends a re-admitted server's hint deletes as
-    # one concurrent round; redis.asyncio's default pool refused the calls past max_connections,
-    # the probe failed, and the taken hints were dropped, so the stale copies stayed.
+    # Regression: the async client sends a re-admitted server's hint deletes as one concurrent
+    # round; redis.asyncio's default pool refused the calls past max_connections, the probe
+    # failed, and the taken hints were dropped, so the stale copies stayed.
     with ExitStack() as stack:
         trio = [stack.enter_context(redis_server()) for _ in range(3)]
         urls = server_urls("redis", trio)

@@ -3,7 +3,7 @@
 Dynamo (DeCandia et al. 2007, section 4.6) keeps the hints for a failed node on the nodes that
 took its writes, so a hint outlives the coordinator that wrote it. These tests run the writer
 and the re-admitting reader in different processes, on real redis-server and memcached
-processes, with the failed server hung by SIGSTOP (the failure seen in issue 16, item 3).
+processes, with the failed server hung by SIGSTOP (a hung server, not a dead one).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def _options(dead_timeout_s: float) -> dict[str, object]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 @pytest.mark.parametrize("kind", ["redis", "memcached"])
-def test_item_03_another_process_readmits_a_hung_server_only_after_its_hints(
+def test_another_process_readmits_a_hung_server_only_after_its_hints(
     kind: str, flavor: str
 ) -> None:
     with ExitStack() as stack:
@@ -94,7 +94,7 @@ def test_item_03_another_process_readmits_a_hung_server_only_after_its_hints(
 
 
 @pytest.mark.parametrize("flavor", ["sync", "async"])
-def test_item_03_hints_of_a_down_server_are_stored_on_the_replicas_that_took_the_write(
+def test_hints_of_a_down_server_are_stored_on_the_replicas_that_took_the_write(
     flavor: str,
 ) -> None:
     urls = memory_urls()
@@ -122,7 +122,7 @@ def _drive(steps: Steps[Any], client: ShardedClient, stop: str | None = None) ->
         outcomes = [_call_sync(call, client.server(call.server)) for call in round_]
 
 
-def test_item_03_a_hint_written_while_another_process_readmits_is_not_lost() -> None:
+def test_a_hint_written_while_another_process_readmits_is_not_lost() -> None:
     # The race left by hints on the servers: P2 reads the hints for s1 and, before it deletes
     # them there and re-admits s1, P1 (which still has s1 down) writes and hints a key. P2
     # never saw that hint; P1 sees P2's re-admission stamp and invalidates the key on s1.

@@ -1,11 +1,10 @@
 """Hot-key copies stay coherent across clients: no read from a copy is older than an ack.
 
 One client finds a key hot and spreads it (copies beyond its replicas, reads rotated over them);
-another client, in another process and with no hot-key policy at all, updates the key. Every
-later read from the hot client must see the update (issue 16, item 4: 6 of 8 reads returned the
-old value). The writer learns that the key is spread from a marker on its replicas, read in the
-same round trip as its write, and updates or invalidates the copies, version-checked, before it
-acknowledges.
+another client, in another process and with no hot-key policy at all, updates the key. Every later
+read from the hot client must see the update (before, 6 of 8 reads returned the old value). The
+writer learns that the key is spread from a marker on its replicas, read in the same round trip as
+its write, and updates or invalidates the copies, version-checked, before it acknowledges.
 """
 
 from __future__ import annotations
@@ -36,9 +35,7 @@ def _hot_options() -> dict[str, object]:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("flavor", ["sync", "async"])
 @pytest.mark.parametrize("kind", ["redis", "memcached"])
-def test_item_04_reads_from_spread_copies_see_another_process_update(
-    kind: str, flavor: str
-) -> None:
+def test_reads_from_spread_copies_see_another_process_update(kind: str, flavor: str) -> None:
     with ExitStack() as stack:
         trio = [stack.enter_context(START[kind]()) for _ in range(3)]
         urls = server_urls(kind, trio)
@@ -64,7 +61,7 @@ def test_item_04_reads_from_spread_copies_see_another_process_update(
 
 
 @pytest.mark.parametrize("flavor", ["sync", "async"])
-def test_item_04_the_hot_client_own_update_reaches_every_copy(flavor: str) -> None:
+def test_the_hot_client_own_update_reaches_every_copy(flavor: str) -> None:
     urls = memory_urls()
     client = client_in_this_process(flavor, urls, _hot_options())
     other = client_in_this_process(flavor, urls, {"replicas": 1})
@@ -98,7 +95,7 @@ def test_an_old_copy_never_overwrites_a_newer_one() -> None:
     assert HotKeys(top=1).spread == 3
 
 
-def test_item_04_a_writer_reads_the_marker_from_another_replica_when_the_first_fails() -> None:
+def test_a_writer_reads_the_marker_from_another_replica_when_the_first_fails() -> None:
     urls = memory_urls()
     options = {"replicas": 2, "dead_timeout_s": 60.0}
     client = client_in_this_process("sync", urls, {**options, "hot_keys": dict(HOT)})

@@ -1,6 +1,6 @@
 """Hot keys: the Space-Saving sketch finds the top keys; spreading them evens the load.
 
-The seeded scenario of issue 8: 1M requests with Zipf s = 1.1 over 100,000 keys on 8 servers.
+The seeded scenario: 1M requests with Zipf s = 1.1 over 100,000 keys on 8 servers.
 The busiest server's fair share is 1/8; the claim is that after relief it serves at most 1.5 x
 that. Requests are generated with numpy (vectorised); the routing of hot reads follows the
 client's own rotation rule, checked against ``ShardedClient.read_order`` on a prefix.

@@ -1,4 +1,4 @@
-"""Read repair is a conditional write: it never replaces a newer value (issue 16, item 5).
+"""Read repair is a conditional write: it never replaces a newer value.
 
 A read that falls back to a second replica, or that finds an older copy with ``read="all"``,
 repairs the replica behind with the value it found. A write acknowledged between that read and
@@ -42,7 +42,7 @@ def _stored(client: Any, name: str) -> Any:
 
 
 @pytest.mark.parametrize(("read", "behind_holds"), CASES)
-def test_item_05_repair_never_overwrites_a_newer_write(
+def test_repair_never_overwrites_a_newer_write(
     urls: dict[str, str], new: Callable[..., Any], read: str, behind_holds: str
 ) -> None:
     writer = ShardedClient(HashRing(list(urls)), urls, replicas=2)
@@ -80,7 +80,7 @@ def test_item_05_repair_never_overwrites_a_newer_write(
 
 
 @pytest.mark.parametrize("read", ["first", "all"])
-def test_item_15_a_delete_between_read_and_repair_stays_deleted(
+def test_a_delete_between_read_and_repair_stays_deleted(
     urls: dict[str, str], new: Callable[..., Any], read: str
 ) -> None:
     """Without any fault: a fallback read racing a delete must not write the key back.
@@ -97,7 +97,7 @@ def test_item_15_a_delete_between_read_and_repair_stays_deleted(
     writer.server(behind).backend.delete(key)  # the replica that missed the write
     raced: list[OpEvent] = []
     answered: set[str] = set()
-    readers = {ahead} if read == "first" else {ahead, behind}  # as in item 5's test
+    readers = {ahead} if read == "first" else {ahead, behind}  # as in the newer-write test above
 
     def delete_lands(event: OpEvent) -> None:
         # Runs after the read answered and before the repair: another client's delete.
@@ -210,7 +210,7 @@ def test_a_write_retried_after_a_refusal_is_applied_once_per_server(
     assert client.get("fresh") == "x"
 
 
-def test_item_15_read_all_reconciles_a_delete_a_replica_missed(
+def test_read_all_reconciles_a_delete_a_replica_missed(
     urls: dict[str, str], new: Callable[..., Any]
 ) -> None:
     """With read="all", a tombstone takes part in reconciliation like a value.

@@ -1,4 +1,4 @@
-"""Multi-key calls reach every server at once (issue 15): fan-out, delete_many, their failures."""
+"""Multi-key calls reach every server at once: fan-out, delete_many, their failures."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_delete_many_leaves_tombstones_that_stop_an_older_repair(
     make_client: Callable[..., Any],
 ) -> None:
     # The tombstone of each key is what keeps a read repair from bringing the key back
-    # (issue 16): a repair with the value read before the delete must not land after it.
+    # too: a repair with the value read before the delete must not land after it.
     client = make_client(replicas=2, write_quorum=2)
     client.set("gone", "old")
     first = client.replicas_for("gone")[0]

@@ -17,6 +17,7 @@ import redis
 from ringkit import HashRing
 from ringkit.cli import main
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.views.view import ClusterView, write_view
 from tests.servers import redis_server
 
 KEYS = [f"seat:{i}" for i in range(2000)]
@@ -84,3 +85,42 @@ def test_placement_options_are_refused_with_a_view(capsys: pytest.CaptureFixture
     # A view carries its own placement: --vnodes there would be silently ignored.
     assert main(["rebalance", "--view", "v.json", "--vnodes", "8", "--status"]) == 1
     assert "--vnodes applies with --servers" in capsys.readouterr().err
+
+
+def _assert_status_shows_the_files_view(
+    urls: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The servers hold the first client's view (epoch 1, 1 replica); the file, the view the
+    # operator keeps for the clients of `--view-store file://` (epoch 4, 2 replicas). `--status`
+    # through that store must show the file's: it showed the servers' instead.
+    with ShardedClient(HashRing(list(urls)), urls) as client:
+        client.set("seat:1", "1")  # the first client publishes epoch 1
+    path = tmp_path / "view.json"
+    write_view(ClusterView(4, HashRing(list(urls)), urls, replicas=2), path)
+    store = f"file://{path}"
+    assert main(["rebalance", "--view-store", store, "--status", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["epoch"], shown["replicas"]) == (4, 2)
+    assert main(["rebalance", "--view-store", store, "--status"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"cluster view at epoch 4 (stable, from {store}): 2 servers, 2 replicas")
+    # Without the store, the same servers answer with their own view.
+    listing = ",".join(f"{name}={url}" for name, url in urls.items())
+    assert main(["rebalance", "--servers", listing, "--status", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epoch"] == 1
+
+
+def test_status_through_a_file_store_shows_the_files_view_not_the_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    urls = {name: f"memory://status-file-store-{tmp_path.name}-{name}" for name in ("s1", "s2")}
+    _assert_status_shows_the_files_view(urls, tmp_path, capsys)
+
+
+def test_status_through_a_file_store_shows_the_files_view_on_redis_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ExitStack() as stack:
+        servers = [stack.enter_context(redis_server()) for _ in range(2)]
+        urls = {f"s{i + 1}": f"redis://{s.address}/0" for i, s in enumerate(servers)}
+        _assert_status_shows_the_files_view(urls, tmp_path, capsys)

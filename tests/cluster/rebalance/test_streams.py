@@ -1,4 +1,4 @@
-"""The packed copy path of a rebalance on real redis-server processes (issue 15).
+"""The packed copy path of a rebalance on real redis-server processes.
 
 A page of an arc is read and packed by one script on the source and restored and indexed by one
 script on the destination (``ringkit.cluster.values.packed``), several streams at once. Each

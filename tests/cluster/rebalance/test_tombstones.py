@@ -1,4 +1,4 @@
-"""Deletes during a move leave tombstones, so no copy brings a deleted key back (issue 16, item 15).
+"""Deletes during a move leave tombstones, so no copy brings a deleted key back.
 
 The coordinator copies a page of keys in two steps, a read (DUMP) on the old owner and a write
 (RESTORE) on the new one. A delete that lands in between used to be undone by the write. Here the
@@ -170,9 +170,7 @@ def _check(
 
 
 @pytest.mark.parametrize("recovery", ["resume", "rollback"])
-def test_item_15_deleted_keys_stay_deleted_after_a_killed_move(
-    urls: dict[str, str], recovery: str
-) -> None:
+def test_deleted_keys_stay_deleted_after_a_killed_move(urls: dict[str, str], recovery: str) -> None:
     seed = _client(urls, BASE)
     seed.set_many({key: key for key in KEYS})
     deleted, unsure = _kill_mid_copy(urls, deletes=20)
@@ -190,7 +188,7 @@ def test_item_15_deleted_keys_stay_deleted_after_a_killed_move(
     seed.close()
 
 
-def test_item_15_tombstones_are_bounded_and_never_block_a_newer_write(
+def test_tombstones_are_bounded_and_never_block_a_newer_write(
     urls: dict[str, str],
 ) -> None:
     seed = _client(urls, BASE)
@@ -214,7 +212,7 @@ def _raw(urls: dict[str, str], name: str) -> redis.Redis:
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 @pytest.mark.parametrize("flavor", ["sync", "async"])
-def test_item_15_a_delete_between_copy_read_and_write_stays_deleted(
+def test_a_delete_between_copy_read_and_write_stays_deleted(
     kind: str, flavor: str, quartet: list[Server], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     urls = memory_urls(4) if kind == "memory" else flushed_redis_urls(NAMES, quartet)

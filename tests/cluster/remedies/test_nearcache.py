@@ -1,4 +1,4 @@
-"""The near-cache (issue 17): bounded by size and TTL, dropped by the client's own writes.
+"""The near-cache: bounded by size and TTL, dropped by the client's own writes.
 
 A hot key read through a client with ``near_cache=NearCache(...)`` is answered from memory with
 no server call; every write of that client (acknowledged, failed or unknown) drops its keys; a

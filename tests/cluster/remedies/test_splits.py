@@ -1,4 +1,4 @@
-"""Split counters (issue 17): a write-hot counter kept as parts on distinct nodes, summed.
+"""Split counters: a write-hot counter kept as parts on distinct nodes, summed.
 
 ``HotKeys(remedy="split", parts=P)``: a hot counter (found by the sketch from its ``incr`` /
 ``decr``, or switched with ``hot.split(key)``) is counted into one of P parts at random, the key

@@ -1,4 +1,4 @@
-"""``serializer="raw"``: values other languages' clients share, and what raw refuses (issue 14).
+"""``serializer="raw"``: values other languages' clients share, and what raw refuses.
 
 Placement was shared with PHP / Go / C clients (``KetamaHasher``) but values were not: every
 value carried ringkit's binary envelope (``b'\\xfe\\x00…'``). A raw client stores bytes and str

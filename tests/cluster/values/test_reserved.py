@@ -1,4 +1,4 @@
-"""Reserved keys: every verb refuses a ``ringkit:`` key before any server is asked (issue 14)."""
+"""Reserved keys: every verb refuses a ``ringkit:`` key before any server is asked."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ VERBS: dict[str, Callable[[Any, str | bytes], object]] = {
 
 @pytest.mark.parametrize("verb", sorted(VERBS))
 @pytest.mark.parametrize("key", ["ringkit:epoch", b"ringkit:anything"])
-def test_item_01_a_reserved_key_is_refused_not_fencing_the_client(
+def test_a_reserved_key_is_refused_not_fencing_the_client(
     make_client: Callable[..., Any], verb: str, key: str | bytes
 ) -> None:
     events: list[OpEvent] = []

@@ -1,9 +1,9 @@
 """The view is the one source of configuration; fencing survives restarts; refusals publish nothing.
 
-Issue 16, items 2, 6 and 8: the first client of an empty pool publishes epoch 1, later clients
-adopt it or are refused naming both values; ``ringkit rebalance`` takes the replica count from
-the view; a server restarted empty accepts no write until it is re-stamped; a rebalance that
-memcached cannot run is refused before anything is published.
+The first client of an empty pool publishes epoch 1, later clients adopt it or are refused naming
+both values; ``ringkit rebalance`` takes the replica count from the view; a server restarted empty
+accepts no write until it is re-stamped; a rebalance that memcached cannot run is refused before
+anything is published.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _held_view(url: str) -> bytes | None:
         backend.close()
 
 
-def test_item_08_refused_memcached_rebalance_publishes_nothing(
+def test_refused_memcached_rebalance_publishes_nothing(
     memcached_pair: dict[str, str], new: New
 ) -> None:
     base = {name: memcached_pair[name] for name in ("s1", "s2")}
@@ -134,7 +134,7 @@ def test_view_is_the_one_source_membership_of_a_later_epoch_is_adopted(new: New)
         new(HashRing(list(base)), base, replicas=2, serializer="pickle").get("k1")
 
 
-# -- item 2: ringkit rebalance takes the replica count from the view -----------------------------
+# -- ringkit rebalance takes the replica count from the view -------------------------------------
 
 
 def _copies(servers: list[Server], keys: list[str]) -> dict[str, int]:
@@ -146,7 +146,7 @@ def _copies(servers: list[Server], keys: list[str]) -> dict[str, int]:
             r.close()
 
 
-def test_item_02_cli_rebalance_keeps_the_clients_replicas(
+def test_cli_rebalance_keeps_the_clients_replicas(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     keys = [f"seat:{i}" for i in range(3000)]
@@ -172,7 +172,7 @@ def test_item_02_cli_rebalance_keeps_the_clients_replicas(
             assert survivor.get_many(keys) == {key: key for key in keys}
 
 
-def test_item_02_cli_rebalance_without_a_view_needs_the_replica_count(
+def test_cli_rebalance_without_a_view_needs_the_replica_count(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     urls = memory_urls(3)
@@ -185,10 +185,10 @@ def test_item_02_cli_rebalance_without_a_view_needs_the_replica_count(
     assert (held.epoch, held.replicas) == (2, 2)
 
 
-# -- item 6: a server restarted empty takes no write until it is re-stamped ----------------------
+# -- a server restarted empty takes no write until it is re-stamped ------------------------------
 
 
-def test_item_06_server_restarted_empty_is_restamped_before_a_stale_write(new: New) -> None:
+def test_server_restarted_empty_is_restamped_before_a_stale_write(new: New) -> None:
     with ExitStack() as stack:
         servers = [stack.enter_context(redis_server()) for _ in range(4)]
         urls = {f"s{i + 1}": f"redis://{s.address}/0" for i, s in enumerate(servers)}
@@ -224,7 +224,7 @@ def test_item_06_server_restarted_empty_is_restamped_before_a_stale_write(new: N
 
 
 @pytest.mark.parametrize("kind", ["memory", "memcached"])
-def test_item_06_write_to_a_server_without_epoch_is_refused_then_restamped(
+def test_write_to_a_server_without_epoch_is_refused_then_restamped(
     new: New, kind: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # memcached's gate reads the epoch at most every 0.5 s (best effort): read it every call.

@@ -2,7 +2,7 @@
 
 ``get_many`` checks its keys as a batch (:func:`~ringkit.cluster.values.keys.user_keys`), decodes
 each server's values as a batch (``ValueCodec.decode_many``) and routes small batches with one
-``searchsorted`` (issue 15: the per-key Python cost of the multi-key read). Each must agree with the
+``searchsorted`` (the per-key Python cost of the multi-key read). Each must agree with the
 per-key form, errors included: the same exception naming the same first bad key.
 """
 

@@ -1,4 +1,4 @@
-"""The key index stays bounded by the live keys (issue 16, item 9).
+"""The key index stays bounded by the live keys.
 
 Every key ringkit writes on Redis gets an entry in the index's buckets. Keys that
 expire or are evicted used to leave their entries behind for ever (0 live keys, 100,000 entries),
@@ -53,7 +53,7 @@ def _expired(client: ShardedClient, raw: redis.Redis, count: int) -> None:
         time.sleep(0.05)
 
 
-def test_item_09_sweep_drops_the_entries_of_expired_keys(server: Server, raw: redis.Redis) -> None:
+def test_sweep_drops_the_entries_of_expired_keys(server: Server, raw: redis.Redis) -> None:
     client = _client(server)
     _expired(client, raw, 20_000)
     assert client.sweep_index() > 0
@@ -61,9 +61,7 @@ def test_item_09_sweep_drops_the_entries_of_expired_keys(server: Server, raw: re
     client.close()
 
 
-def test_item_09_writes_keep_the_index_bounded_by_live_keys(
-    server: Server, raw: redis.Redis
-) -> None:
+def test_writes_keep_the_index_bounded_by_live_keys(server: Server, raw: redis.Redis) -> None:
     client = _client(server)
     _expired(client, raw, 20_000)
     for start in range(0, 10_000, 50):  # ordinary writes, no explicit sweep
@@ -73,7 +71,7 @@ def test_item_09_writes_keep_the_index_bounded_by_live_keys(
     client.close()
 
 
-def test_item_09_entries_of_evicted_keys_are_swept(server: Server, raw: redis.Redis) -> None:
+def test_entries_of_evicted_keys_are_swept(server: Server, raw: redis.Redis) -> None:
     client = _client(server)
     raw.config_set("maxmemory-policy", "volatile-lru")
     raw.config_set("maxmemory", int(raw.info("memory")["used_memory"]) + 6_000_000)
@@ -89,9 +87,7 @@ def test_item_09_entries_of_evicted_keys_are_swept(server: Server, raw: redis.Re
 
 
 @pytest.mark.parametrize("flavor", ["sync", "async"])
-def test_item_09_sweep_index_keeps_live_entries(
-    server: Server, raw: redis.Redis, flavor: str
-) -> None:
+def test_sweep_index_keeps_live_entries(server: Server, raw: redis.Redis, flavor: str) -> None:
     client = new_client(flavor, HashRing(["s1"]), {"s1": f"redis://{server.address}/0"})
     client.set_many({f"seat:{i}": i for i in range(300)}, ttl_s=1)
     client.set_many({f"fare:{i}": i for i in range(300)})

@@ -1,4 +1,4 @@
-"""Secrets stay out of views, server keys, files, reprs and errors (issue 16, items 10 and 14).
+"""Secrets stay out of views, server keys, files, reprs and errors.
 
 Every test against Redis runs real redis-servers that require the password ``p@ss:w/rd``
 (``--requirepass``): the characters a URL's user part cannot hold unencoded.
@@ -82,10 +82,10 @@ def _server_keys(server: Server) -> str:
     return b"\n".join(parts).decode(errors="replace")
 
 
-# -- item 10: a password reaches the server, and nothing else ---------------------------------
+# -- a password reaches the server, and nothing else ------------------------------------------
 
 
-def test_item_10_percent_encoded_password_with_at_colon_slash_authenticates(
+def test_percent_encoded_password_with_at_colon_slash_authenticates(
     new: New, locked: dict[str, Server]
 ) -> None:
     urls = {name: _url(locked[name]) for name in ("s1", "s2")}
@@ -96,7 +96,7 @@ def test_item_10_percent_encoded_password_with_at_colon_slash_authenticates(
     assert parse_url(urls["s1"]).password == PASSWORD  # decoded as redis-py decodes it
 
 
-def test_item_10_view_repr_and_json_hold_no_password(new: New) -> None:
+def test_view_repr_and_json_hold_no_password(new: New) -> None:
     urls = {"a": "redis://admin:hunter2@127.0.0.1:1/0", "b": "memory://item10-view-b"}
     client = new(HashRing(list(urls)), urls)  # nothing is contacted yet
     view = client.view
@@ -106,7 +106,7 @@ def test_item_10_view_repr_and_json_hold_no_password(new: New) -> None:
     assert client.server("a").url.password == "hunter2"  # used to connect, never published
 
 
-def test_item_10_views_and_server_keys_hold_no_secret(new: New, locked: dict[str, Server]) -> None:
+def test_views_and_server_keys_hold_no_secret(new: New, locked: dict[str, Server]) -> None:
     urls = {name: _url(locked[name]) for name in ("s1", "s2")}
     client = new(HashRing(list(urls)), urls, replicas=2)
     client.set_many({f"k{i}": i for i in range(200)})
@@ -126,7 +126,7 @@ def test_item_10_views_and_server_keys_hold_no_secret(new: New, locked: dict[str
 
 
 @pytest.mark.parametrize("given", ["default", "name", "address", "environment"])
-def test_item_10_client_opens_servers_learnt_from_a_view_with_its_credentials(
+def test_client_opens_servers_learnt_from_a_view_with_its_credentials(
     new: New, locked: dict[str, Server], given: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     first = {name: _url(locked[name]) for name in ("s1", "s2")}
@@ -149,7 +149,7 @@ def test_item_10_client_opens_servers_learnt_from_a_view_with_its_credentials(
     assert _leaks(repr(reader)) == []
 
 
-def test_item_10_a_server_without_its_password_says_how_to_give_it(
+def test_a_server_without_its_password_says_how_to_give_it(
     new: New, locked: dict[str, Server]
 ) -> None:
     public = {"s1": _url(locked["s1"], secret=False)}
@@ -159,7 +159,7 @@ def test_item_10_a_server_without_its_password_says_how_to_give_it(
     assert "credentials=" in str(caught.value) and "RINGKIT_REDIS_PASSWORD" in str(caught.value)
 
 
-def test_item_10_credentials_are_checked_and_never_shown() -> None:
+def test_credentials_are_checked_and_never_shown() -> None:
     urls = memory_urls(2)
     with pytest.raises(ConfigError, match=r"credentials\['s1'\] must be a password"):
         ShardedClient(HashRing(list(urls)), urls, credentials={"s1": 5})  # type: ignore[dict-item]
@@ -180,7 +180,7 @@ def test_item_10_credentials_are_checked_and_never_shown() -> None:
         "http://:zq@xk@h:1/0",
     ],
 )
-def test_item_10_url_errors_show_no_part_of_the_user_part(text: str) -> None:
+def test_url_errors_show_no_part_of_the_user_part(text: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_url(text)
     message = str(caught.value)
@@ -191,20 +191,20 @@ def test_item_10_url_errors_show_no_part_of_the_user_part(text: str) -> None:
 @pytest.mark.parametrize(
     "text", ["etcd://ops:zq@xk@h:99999/x", "etcd://ops:zq/xk@h:1/x", "etcd://ops:zq@xk@/x"]
 )
-def test_item_10_store_url_errors_show_no_part_of_the_password(text: str) -> None:
+def test_store_url_errors_show_no_part_of_the_password(text: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_store_url(text)
     message = str(caught.value)
     assert "zq" not in message and "xk" not in message, message
 
 
-def test_item_10_password_with_a_literal_at_sign_is_used_whole() -> None:
+def test_password_with_a_literal_at_sign_is_used_whole() -> None:
     url = parse_url("redis://admin:zq@xk@h:1/0")
     assert (url.username, url.password, url.host) == ("admin", "zq@xk", "h")
     assert repr(url) == "ServerURL('redis://admin:***@h:1/0')"
 
 
-def test_item_10_rebalance_files_are_0600_and_nothing_shows_the_secret(
+def test_rebalance_files_are_0600_and_nothing_shows_the_secret(
     locked: dict[str, Server],
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -236,7 +236,7 @@ def test_item_10_rebalance_files_are_0600_and_nothing_shows_the_secret(
     writer.close()
 
 
-def test_item_10_cli_errors_do_not_echo_secrets(
+def test_cli_errors_do_not_echo_secrets(
     locked: dict[str, Server], capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -251,7 +251,7 @@ def test_item_10_cli_errors_do_not_echo_secrets(
         assert err.startswith("ringkit: error:") and _leaks(err) == [], err
 
 
-# -- item 14: bad view JSON and bad file paths are clear errors, never tracebacks ---------------
+# -- bad view JSON and bad file paths are clear errors, never tracebacks ------------------------
 
 
 def _view_dict() -> dict[str, Any]:
@@ -274,7 +274,7 @@ def _view_dict() -> dict[str, Any]:
         ("previous", [[[]]], "field 'previous' must be a HashRing description"),
     ],
 )
-def test_item_14_view_json_with_a_bad_field_names_it(
+def test_view_json_with_a_bad_field_names_it(
     field: str, value: object, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = _view_dict()
@@ -287,7 +287,7 @@ def test_item_14_view_json_with_a_bad_field_names_it(
     assert message in capsys.readouterr().err
 
 
-def test_item_14_view_json_nested_too_deeply_is_a_clear_error() -> None:
+def test_view_json_nested_too_deeply_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="cluster view is not valid JSON: nested too deeply"):
         ClusterView.from_json("[" * 100_000 + "]" * 100_000)
 
@@ -302,7 +302,7 @@ def _memory_cluster() -> tuple[ShardedClient, str, str]:
 
 @pytest.mark.parametrize("flag", ["--write-view", "--audit"])
 @pytest.mark.parametrize("where", ["missing directory", "a directory"])
-def test_item_14_bad_file_path_fails_before_the_rebalance_starts(
+def test_bad_file_path_fails_before_the_rebalance_starts(
     flag: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     client, listing, add = _memory_cluster()
@@ -314,7 +314,7 @@ def test_item_14_bad_file_path_fails_before_the_rebalance_starts(
     assert client.view.state == "stable" and sorted(client.view.servers) == ["s1", "s2"]
 
 
-def test_item_14_report_is_printed_when_the_view_file_fails_after_the_rebalance(
+def test_report_is_printed_when_the_view_file_fails_after_the_rebalance(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client, listing, add = _memory_cluster()
@@ -328,7 +328,7 @@ def test_item_14_report_is_printed_when_the_view_file_fails_after_the_rebalance(
     assert client.refresh_view().epoch == 3
 
 
-def test_item_14_audit_write_failing_midway_keeps_the_rebalance_and_its_report(
+def test_audit_write_failing_midway_keeps_the_rebalance_and_its_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     client, listing, add = _memory_cluster()
@@ -348,7 +348,7 @@ def _with_secrets(view: ClusterView, urls: dict[str, str]) -> bytes:
     return json.dumps({**view.to_dict(), "servers": urls}, separators=(",", ":")).encode()
 
 
-def test_item_10_resume_rewrites_a_servers_view_stored_with_secrets(
+def test_resume_rewrites_a_servers_view_stored_with_secrets(
     locked: dict[str, Server], capsys: pytest.CaptureFixture[str]
 ) -> None:
     urls = {name: _url(locked[name]) for name in NAMES}
@@ -369,7 +369,7 @@ def test_item_10_resume_rewrites_a_servers_view_stored_with_secrets(
         assert _leaks(_server_keys(server)) == []
 
 
-def test_item_10_etcd_view_stored_with_secrets_is_the_same_view_rewritten(etcd_url: str) -> None:
+def test_etcd_view_stored_with_secrets_is_the_same_view_rewritten(etcd_url: str) -> None:
     store = EtcdViewStore(etcd_url)
     try:
         urls = {"a": "redis://:hunter2@127.0.0.1:7001/0", "b": "redis://:hunter2@127.0.0.1:7002/0"}

@@ -1,4 +1,4 @@
-"""An unreachable server is named in the error, with the cause (issue 14, part 12)."""
+"""An unreachable server is named in the error, with the cause."""
 
 from __future__ import annotations
 
