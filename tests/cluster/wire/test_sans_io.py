@@ -75,3 +75,21 @@ def test_a_script_the_server_lost_is_sent_again_alone_with_its_source_and_reads_
     # follows it again, so the markers it reads are read after the write.
     assert [command[0] for command in again.commands] == ["EVAL", "MGET"]
     assert again.commands[0][2:] == (2, b"ringkit:epoch", b"k", 3, "1000")
+
+
+def test_a_server_reply_raised_while_handling_another_is_reported_as_itself() -> None:
+    """redis-py's Script retries a NOSCRIPT inside its handler: the retry's reply is the cause."""
+    import redis
+
+    from ringkit.cluster.wire.failures import server_failed
+    from ringkit.cluster.wire.urls import parse_url
+
+    try:
+        try:
+            raise redis.exceptions.NoScriptError("No matching script. Please use EVAL.")
+        except redis.exceptions.NoScriptError:
+            raise redis.exceptions.ResponseError("ERR DUMP payload version or checksum are wrong")  # noqa: B904 (an implicit context, as in redis-py)
+    except redis.exceptions.ResponseError as reply:
+        message = str(server_failed(parse_url("redis://127.0.0.1:1/0"), reply))
+    assert "payload" in message
+    assert "NoScript" not in message

@@ -42,7 +42,7 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
     server redis://:***@127.0.0.1:1/0 failed: ConnectionRefusedError: [Errno 111] Connection refused
     """
     cause, seen = error, {id(error)}
-    while True:
+    while not _is_reply(cause):
         inner = cause.__cause__ or (None if cause.__suppress_context__ else cause.__context__)
         # NOTE: not into a BaseException: asyncio.wait_for raises TimeoutError from the
         # CancelledError of the call it cut short, which says nothing.
@@ -58,6 +58,16 @@ def server_failed(url: ServerURL, error: BaseException) -> BackendError:
             "(server name, host:port or '*') or RINGKIT_REDIS_PASSWORD"
         )
     return BackendError(f"server {url} failed: {type(cause).__name__}: {text}")
+
+
+def _is_reply(error: BaseException) -> bool:
+    """Return True if `error` is the server's own error reply, which is the cause itself.
+
+    Its context says nothing of it: redis-py's ``Script`` sends EVALSHA, loads the script on
+    NOSCRIPT and sends it again while handling that NoScriptError, so the reply of the second
+    send (a failing RESTORE, say) carries the first one's NOSCRIPT as its context.
+    """
+    return any(kind.__name__ == "ResponseError" for kind in type(error).__mro__)
 
 
 def too_large(url: ServerURL, items: Mapping[bytes, bytes], answer: str) -> ConfigError:
