@@ -122,10 +122,11 @@ def test_serve_answers_the_live_rings_metrics(etcd: EtcdCluster) -> None:
             live.store.wait_for(lambda s: "w1" in s.ring, timeout_s=10)
             ring = live.store.url
             with TestClient(create_app(live, metrics_registry=registry)) as client:
-                reply = client.get("/metrics")
+                reply = client.get("/metrics", follow_redirects=False)
         finally:
             live.close()
-    assert reply.status_code == 200
+    assert reply.status_code == 200  # at /metrics itself, not a redirect to /metrics/
+    assert reply.headers["content-type"].startswith("text/plain")
     samples = parse(reply.text)
     share = samples["ringkit_live_member_share", frozenset({("ring", ring), ("member", "w1")})]
     assert share == pytest.approx(1.0)

@@ -25,7 +25,7 @@ import contextlib
 import html
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +206,21 @@ async def _unexpected(request: Request, error: Exception) -> Response:
     return JSONResponse(body, status_code=500)
 
 
+def _metrics_of(registry: Any) -> Callable[[Request], Awaitable[Response]]:
+    """The /metrics endpoint: `registry` in Prometheus' text format, at that path exactly.
+
+    A route rather than prometheus_client's mounted ASGI app, which answers ``/metrics`` with a
+    redirect to ``/metrics/``.
+    """
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    async def metrics(request: Request) -> Response:
+        body = await anyio.to_thread.run_sync(generate_latest, registry)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+    return metrics
+
+
 def create_app(
     live: LiveView | None = None,
     *,
@@ -245,9 +260,7 @@ def create_app(
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     if metrics_registry is not None:
-        from prometheus_client import make_asgi_app
-
-        routes.append(Mount("/metrics", make_asgi_app(registry=metrics_registry)))
+        routes.append(Route("/metrics", _metrics_of(metrics_registry), methods=["GET"]))
     handlers = {ParamError: _bad_param, HTTPException: _http_error, Exception: _unexpected}
     app = Starlette(routes=routes, exception_handlers=handlers, lifespan=lifespan)
     app.state.live, app.state.gate = live, gate
