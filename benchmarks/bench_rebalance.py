@@ -76,15 +76,16 @@ def _ringkit_move(urls: dict[str, str], keys: list[str], *, scan: bool) -> tuple
 
 @contextmanager
 def _cluster_node(directory: str) -> Iterator[Server]:
-    port = free_port()
-    command = [
-        "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-        "--appendonly", "no", "--cluster-enabled", "yes", "--dir", directory,
-        "--cluster-config-file", f"nodes-{port}.conf",
-        # The cluster bus defaults to port + 10000, which may be taken or above 65535.
-        "--cluster-port", str(free_port()),
-    ]  # fmt: skip
-    with serve(command, port) as server:
+    def command(port: int) -> list[str]:
+        return [
+            "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--cluster-enabled", "yes", "--dir", directory,
+            "--cluster-config-file", f"nodes-{port}.conf",
+            # The cluster bus defaults to port + 10000, which may be taken or above 65535.
+            "--cluster-port", str(free_port()),
+        ]  # fmt: skip
+
+    with serve(command, None) as server:
         yield server
 
 
