@@ -117,6 +117,8 @@ class Proxy:
                 process, log = _start_nginx(binary, self.directory, text)
             try:
                 wait_for_port(port, process, log=log)
+                if self.kind == "haproxy":
+                    _wait_for_socket(self.socket, process)
             except RuntimeError:
                 stop(process)
                 if attempt + 1 == STARTS_ON_FREE_PORTS or self.port:
@@ -170,6 +172,17 @@ def proxy(kind: str, text_for: ConfigFor) -> Iterator[Proxy]:
             yield running
         finally:
             running.stop()
+
+
+def _wait_for_socket(path: Path, process: subprocess.Popen[bytes], timeout_s: float = 20.0) -> None:
+    """Wait until HAProxy's admin socket answers: its worker creates it after the port is bound."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+            probe.connect(str(path))
+            return
+        time.sleep(0.02)
+    raise RuntimeError(f"HAProxy's admin socket {path} did not answer within {timeout_s} s")
 
 
 def _children(pid: int) -> set[int]:
