@@ -311,3 +311,18 @@ def test_join_matches_the_flow_optimum_on_a_zoned_cluster() -> None:
     bigger = table.add(Node("x", zone="z1"))
     assert bigger.plan is not None
     assert bigger.plan.moved == bigger.plan.minimum == fewest_moves(table, bigger)
+
+
+def test_a_replica_that_leaves_a_node_and_comes_back_in_one_plan_is_not_a_move() -> None:
+    """A detour the zone rule forces (n3 gives partition 23 to n1 and takes it from n2) is one
+    move, n2 → n1: the plan counts each replica that changed hands once."""
+    table = FixedPartitions(partitions=24, replicas=3)
+    table = table.add(Node("n6", zone="a")).add(Node("n3", zone="a")).reweight("n3", 3.0)
+    before = table.add(Node("n2", zone="a")).add(Node("n0", zone="a"))
+    after = before.add(Node("n1", zone="b"))
+    changed = sum(
+        len(set(new) - set(old))
+        for old, new in zip(before.partition_owners(), after.partition_owners(), strict=True)
+    )
+    assert after.plan.moved == changed == 25
+    assert all(move.donor != move.destination for move in after.plan.moves)

@@ -59,7 +59,8 @@ def reassign(
     current = Counter(name for row in old for name in row if name in names)
     quotas = compute_quotas(members, len(old), width, current)
     limit = zone_limit(list(Counter(zone_key(node) for node in members).values()), width)
-    new_rows, raw = plan_rebalance(rows, members, quotas, limit, objective)
+    new_rows, detoured = plan_rebalance(rows, members, quotas, limit, objective)
+    raw = net_moves(detoured)
     ordered = balance_primaries(new_rows, members, [row[0] if row else None for row in old])
     holders = [tuple(name for name in row if name in names) for row in old]
     sources = choose_sources(holders, raw, objective)
@@ -69,6 +70,41 @@ def reassign(
     )
     minimum = sum(max(0, quotas[name] - current[name]) for name in names)
     return tuple(tuple(row) for row in ordered), RebalancePlan(epoch, objective, moves, minimum)
+
+
+def net_moves(
+    moves: Sequence[tuple[int, str | None, str]],
+) -> list[tuple[int, str | None, str]]:
+    """Collapse each partition's detours: X → Y then Z → X is one move, Z → Y.
+
+    The planner may take a replica off a node and give that node the partition back within one
+    plan (the zone rule forces such detours); the table ends the same either way, and a move
+    list that kept both would copy twice and count one replica moved twice.
+    Runtime: O(M²) per partition for its M moves (M is at most a few).
+    """
+    by_partition: dict[int, list[tuple[str | None, str]]] = {}
+    for partition, donor, destination in moves:
+        by_partition.setdefault(partition, []).append((donor, destination))
+    netted: list[tuple[int, str | None, str]] = []
+    for partition, pairs in by_partition.items():
+        merged = True
+        while merged:
+            merged = False
+            for a, (donor_a, destination_a) in enumerate(pairs):
+                for b, (donor_b, destination_b) in enumerate(pairs):
+                    if a != b and donor_b == destination_a:  # X → Y, then Y → Z: X → Z
+                        pairs[a] = (donor_a, destination_b)
+                        del pairs[b]
+                        merged = True
+                        break
+                if merged:
+                    break
+        netted.extend(
+            (partition, donor, destination)
+            for donor, destination in pairs
+            if donor != destination  # a replica that left and came back did not move
+        )
+    return netted
 
 
 def plan_rebalance(
