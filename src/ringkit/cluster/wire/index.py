@@ -194,13 +194,13 @@ return out
 _FORGET = (
     INDEX_LUA
     + """
-local removed = 0
+local vanished = {}
 for _, entry in ipairs(ARGV) do
   if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
-    removed = removed + ix_rem(KEYS[1], entry)
+    vanished[#vanished + 1] = {ix_top(entry), string.sub(entry, 9)}
   end
 end
-return removed
+return ix_rem_many(KEYS[1], vanished)
 """
 )
 # KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
@@ -218,7 +218,7 @@ return gone
 """
 )
 # KEYS: index; ARGV: members. Indexes keys found by a SCAN (or in the old sorted set).
-_ADD = INDEX_LUA + "for _, entry in ipairs(ARGV) do ix_add(KEYS[1], entry) end return #ARGV"
+_ADD = INDEX_LUA + "ix_add_many(KEYS[1], ARGV) return #ARGV"
 # KEYS: index; ARGV: tops. The keys whose points have one of these tops (an arc's ends are there).
 _EDGES = (
     INDEX_LUA
@@ -236,9 +236,11 @@ _MIGRATE = (
     INDEX_LUA
     + """
 local found = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)
+local kept = {}
 for _, entry in ipairs(found) do
-  if redis.call('EXISTS', string.sub(entry, 9)) == 1 then ix_add(KEYS[1], entry) end
+  if redis.call('EXISTS', string.sub(entry, 9)) == 1 then kept[#kept + 1] = entry end
 end
+ix_add_many(KEYS[1], kept)
 if #found > 0 then redis.call('ZREM', KEYS[2], unpack(found)) end
 return #found
 """
@@ -252,12 +254,11 @@ SWEEP_SCRIPT = (
 local count, first, after = tonumber(ARGV[2]), 0, ''
 if ARGV[1] ~= '-' then first, after = ix_top(ARGV[1]), string.sub(ARGV[1], 4) end
 local found = ix_page(KEYS[1], first, after, 2 ^ IX_BITS - 1, count)
-local removed = 0
+local vanished = {}
 for _, entry in ipairs(found) do
-  if redis.call('EXISTS', entry[2]) == 0 then
-    removed = removed + ix_rem_at(KEYS[1], entry[1], entry[2])
-  end
+  if redis.call('EXISTS', entry[2]) == 0 then vanished[#vanished + 1] = entry end
 end
+local removed = ix_rem_many(KEYS[1], vanished)
 if #found < count then return {removed, ''} end
 return {removed, ix_cursor(found[#found])}
 """
