@@ -107,9 +107,10 @@ def quartet() -> Iterator[list[Server]]:
         yield servers
 
 
+@pytest.mark.parametrize("write", ["set", "add"])  # a batch write, and a single-key one
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
-    kind: str, new: New, request: pytest.FixtureRequest
+    kind: str, write: str, new: New, request: pytest.FixtureRequest
 ) -> None:
     """A write made while data moves leaves hints only on the key's new replicas.
 
@@ -148,7 +149,7 @@ def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
         for name in new_replicas:
             behind.server(name).health.mark_down(now=time.monotonic())
         with pytest.raises(QuorumError):
-            behind.set(key, "unacknowledged")  # taken by the old owner alone
+            getattr(behind, write)(key, "unacknowledged")  # taken by the old owner alone
         written.append(key)
 
     admin.add_server("s4", urls["s4"], options=RebalanceOptions(on_transfer=while_moving))
