@@ -216,6 +216,10 @@ def test_one_mistake_in_an_option_is_one_config_error_naming_the_value(
             lambda: Credentials([("a", "hunter2")]),
             "credentials must be a mapping of server name or host:port to a secret, got list",
         ),
+        (
+            lambda: Credentials(()),  # empty, and still not a mapping
+            "credentials must be a mapping of server name or host:port to a secret, got tuple",
+        ),
     ],
 )
 def test_a_bad_option_of_a_part_is_one_config_error_naming_it(

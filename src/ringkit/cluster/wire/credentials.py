@@ -91,7 +91,9 @@ class Credentials:
         *,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        given = mapping("credentials", given or {}, "server name or host:port to a secret")
+        given = mapping(
+            "credentials", {} if given is None else given, "server name or host:port to a secret"
+        )
         secrets = {str(key): _secret(str(key), value) for key, value in given.items()}
         env = os.environ if environ is None else environ
         password = env.get(PASSWORD_ENV)
