@@ -14,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import weakref
 from typing import NoReturn
 
 from ringkit.cluster.wire.failures import server_failed
+from ringkit.cluster.wire.idle import IdleConnections
 from ringkit.cluster.wire.memcached.protocol import Exchange, Reply, ReplyFramer
 from ringkit.cluster.wire.urls import ServerURL
 
@@ -31,10 +31,8 @@ _Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 class SocketTransport:
     """Blocking exchanges with one memcached server over a pool of sockets (thread-safe).
 
-    A call takes an idle socket with one ``list.pop`` and gives it back with one ``append``,
-    both atomic in CPython, so the pool needs no lock and no ``getpid`` per call: a fork
-    empties every pool in the child instead (``os.register_at_fork``). That is what
-    pymemcache's ``Client.get`` costs (one ``sendall``, one ``recv``), plus the framing.
+    What pymemcache's ``Client.get`` costs (one ``sendall``, one ``recv``), plus the framing:
+    the idle sockets wait in an :class:`~ringkit.cluster.wire.idle.IdleConnections`.
     """
 
     def __init__(
@@ -42,9 +40,7 @@ class SocketTransport:
     ) -> None:
         self.url = url
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
-        self._max_idle = max_connections
-        self._idle: list[socket.socket] = []
-        _POOLS.add(self)
+        self._idle = IdleConnections[socket.socket](max_idle=max_connections)
 
     def _connect(self) -> socket.socket:
         address = (self.url.host, self.url.port)
@@ -58,10 +54,7 @@ class SocketTransport:
 
         :raises BackendError: when the connection fails or a reply takes over the timeout
         """
-        try:
-            sock: socket.socket | None = self._idle.pop()
-        except IndexError:
-            sock = None
+        sock = self._idle.take()
         try:
             if sock is None:
                 sock = self._connect()
@@ -73,39 +66,18 @@ class SocketTransport:
             if sock is not None:
                 sock.close()
             raise server_failed(self.url, error) from None
-        idle = self._idle
-        if len(idle) < self._max_idle:  # two threads may both pass: one socket over, no harm
-            idle.append(sock)
-        else:
+        if not self._idle.give(sock):
             sock.close()
         return framer.replies
 
-    def _forget(self) -> None:
-        # In a forked child: the sockets are the parent's too; the child opens its own.
-        self._idle = []
-
     def close(self) -> None:
         """Close the idle connections (one in use closes when its call ends)."""
-        idle, self._idle = self._idle, []
-        for sock in idle:
+        for sock in self._idle.drain():
             sock.close()
 
 
 def _closed() -> NoReturn:
     raise ConnectionResetError("connection closed by the server")
-
-
-# Every blocking pool of this process, emptied in a forked child (gunicorn's workers never
-# share a socket with their parent).
-_POOLS: weakref.WeakSet[SocketTransport] = weakref.WeakSet()
-
-
-def _forget_pools() -> None:
-    for pool in list(_POOLS):
-        pool._forget()
-
-
-os.register_at_fork(after_in_child=_forget_pools)
 
 
 class StreamTransport:
