@@ -118,7 +118,7 @@ class PoolTransport:
         try:
             if connection is None:
                 connection = self.pool.get_connection()
-            elif connection.can_read():  # the server closed it while it waited: open it again
+            elif self._closed_while_idle(connection):
                 connection.disconnect()
                 connection.connect()
             connection.send_packed_command(connection.pack_commands(request.commands), False)
@@ -141,6 +141,14 @@ class PoolTransport:
         if not self._idle.give(connection):
             self.pool.release(connection)
         return replies
+
+    def _closed_while_idle(self, connection: Any) -> bool:
+        # Something to read before a request was sent: the server's end of a closed
+        # connection (redis-py reads it as an error), or data that is no reply of ours.
+        try:
+            return bool(connection.can_read())
+        except self._errors:
+            return True
 
     def close(self) -> None:
         for connection in self._idle.drain():
