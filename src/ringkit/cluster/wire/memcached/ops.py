@@ -42,6 +42,8 @@ __all__ = ["MemcachedServer", "ttl_of_meta"]
 
 
 def _expire(ttl_s: float | None, url: ServerURL) -> int:
+    if ttl_s is None:  # most writes: no clock, no URL text for an error that cannot happen
+        return 0
     return memcached_exptime(ttl_s, time.time(), str(url))
 
 
