@@ -11,8 +11,13 @@ Run by hand from the repository root (needs redis-server and redis-cli):
    1000), interleaved: min / median / max over the repeats and the ratio of the medians.
 2. Read latency (``client.get`` from another thread) before a rebalance and during one
    (throttled to 5,000 keys/s, so that it lasts a few seconds): median and p99, and their ratio.
-3. The cost of a fenced read: ``ShardedClient.get`` against the same client with its backends
-   unwrapped (no epoch check, plain MGET) and against redis-py's plain ``GET``.
+3. The cost of a fenced read: ``ShardedClient.get`` against the unfenced connection beneath the
+   key's server handle (the same transport and pool, a plain ``MGET`` of the stored bytes: no
+   epoch check, no routing, no decoding) and against redis-py's plain ``GET``.
+
+4. Server commands per key moved by ``add_server`` (3 -> 4 servers, index only): every server's
+   ``CONFIG RESETSTAT`` after loading, the move, then the sum of ``INFO commandstats`` calls
+   (which count the commands run inside scripts), by command. Exact, whatever the load.
 
 The latency of reads is measured with the coordinator in the same process (it competes for the
 GIL) and in another process (``ringkit rebalance``), as a deployment would run it.
@@ -29,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
@@ -247,22 +253,21 @@ class _Timer(threading.Event):
 
 
 def bench_fenced_read(urls: dict[str, str], keys: list[str], repeats: int) -> None:
-    print("\n3. one read: fenced ShardedClient.get (Lua) against unfenced and redis-py (us/op)")
+    print("\n3. one read: fenced ShardedClient.get against unfenced and redis-py (us/op)")
     client = _fresh(urls, keys)
     owner = client.replicas_for(keys[0])[0]
-    host, port = urls[owner].removeprefix("redis://").removesuffix("/0").split(":")
-    plain = redis.Redis(host=host, port=int(port))
+    plain = _plain(urls[owner])
     ops = 2000
-    unfenced = ShardedClient(client.view.placement, dict(client.view.servers))
-    for name in client.view.servers:
-        server = unfenced.server(name)
-        server.backend = server.backend.inner
+    # The fenced handle wraps the plain connection it sends through (``inner``); calling that
+    # connection leaves out the fence, the routing and the codec, and keeps the transport.
+    unfenced = client.server(owner).backend.inner
+    stored_key = keys[0].encode()
     samples: dict[str, list[float]] = {
-        "redis-py GET": [], "ShardedClient.get, unfenced": [], "ShardedClient.get": []
+        "redis-py GET": [], "transport MGET, unfenced": [], "ShardedClient.get": []
     }  # fmt: skip
     calls = {
         "redis-py GET": lambda: plain.get(keys[0]),
-        "ShardedClient.get, unfenced": lambda: unfenced.get(keys[0]),
+        "transport MGET, unfenced": lambda: unfenced.get_many([stored_key]),
         "ShardedClient.get": lambda: client.get(keys[0]),
     }
     for _ in range(repeats + 1):
@@ -281,10 +286,38 @@ def bench_fenced_read(urls: dict[str, str], keys: list[str], repeats: int) -> No
               f"| {median / base:.2f} |")  # fmt: skip
 
 
+def _plain(url: str) -> redis.Redis:
+    host, port = url.removeprefix("redis://").removesuffix("/0").split(":")
+    return redis.Redis(host=host, port=int(port))
+
+
+def bench_commands(urls: dict[str, str], keys: list[str]) -> None:
+    print(f"\n4. server commands per key moved, 3 -> 4 redis servers, {len(keys):,} keys")
+    client = _fresh(urls, keys)
+    servers = [_plain(url) for url in urls.values()]
+    for server in servers:
+        server.config_resetstat()
+    report = client.add_server("s4", urls["s4"], options=RebalanceOptions(scan=False))
+    client.close()
+    calls: Counter[str] = Counter()
+    for server in servers:
+        for name, stats in server.info("commandstats").items():
+            command = name.removeprefix("cmdstat_")
+            if command not in ("info", "config|resetstat"):  # the measurement's own
+                calls[command] += int(stats["calls"])
+    moved = report.keys_streamed
+    print(f"keys moved: {moved:,}")
+    print("| command | calls | per key moved |")
+    print("|---|---:|---:|")
+    for command, count in calls.most_common():
+        print(f"| {command} | {count:,} | {count / moved:.2f} |")
+    print(f"| all | {calls.total():,} | {calls.total() / moved:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--keys", type=int, default=200_000)
-    parser.add_argument("--only", choices=("moves", "latency", "read"), default=None)
+    parser.add_argument("--only", choices=("moves", "latency", "read", "commands"), default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     keys = [f"booking:{i}" for i in range(args.keys)]
@@ -297,6 +330,8 @@ def main() -> None:
             bench_latency(urls, keys, args.repeats)
         if args.only in (None, "read"):
             bench_fenced_read(urls, keys, args.repeats)
+        if args.only in (None, "commands"):
+            bench_commands(urls, keys)
 
 
 if __name__ == "__main__":

@@ -20,10 +20,13 @@ from ringkit.cluster import (
     parse_url,
 )
 from ringkit.cluster.adapters import RedisRouter
+from ringkit.cluster.core.health import ServerHealth
+from ringkit.cluster.core.servers import check_server_map
 from ringkit.cluster.rebalance.options import RebalanceOptions, Throttle
 from ringkit.cluster.values.codec import JSON, Codec
 from ringkit.cluster.views.etcd import EtcdViewStore
 from ringkit.cluster.views.view import ClusterView
+from ringkit.cluster.wire.credentials import Credentials
 from ringkit.errors import ConfigError, UnknownNodeError
 from tests.cluster.helpers import memory_urls
 
@@ -177,6 +180,61 @@ def test_one_mistake_in_an_option_is_one_config_error_naming_the_value(
         ShardedClient(HashRing(list(urls)), urls, **{option: value})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=re.escape(message)):
         ClientOptions(**{option: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        # The parts a client is built from check their own options the same way, for
+        # callers that build them alone (the coordinator, the CLI, a test).
+        (
+            lambda: ServerHealth("a", dead_timeout_s="5", max_hints=10),
+            "dead_timeout_s must be a number >= 0, got '5'",
+        ),
+        (
+            lambda: ServerHealth("a", dead_timeout_s=float("nan"), max_hints=10),
+            "dead_timeout_s must be a number >= 0, got nan",
+        ),
+        (
+            lambda: ServerHealth("a", dead_timeout_s=5.0, max_hints=-1),
+            "max_hints must be an int >= 0, got -1",
+        ),
+        (
+            lambda: ServerHealth("a", dead_timeout_s=5.0, max_hints=2.5),
+            "max_hints must be an int >= 0, got 2.5",
+        ),
+        (
+            lambda: check_server_map(HashRing(["a"]), ["memory://a"]),
+            "servers must be a mapping of node name to URL, got list",
+        ),
+        (
+            lambda: check_server_map(HashRing(["a"]), {"a": 11211}),
+            "server URL must be a str, got int",
+        ),
+        (lambda: parse_url(b"redis://h:1/0"), "server URL must be a str, got bytes"),
+        (
+            lambda: Credentials([("a", "hunter2")]),
+            "credentials must be a mapping of server name or host:port to a secret, got list",
+        ),
+        (
+            lambda: Credentials(()),  # empty, and still not a mapping
+            "credentials must be a mapping of server name or host:port to a secret, got tuple",
+        ),
+    ],
+)
+def test_a_bad_option_of_a_part_is_one_config_error_naming_it(
+    make: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)) as raised:
+        make()
+    assert "hunter2" not in str(raised.value)  # a mapping's contents are never shown
+
+
+def test_a_client_given_servers_of_the_wrong_type_names_them() -> None:
+    with pytest.raises(ConfigError, match="servers must be a mapping of node name to URL, got"):
+        ShardedClient(HashRing(["a"]), "memory://a")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="server URL must be a str, got NoneType"):
+        ShardedClient(HashRing(["a"]), {"a": None})  # type: ignore[dict-item]
 
 
 def test_the_client_keeps_its_validated_options() -> None:

@@ -20,7 +20,7 @@ ringkit.errors.ConfigError: replicas must be an int >= 1, got True
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeGuard, TypeVar
 
 from ringkit.errors import ConfigError
@@ -30,6 +30,7 @@ __all__ = [
     "instance_or_none",
     "int_in_range",
     "is_flag",
+    "mapping",
     "non_negative_int",
     "non_negative_seconds",
     "one_of",
@@ -37,6 +38,7 @@ __all__ = [
     "positive_int_or_none",
     "positive_seconds",
     "positive_seconds_or_none",
+    "text",
 ]
 
 T = TypeVar("T")
@@ -159,4 +161,30 @@ def instance_or_none(label: str, value: object, kind: type[T]) -> T | None:
     """
     if value is not None and not isinstance(value, kind):
         raise ConfigError(f"{label} must be a {kind.__name__} or None, got {value!r}")
+    return value
+
+
+def mapping(label: str, value: object, of: str) -> Mapping[Any, Any]:
+    """Return `value` if it is a mapping; `of` says what it maps (``"node name to URL"``).
+
+    The message names the type given, never its contents: a mapping of credentials holds
+    passwords.
+
+    :raises ConfigError: naming `label` and the type of the value otherwise
+    """
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{label} must be a mapping of {of}, got {type(value).__name__}")
+    return value
+
+
+def text(label: str, value: object) -> str:
+    """Return `value` if it is a str.
+
+    The message names the type given, never the value: bytes given for a URL may hold its
+    password.
+
+    :raises ConfigError: naming `label` and the type of the value otherwise
+    """
+    if not isinstance(value, str):
+        raise ConfigError(f"{label} must be a str, got {type(value).__name__}")
     return value

@@ -12,7 +12,7 @@ other, deleted another process's acknowledged write from every replica; the next
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -20,8 +20,11 @@ import pytest
 from ringkit import HashRing
 from ringkit.cluster import QuorumError, ShardedClient, memory_store
 from ringkit.cluster.core.health import OpEvent, ServerHealth
+from ringkit.cluster.rebalance.options import RebalanceOptions
 from ringkit.cluster.values.codec import JSON, Codec
-from tests.cluster.helpers import memory_urls
+from ringkit.movement import Transfer
+from tests.cluster.helpers import flushed_redis_urls, memory_urls, redis_servers
+from tests.servers import Server
 
 KEY = "seat:{lis-jfk}:12A"
 New = Callable[..., Any]
@@ -96,3 +99,66 @@ def test_memory_hints_keep_the_newest_version_each_key_missed() -> None:
         health.hint(key, version)
     assert health.take_hints() == {b"x": 5, b"y": 4}
     assert health.hints_dropped == 1 and health.pending_hints == 0
+
+
+@pytest.fixture(scope="module")
+def quartet() -> Iterator[list[Server]]:
+    with redis_servers(4) as servers:
+        yield servers
+
+
+@pytest.mark.parametrize("write", ["set", "add"])  # a batch write, and a single-key one
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
+    kind: str, write: str, new: New, request: pytest.FixtureRequest
+) -> None:
+    """A write made while data moves leaves hints only on the key's new replicas.
+
+    The write goes to the old owners too, and one of them, which the move takes the key from,
+    is the only server that takes it: both new replicas were marked down by this client (as
+    timeouts on a loaded machine do), so the write is not acknowledged. Once the move is done
+    the cleanup deletes the key on that old owner, and another client's write is acknowledged
+    on both new replicas. Re-admitting them must not remove it. It used to: the old owner kept
+    the hints, and the re-admission, finding neither the key nor a tombstone there, deleted the
+    key outright on each new replica (the chaos check lost a write so, adding a server under
+    ``read="all"``).
+    """
+    names = ("s1", "s2", "s3", "s4")
+    if kind == "memory":
+        urls = memory_urls(4)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
+    base = {name: urls[name] for name in names[:3]}
+    before, after = HashRing(list(base)), HashRing(list(urls))
+    key = next(  # a key that one of its replicas loses to the new server
+        f"seat:{n}"
+        for n in range(1000)
+        if set(before.nodes_for(f"seat:{n}", 2)) - set(after.nodes_for(f"seat:{n}", 2))
+    )
+    new_replicas = after.nodes_for(key, 2)
+    admin = ShardedClient(before, base, replicas=2)
+    behind = new(before, base, replicas=2, read="all", dead_timeout_s=60.0)
+    other = ShardedClient(before, base, replicas=2, read="all")
+    admin.set(key, "old")
+    written: list[str] = []
+
+    def while_moving(transfer: Transfer, done: int) -> None:
+        if written:
+            return
+        behind.refresh_view()  # the moving view: writes go to the old and the new owners
+        for name in new_replicas:
+            behind.server(name).health.mark_down(now=time.monotonic())
+        with pytest.raises(QuorumError):
+            getattr(behind, write)(key, "unacknowledged")  # taken by the old owner alone
+        written.append(key)
+
+    admin.add_server("s4", urls["s4"], options=RebalanceOptions(on_transfer=while_moving))
+    assert written
+    other.refresh_view()
+    other.set(key, "acknowledged")
+    behind.refresh_view()
+    _readmit(behind, new_replicas)
+    assert [_held(behind, name, key) for name in new_replicas] == ["acknowledged"] * 2
+    assert behind.get(key) == other.get(key) == "acknowledged"
+    other.close()
+    admin.close()

@@ -171,7 +171,7 @@ def test_every_backend_repairs_exactly_where_supersedes_says(
             raw.set_many({key: held}, None)
         if tomb is not None:
             raw.set_many({tombstone_key(key): tomb}, None)
-        landed = fenced.repair(key, value, None)
+        landed = fenced.serve("repair", key, value, None)
         assert landed is supersedes(value, held, tomb), kind
         assert raw.get_many([key]).get(key) == (value if landed else held), kind
         fenced.close()
@@ -227,7 +227,7 @@ def test_read_all_reconciles_a_delete_a_replica_missed(
     key = KEY.encode()
     held = client.server(took).backend.get_many([key])[key]
     delete = tombstone(int.from_bytes(stored_version(held), "big") + 1)
-    client.server(took).backend.bury(key, delete, 60.0)  # the delete reached one replica
+    client.server(took).backend.serve("bury", key, delete, 60.0)  # the delete reached one replica
     assert client.server(missed).backend.get_many([key]) == {key: held}
     assert client.get(KEY) is None
     assert client.server(missed).backend.get_many([key]) == {}  # given the delete
@@ -242,7 +242,7 @@ def test_a_delete_never_removes_a_newer_write(urls: dict[str, str]) -> None:
     key = KEY.encode()
     held = client.server(name).backend.get_many([key])[key]
     older_delete = tombstone(int.from_bytes(stored_version(held), "big") - 1)
-    assert client.server(name).backend.bury(key, older_delete, 60.0) is False
+    assert client.server(name).backend.serve("bury", key, older_delete, 60.0) is False
     assert client.get(KEY) == {"price": 100}
     client.delete(KEY)  # a delete made now is newer: it goes
     assert client.get(KEY) is None

@@ -64,7 +64,7 @@ def test_delete_many_leaves_tombstones_that_stop_an_older_repair(
     first = client.replicas_for("gone")[0]
     stored = client.server(first).backend.get_many([b"gone"])[b"gone"]
     assert client.delete_many(["gone"]) == 1
-    assert client.server(first).backend.repair(b"gone", stored, None) is False
+    assert client.server(first).backend.serve("repair", b"gone", stored, None) is False
     assert client.get("gone") is None
 
 

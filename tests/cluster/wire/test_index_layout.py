@@ -159,6 +159,41 @@ def test_an_index_left_by_the_sorted_set_layout_is_migrated_by_the_move(
     writer.close()
 
 
+def _calls(raw: redis.Redis, *commands: str) -> int:
+    stats = raw.info("commandstats")
+    return sum(int(stats.get(f"cmdstat_{command}", {}).get("calls", 0)) for command in commands)
+
+
+def test_a_move_lands_and_leaves_its_index_entries_a_page_at_a_time(
+    servers: tuple[Server, Server],
+) -> None:
+    first, second = _raw(servers[0]), _raw(servers[1])
+    first.flushdb()
+    second.flushdb()
+    urls = {"s1": f"redis://{servers[0].address}/0", "s2": f"redis://{servers[1].address}/0"}
+    writer = ShardedClient(HashRing(["s1"]), {"s1": urls["s1"]}, timeout_s=30.0)
+    keys = [f"seat:{i:011d}" for i in range(6_000)] + [f"long:{'z' * 70}{i}" for i in range(40)]
+    writer.set_many({key: key for key in keys})
+    for raw in (first, second):
+        raw.config_resetstat()
+    report = writer.add_server("s2", urls["s2"], options=RebalanceOptions(scan=False))
+    grown = writer.view.placement
+    moved = {key.encode() for key in keys if grown.node_for(key.encode()) == "s2"}
+    assert report.keys_streamed == len(moved) > 1000
+    assert set(index_entries(second)) == moved
+    assert set(index_entries(first)) == {key.encode() for key in keys} - moved
+    for raw in (first, second):
+        _check_layout(raw)  # the splits a page's count called for, all made
+    landed = [n for n in second.scan_iter(match=b"ringkit:ix:*") if not n.endswith(b"+")]
+    assert {second.object("encoding", name) for name in landed} == {b"listpack"}
+    # One HSET or HDEL per bucket and one HINCRBY of the count per page, where one entry at a
+    # time cost about four of them per key moved.
+    bookkeeping = sum(_calls(raw, "hset", "hdel", "hincrby") for raw in (first, second))
+    assert bookkeeping < 0.5 * len(moved)
+    assert writer.get_many(keys) == {key: key for key in keys}
+    writer.close()
+
+
 def test_top_bits_keep_point_order() -> None:
     assert top_of(0) == 0 and top_of(SPACE - 1) == 2**TOP_BITS - 1
     assert top_of(2**40 - 1) < top_of(2**40)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ringkit.errors import ConfigError
+from ringkit.cluster.checks import non_negative_int, non_negative_seconds
 
 __all__ = [
     "DEFAULT_DEAD_TIMEOUT_S",
@@ -129,13 +129,9 @@ class ServerHealth:
     """
 
     def __init__(self, name: str, *, dead_timeout_s: float, max_hints: int) -> None:
-        if not dead_timeout_s >= 0:
-            raise ConfigError(f"dead_timeout_s must be >= 0, got {dead_timeout_s!r}")
-        if max_hints < 0:
-            raise ConfigError(f"max_hints must be >= 0, got {max_hints!r}")
         self.name = name
-        self.dead_timeout_s = dead_timeout_s
-        self.max_hints = max_hints
+        self.dead_timeout_s = non_negative_seconds("dead_timeout_s", dead_timeout_s)
+        self.max_hints = non_negative_int("max_hints", max_hints)
         self.up = True
         self.hints_dropped = 0
         self.down_since_ms = 0

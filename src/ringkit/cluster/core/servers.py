@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
+from ringkit.cluster.checks import mapping
 from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
 from ringkit.cluster.values.codec import stored_version, tombstone
@@ -403,13 +404,10 @@ def check_server_map(placement: Placement, servers: Mapping[str, str]) -> dict[s
     """Return the parsed URL of every node of `placement`, from ``{node name: URL}``.
 
     :raises UnknownNodeError: when a URL is given for a name that is not a node of the placement
-    :raises ConfigError: when a node has no URL or a URL does not parse
-    :raises TypeError: when `servers` is not a mapping
+    :raises ConfigError: when `servers` is not a mapping, a node has no URL or a URL is not
+        a str or does not parse
     """
-    if not isinstance(servers, Mapping):
-        raise TypeError(
-            f"servers must be a mapping of node name to URL, got {type(servers).__name__}"
-        )
+    servers = mapping("servers", servers, "node name to URL")
     names = [node.name for node in placement.nodes]
     unknown = [name for name in servers if name not in placement]
     if unknown:

@@ -277,7 +277,8 @@ class Writer:
             yield from self._read_markers(router, unread, holders, markers)
         if missed:
             versions = {data: version_of(stored) for data, stored in items.items()}
-            yield from self.servers.hand_over(missed, holders, epoch, versions)
+            keepers = _keepers(holders, replicas)
+            yield from self.servers.hand_over(missed, keepers, epoch, versions)
         if markers:  # spread hot keys: their copies take the new values before the ack
             follow = {data: copy_of(data) for data in markers}
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
@@ -353,12 +354,32 @@ class Writer:
             yield from self._read_markers(router, {data}, holders, markers)
         if missed:
             versions = {data: carried_version(args)}
-            yield from self.servers.hand_over(missed, holders, epoch, versions)
+            keepers = _keepers(holders, {data: replicas})
+            yield from self.servers.hand_over(missed, keepers, epoch, versions)
         if markers:  # a spread hot key: its copies are invalidated before the ack
             copies = {data: copy_tombstone(self._clock.next())}
             yield from self.copies.follow(router, markers, copies, None, holders)
         self.check_quorum({data: replicas}, acked)
         return answers
+
+
+def _keepers(
+    holders: Mapping[bytes, list[str]], replicas: Mapping[bytes, list[str]]
+) -> dict[bytes, list[str]]:
+    """Return, of the servers that took each key, those that keep it: its replicas.
+
+    Only they may hold a hint for a server that missed the write. While data moves a write also
+    goes to the old owners, and the move's cleanup deletes their copies once the final view is
+    out: a hint kept there would outlive the write it stands for, and the re-admission that
+    reads it would find no version on its holder and delete the key outright on the server that
+    missed it, or bury it at the version of a write that no replica keeps. A newer write
+    acknowledged meanwhile on every replica of the key went with it (found by the chaos check,
+    a server added under ``read="all"``). A write that no replica took was not acknowledged,
+    and is not hinted at all, as a write that no server took (:meth:`ServerSet.hand_over`).
+    """
+    return {
+        data: [name for name in names if name in replicas[data]] for data, names in holders.items()
+    }
 
 
 def _marked(call: Call, keys: list[bytes]) -> Call:

@@ -134,7 +134,7 @@ def call_sync(call: Call, server: Server) -> Any:
     start = time.perf_counter()
     try:
         with routed_by(call.epoch):
-            result = getattr(server.backend, call.method)(*call.args)
+            result = server.backend.serve(call.method, *call.args)
     except BackendError as error:
         result = error
     return _finish(call, server, start, result)

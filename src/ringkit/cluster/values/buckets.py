@@ -38,7 +38,10 @@ keys of that window and checks their exact points itself (:mod:`ringkit.cluster.
 
 :data:`INDEX_LUA` defines the functions every script that touches the index runs:
 ``ix_add(meta, entry)`` and ``ix_rem(meta, entry)`` for an entry ``point (8 bytes) .. key``,
-``ix_rem_at(meta, top, key)``, ``ix_at(meta, top)`` (the keys whose top bits are `top`) and
+``ix_rem_at(meta, top, key)``, their batches ``ix_add_many(meta, entries)`` and
+``ix_rem_many(meta, pairs)`` (``{top, key}`` pairs; one ``HSET`` or ``HDEL`` per bucket and one
+``HINCRBY`` of the count per batch, which is how a move's page lands and leaves),
+``ix_at(meta, top)`` (the keys whose top bits are `top`) and
 ``ix_page(meta, top, after, last, count)`` (up to `count` entries with tops from `top` to
 `last`, in (top, key) order, after key `after` at `top`).
 
@@ -115,6 +118,15 @@ local function ix_put(bucket, top, key)
   redis.call('RPUSH', bucket .. '+', item)
   return 1
 end
+-- HSET of flat (field, value) pairs, a thousand arguments at a time (Lua's unpack has a limit);
+-- returns how many fields are new.
+local function ix_hset(bucket, fields)
+  local added = 0
+  for i = 1, #fields, 1000 do
+    added = added + redis.call('HSET', bucket, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+  return added
+end
 local function ix_split(meta)
   local state = ix_load(meta)
   local level, split = state[1], state[2]
@@ -133,35 +145,65 @@ local function ix_split(meta)
       side[#side + 1] = entry[1] - IX_OFFSET
     end
   end
-  for bit = 0, 1 do  -- one HSET per half: a bucket holds at most a few hundred entries
-    local side = short[bit]
-    if #side > 0 then
-      redis.call('HSET', meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit), unpack(side))
-    end
+  for bit = 0, 1 do
+    ix_hset(meta .. ':' .. (level + 1) .. ':' .. (2 * split + bit), short[bit])
   end
   split = split + 1
   if split == 2 ^ level then level, split = level + 1, 0 end
   state[1], state[2] = level, split
   redis.call('HSET', meta, 'level', level, 'split', split)
 end
-local function ix_add(meta, entry)
-  local top = ix_top(entry)
-  if ix_put((ix_bucket(meta, top)), top, string.sub(entry, 9)) == 0 then return end
+-- Entries are added and removed a batch at a time: one HSET or HDEL per bucket with all its
+-- fields, and one HINCRBY of the count, then the splits the new count calls for. Splitting after
+-- the batch rather than between its entries leaves the same buckets: the layout follows the
+-- count alone, and a split rebuilds its bucket from what it holds.
+local function ix_add_many(meta, entries)
+  local fields, order, added = {{}}, {{}}, 0
+  for _, entry in ipairs(entries) do
+    local top, key = ix_top(entry), string.sub(entry, 9)
+    local bucket = (ix_bucket(meta, top))
+    if #key > IX_LONG then added = added + ix_put(bucket, top, key)
+    else
+      local here = fields[bucket]
+      if not here then here = {{}}; fields[bucket] = here; order[#order + 1] = bucket end
+      here[#here + 1] = key
+      here[#here + 1] = top - IX_OFFSET
+    end
+  end
+  for _, bucket in ipairs(order) do added = added + ix_hset(bucket, fields[bucket]) end
+  if added == 0 then return end
   local state = ix_load(meta)
-  state[3] = state[3] + 1
-  redis.call('HINCRBY', meta, 'entries', 1)
-  if state[3] > IX_FILL * (2 ^ state[1] + state[2]) and state[1] < IX_BITS then ix_split(meta) end
+  state[3] = state[3] + added
+  redis.call('HINCRBY', meta, 'entries', added)
+  while state[3] > IX_FILL * (2 ^ state[1] + state[2]) and state[1] < IX_BITS do ix_split(meta) end
 end
-local function ix_rem_at(meta, top, key)
-  local bucket, gone = (ix_bucket(meta, top)), 0
-  if #key <= IX_LONG then gone = redis.call('HDEL', bucket, key)
-  else gone = redis.call('LREM', bucket .. '+', 1, ix_three(top) .. key) end
+local function ix_add(meta, entry) ix_add_many(meta, {{entry}}) end
+-- `found` holds {{top, key}} pairs; returns how many of their entries were there.
+local function ix_rem_many(meta, found)
+  local keys, order, gone = {{}}, {{}}, 0
+  for _, pair in ipairs(found) do
+    local top, key = pair[1], pair[2]
+    local bucket = (ix_bucket(meta, top))
+    if #key > IX_LONG then gone = gone + redis.call('LREM', bucket .. '+', 1, ix_three(top) .. key)
+    else
+      local here = keys[bucket]
+      if not here then here = {{}}; keys[bucket] = here; order[#order + 1] = bucket end
+      here[#here + 1] = key
+    end
+  end
+  for _, bucket in ipairs(order) do
+    local here = keys[bucket]
+    for i = 1, #here, 1000 do
+      gone = gone + redis.call('HDEL', bucket, unpack(here, i, math.min(i + 999, #here)))
+    end
+  end
   if gone == 0 then return 0 end
   local state = ix_load(meta)
-  state[3] = state[3] - 1
-  redis.call('HINCRBY', meta, 'entries', -1)
-  return 1
+  state[3] = state[3] - gone
+  redis.call('HINCRBY', meta, 'entries', -gone)
+  return gone
 end
+local function ix_rem_at(meta, top, key) return ix_rem_many(meta, {{{{top, key}}}}) end
 local function ix_rem(meta, entry)
   return ix_rem_at(meta, ix_top(entry), string.sub(entry, 9))
 end

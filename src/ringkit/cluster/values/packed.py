@@ -203,7 +203,7 @@ for i, entry in ipairs(found) do
     dead[#dead + 1] = entry
   end
 end
-for _, entry in ipairs(dead) do ix_rem_at(KEYS[1], entry[1], entry[2]) end
+ix_rem_many(KEYS[1], dead)
 local after = ''
 if full then after = ix_cursor(found[#found]) end
 return {{table.concat(parts), n, size, after, at_edges, unpack(long)}}
@@ -261,7 +261,7 @@ for i = 1, n do
     members[#members + 1] = points[i] .. keys[i]
   end
 end
-for _, entry in ipairs(members) do ix_add(KEYS[2], entry) end
+ix_add_many(KEYS[2], members)
 local plain = {{}}
 for _, i in ipairs(going) do
   local key, value, pttl = keys[i], values[i], ttls[i]
@@ -303,7 +303,7 @@ for at = 1, #keys, 1000 do
   -- UNLINK: a page of large values is freed in the background, not while the script runs
   gone = gone + redis.call('UNLINK', unpack(keys, at, math.min(at + 999, #keys)))
 end
-for _, entry in ipairs(found) do ix_rem_at(KEYS[2], entry[1], entry[2]) end
+ix_rem_many(KEYS[2], found)
 local after = ''
 if #found == count then after = ix_cursor(found[#found]) end
 return {gone, after, unpack(edges)}

@@ -35,6 +35,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ringkit.cluster.checks import mapping
 from ringkit.cluster.wire.urls import ServerURL, parse_url, url_text
 from ringkit.errors import ConfigError, format_names
 
@@ -90,12 +91,10 @@ class Credentials:
         *,
         environ: Mapping[str, str] | None = None,
     ) -> None:
-        if given is not None and not isinstance(given, Mapping):
-            raise TypeError(
-                f"credentials must be a mapping of server name or host:port to a secret, "
-                f"got {type(given).__name__}"
-            )
-        secrets = {str(key): _secret(str(key), value) for key, value in (given or {}).items()}
+        given = mapping(
+            "credentials", {} if given is None else given, "server name or host:port to a secret"
+        )
+        secrets = {str(key): _secret(str(key), value) for key, value in given.items()}
         env = os.environ if environ is None else environ
         password = env.get(PASSWORD_ENV)
         if password and DEFAULT_KEY not in secrets:

@@ -21,7 +21,6 @@ from ringkit.cluster.wire.urls import ServerURL
 
 if TYPE_CHECKING:
     from ringkit.cluster.wire.index import Index
-    from ringkit.cluster.wire.items import Hinted
 
 __all__ = [
     "AsyncConnection",
@@ -57,40 +56,52 @@ class ClosingAsync(AsyncTransport, Protocol):
     async def close(self) -> None: ...
 
 
-class Connection:
+class _BackendVerbs:
+    """The plain Backend interface (:mod:`ringkit.cluster.wire.backends`), typed, written once.
+
+    Each verb is one call of ``serve``, which the handle defines: unfenced (:class:`Connection`)
+    or fenced by the routed epoch (:class:`FencedBackend`).
+    """
+
+    def serve(self, method: str, *args: Any) -> Any:
+        raise NotImplementedError
+
+    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        found: dict[bytes, bytes] = self.serve("get_many", keys)
+        return found
+
+    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        self.serve("set_many", items, ttl_s)
+
+    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
+        return bool(self.serve("add", key, value, ttl_s))
+
+    def delete(self, key: bytes) -> bool:
+        return bool(self.serve("delete", key))
+
+    def incr(self, key: bytes, delta: int) -> int | None:
+        counted: int | None = self.serve("incr", key, delta)
+        return counted
+
+    def touch(self, key: bytes, ttl_s: float) -> bool:
+        return bool(self.serve("touch", key, ttl_s))
+
+    def ping(self) -> None:
+        self.serve("ping")
+
+    def flush(self) -> None:
+        self.serve("flush")
+
+
+class Connection(_BackendVerbs):
     """One server, unfenced and blocking: a plain Backend (see ringkit.cluster.wire.backends)."""
 
     def __init__(self, kind: ServerKind, transport: ClosingSync) -> None:
         self.kind, self.transport, self.url = kind, transport, kind.url
 
-    def _run(self, method: str, *args: Any) -> Any:
+    def serve(self, method: str, *args: Any) -> Any:
+        """Run call `method(*args)` unfenced."""
         return drive_sync(self.kind.plain(method, args), self.transport)
-
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        found: dict[bytes, bytes] = self._run("get_many", keys)
-        return found
-
-    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        self._run("set_many", items, ttl_s)
-
-    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        return bool(self._run("add", key, value, ttl_s))
-
-    def delete(self, key: bytes) -> bool:
-        return bool(self._run("delete", key))
-
-    def incr(self, key: bytes, delta: int) -> int | None:
-        counted: int | None = self._run("incr", key, delta)
-        return counted
-
-    def touch(self, key: bytes, ttl_s: float) -> bool:
-        return bool(self._run("touch", key, ttl_s))
-
-    def ping(self) -> None:
-        self._run("ping")
-
-    def flush(self) -> None:
-        self._run("flush")
 
     def close(self) -> None:
         self.transport.close()
@@ -124,8 +135,14 @@ class _Fenced:
         self.kind.index_keys = value
 
 
-class FencedBackend(_Fenced):
-    """A blocking server handle whose every call carries its routed epoch."""
+class FencedBackend(_Fenced, _BackendVerbs):
+    """A blocking server handle whose every call carries its routed epoch.
+
+    The client's drivers make every call through :meth:`serve`, by name, as the async handle's
+    drivers do. The typed methods below are for the callers that name a call in their code: the
+    plain :class:`~ringkit.cluster.wire.backends.Backend` interface, and the coordinator's view,
+    audit log and checkpoint.
+    """
 
     def __init__(self, inner: Connection, epoch_of: EpochOf, point_of: PointOf) -> None:
         super().__init__(inner.kind, epoch_of, point_of)
@@ -137,100 +154,8 @@ class FencedBackend(_Fenced):
         operation = self.kind.steps(method, args, self.epoch_of(), self.point_of)
         return drive_sync(operation, self._transport)
 
-    def get_many(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        found: dict[bytes, bytes] = self.serve("get_many", keys)
-        return found
-
-    def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
-        self.serve("set_many", items, ttl_s)
-
-    def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        return bool(self.serve("add", key, value, ttl_s))
-
-    def delete(self, key: bytes) -> bool:
-        return bool(self.serve("delete", key))
-
-    def repair(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
-        """Store envelope `value` only where it supersedes what the server holds."""
-        return bool(self.serve("repair", key, value, ttl_s))
-
-    def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
-        """Delete `key`, keeping `tombstone` beside it for `ttl_s` (a delete while data moves)."""
-        return bool(self.serve("bury", key, tombstone, ttl_s))
-
-    def bury_many(self, tombstones: Mapping[bytes, bytes], ttl_s: float) -> list[bytes]:
-        """:meth:`bury` each key with its tombstone; return those gone."""
-        gone: list[bytes] = self.serve("bury_many", tombstones, ttl_s)
-        return gone
-
-    def incr(self, key: bytes, delta: int) -> int | None:
-        counted: int | None = self.serve("incr", key, delta)
-        return counted
-
-    def touch(self, key: bytes, ttl_s: float) -> bool:
-        return bool(self.serve("touch", key, ttl_s))
-
-    def ttl_left(self, key: bytes) -> float | None:
-        """Return the seconds `key` has left; None when it has no expiry or is missing."""
-        left: float | None = self.serve("ttl_left", key)
-        return left
-
-    def sweep_index(self, cursor: bytes, batch: int) -> tuple[int, bytes]:
-        """Drop the index entries of vanished keys among `batch` from `cursor` (Redis only)."""
-        swept: tuple[int, bytes] = self.serve("sweep_index", cursor, batch)
-        return swept
-
-    def ping(self) -> None:
-        self.serve("ping")
-
-    def flush(self) -> None:
-        self.serve("flush")
-
     def close(self) -> None:
         self.inner.close()
-
-    def add_hints(self, server: str, keys: Sequence[bytes], max_hints: int) -> Hinted | None:
-        """Keep hints for down `server` here, then read its re-admission stamp."""
-        hinted: Hinted | None = self.serve("add_hints", server, keys, max_hints)
-        return hinted
-
-    def mark_readmitted(self, server: str, at_ms: int) -> None:
-        """Stamp here that a process begins re-admitting `server` at `at_ms` (Unix ms)."""
-        self.serve("mark_readmitted", server, at_ms)
-
-    def read_hints(self, server: str) -> list[bytes]:
-        """Return the keys hinted here for `server`."""
-        hinted: list[bytes] = self.serve("read_hints", server)
-        return hinted
-
-    def drop_hints(self, server: str, keys: Sequence[bytes]) -> None:
-        """Remove exactly `keys` from the hints kept here for `server`."""
-        self.serve("drop_hints", server, keys)
-
-    def set_copy(self, key: bytes, copy: bytes, ttl_s: float | None) -> bool | None:
-        """Store hot-key `copy` unless this server holds a version as new; None: contended."""
-        stored: bool | None = self.serve("set_copy", key, copy, ttl_s)
-        return stored
-
-    def read_markers(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
-        """Return the spread markers held here for `keys`."""
-        found: dict[bytes, bytes] = self.serve("read_markers", keys)
-        return found
-
-    def write_marked(
-        self, op: str, args: Sequence[Any], keys: Sequence[bytes]
-    ) -> tuple[Any, dict[bytes, bytes]]:
-        """Run write `op(*args)`, then read the spread markers of `keys`, after it, here."""
-        marked: tuple[Any, dict[bytes, bytes]] = self.serve("write_marked", op, args, keys)
-        return marked
-
-    def write_markers(self, markers: Mapping[bytes, bytes], ttl_s: float) -> None:
-        """Store spread markers ``{key: spread}`` here, expiring after `ttl_s`."""
-        self.serve("write_markers", markers, ttl_s)
-
-    def server_epoch(self) -> int:
-        """Return the epoch of the newest view this server was given (0 if none)."""
-        return int(self.serve("server_epoch"))
 
     def read_view(self) -> bytes | None:
         """Return the JSON of the newest view this server holds, or None."""
@@ -247,11 +172,6 @@ class FencedBackend(_Fenced):
     def append_audit(self, line: bytes) -> None:
         """Append one line (a JSON record) to the server's audit log."""
         self.serve("append_audit", line)
-
-    def read_audit(self) -> list[bytes]:
-        """Return the audit log's lines, oldest first."""
-        lines: list[bytes] = self.serve("read_audit")
-        return lines
 
     def read_checkpoint(self) -> bytes | None:
         """Return the rebalance checkpoint stored on this server, or None."""

@@ -39,7 +39,7 @@ version than the delete lands.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -72,6 +72,7 @@ if TYPE_CHECKING:
     from ringkit.ring import HashRing
 
 __all__ = [
+    "INDEX_SCRIPTS",
     "SWEEP_BATCH",
     "SWEEP_ENTRIES_PER_KEY",
     "SWEEP_SCRIPT",
@@ -194,13 +195,13 @@ return out
 _FORGET = (
     INDEX_LUA
     + """
-local removed = 0
+local vanished = {}
 for _, entry in ipairs(ARGV) do
   if redis.call('EXISTS', string.sub(entry, 9)) == 0 then
-    removed = removed + ix_rem(KEYS[1], entry)
+    vanished[#vanished + 1] = {ix_top(entry), string.sub(entry, 9)}
   end
 end
-return removed
+return ix_rem_many(KEYS[1], vanished)
 """
 )
 # KEYS: epoch, index, k1..kn; ARGV: epoch, member per key.
@@ -218,7 +219,7 @@ return gone
 """
 )
 # KEYS: index; ARGV: members. Indexes keys found by a SCAN (or in the old sorted set).
-_ADD = INDEX_LUA + "for _, entry in ipairs(ARGV) do ix_add(KEYS[1], entry) end return #ARGV"
+_ADD = INDEX_LUA + "ix_add_many(KEYS[1], ARGV) return #ARGV"
 # KEYS: index; ARGV: tops. The keys whose points have one of these tops (an arc's ends are there).
 _EDGES = (
     INDEX_LUA
@@ -236,9 +237,11 @@ _MIGRATE = (
     INDEX_LUA
     + """
 local found = redis.call('ZRANGE', KEYS[2], 0, tonumber(ARGV[1]) - 1)
+local kept = {}
 for _, entry in ipairs(found) do
-  if redis.call('EXISTS', string.sub(entry, 9)) == 1 then ix_add(KEYS[1], entry) end
+  if redis.call('EXISTS', string.sub(entry, 9)) == 1 then kept[#kept + 1] = entry end
 end
+ix_add_many(KEYS[1], kept)
 if #found > 0 then redis.call('ZREM', KEYS[2], unpack(found)) end
 return #found
 """
@@ -252,12 +255,11 @@ SWEEP_SCRIPT = (
 local count, first, after = tonumber(ARGV[2]), 0, ''
 if ARGV[1] ~= '-' then first, after = ix_top(ARGV[1]), string.sub(ARGV[1], 4) end
 local found = ix_page(KEYS[1], first, after, 2 ^ IX_BITS - 1, count)
-local removed = 0
+local vanished = {}
 for _, entry in ipairs(found) do
-  if redis.call('EXISTS', entry[2]) == 0 then
-    removed = removed + ix_rem_at(KEYS[1], entry[1], entry[2])
-  end
+  if redis.call('EXISTS', entry[2]) == 0 then vanished[#vanished + 1] = entry end
 end
+local removed = ix_rem_many(KEYS[1], vanished)
 if #found < count then return {removed, ''} end
 return {removed, ix_cursor(found[#found])}
 """
@@ -313,8 +315,10 @@ class IndexSweep:
 
 # Told the keys of each page just handled; sleeps as a throttle requires (progress.Throttle.take).
 Pace = Callable[[int], object]
-# Runs a script (or a command, by name) and maps its errors, StaleViewError included.
-Runner = Callable[[Any, Sequence[bytes], Sequence[object]], Any]
+# Runs a script of INDEX_SCRIPTS (or a plain command) by name with its keys and arguments, as
+# every other Redis call runs (``wire.redis.ops.run_scripts``); maps its errors, StaleViewError
+# included.
+Runner = Callable[[str, Sequence[bytes], Sequence[object]], Any]
 
 
 # KEYS: index; ARGV: first top, last top, then edge tops. Returns how many entries have their
@@ -356,6 +360,22 @@ if #found == count then out[1] = ix_cursor(found[#found]) end
 return out
 """
 )
+
+
+# The index's scripts by the name its runner is given: what the coordinator runs on a server.
+INDEX_SCRIPTS: Mapping[str, str] = {
+    "index_dump": _DUMP,
+    "index_forget": _FORGET,
+    "index_restore": RESTORE_PAGE,
+    "index_delete": _DELETE,
+    "index_delete_page": DELETE_PAGE,
+    "index_dump_page": DUMP_PAGE,
+    "index_add": _ADD,
+    "index_edges": _EDGES,
+    "index_migrate": _MIGRATE,
+    "index_count": _COUNT,
+    "index_page": _PAGE,
+}
 
 
 def point_ranges(start: int, end: int, space: int) -> list[tuple[int, int]]:
@@ -411,27 +431,9 @@ class RedisIndex:
     """
 
     def __init__(
-        self,
-        client: Any,
-        point_of: Callable[[bytes], int],
-        epoch_of: Callable[[], int],
-        run: Runner,
+        self, point_of: Callable[[bytes], int], epoch_of: Callable[[], int], run: Runner
     ) -> None:
-        self._client, self._point_of, self._epoch_of, self._run = client, point_of, epoch_of, run
-        scripts = {
-            "dump": _DUMP,
-            "forget": _FORGET,
-            "restore": RESTORE_PAGE,
-            "delete": _DELETE,
-            "delete_page": DELETE_PAGE,
-            "dump_page": DUMP_PAGE,
-            "add": _ADD,
-            "edges": _EDGES,
-            "migrate": _MIGRATE,
-            "count": _COUNT,
-            "page": _PAGE,
-        }
-        self._scripts = {name: client.register_script(body) for name, body in scripts.items()}
+        self._point_of, self._epoch_of, self._run = point_of, epoch_of, run
         self._migrated = False
 
     def _migrate(self) -> None:
@@ -443,7 +445,7 @@ class RedisIndex:
         """
         if self._migrated:
             return
-        while int(self._run(self._scripts["migrate"], [INDEX_KEY, LEGACY_INDEX_KEY], [1000])):
+        while int(self._run("index_migrate", [INDEX_KEY, LEGACY_INDEX_KEY], [1000])):
             pass
         self._migrated = True
 
@@ -456,7 +458,7 @@ class RedisIndex:
         self._migrate()
         for low, high in point_ranges(start, end, space):
             first, last, edges = top_range(low, high)
-            found = self._run(self._scripts["edges"], [INDEX_KEY], edges) if edges else []
+            found = self._run("index_edges", [INDEX_KEY], edges) if edges else []
             yield first, last, self._exact(found, low, high)
 
     def backfill(
@@ -484,7 +486,7 @@ class RedisIndex:
                     keys, points = arcs.select(keys)
                 if keys:
                     members = [member(p, k) for p, k in zip(points.tolist(), keys, strict=True)]
-                    self._run(self._scripts["add"], [INDEX_KEY], members)
+                    self._run("index_add", [INDEX_KEY], members)
                     indexed += len(keys)
                 if pace is not None:
                     pace(len(found))
@@ -501,7 +503,7 @@ class RedisIndex:
         counted = 0
         for low, high in point_ranges(start, end, space):
             first, last, edges = top_range(low, high)
-            whole, *found = self._run(self._scripts["count"], [INDEX_KEY], [first, last, *edges])
+            whole, *found = self._run("index_count", [INDEX_KEY], [first, last, *edges])
             counted += int(whole) + len(self._exact(found, low, high))
         return counted
 
@@ -515,7 +517,7 @@ class RedisIndex:
                 yield exact[at : at + batch]
             cursor = _cursor(first, last)
             while cursor:
-                after, *keys = self._run(self._scripts["page"], [INDEX_KEY], [cursor, last, batch])
+                after, *keys = self._run("index_page", [INDEX_KEY], [cursor, last, batch])
                 cursor = bytes(after)
                 if keys:
                     yield [bytes(key) for key in keys]
@@ -524,7 +526,7 @@ class RedisIndex:
         """Return the records of the keys still there; drop index entries of vanished ones."""
         if not keys:
             return []
-        flat = self._run(self._scripts["dump"], list(keys), [])
+        flat = self._run("index_dump", list(keys), [])
         records, gone = [], []
         for i, key in enumerate(keys):
             payload, pttl, head = flat[3 * i : 3 * i + 3]
@@ -533,7 +535,7 @@ class RedisIndex:
             else:
                 records.append(Record(key, payload, int(pttl), version_of(head)))
         if gone:
-            self._run(self._scripts["forget"], [INDEX_KEY], gone)
+            self._run("index_forget", [INDEX_KEY], gone)
         return records
 
     def dump_arc(
@@ -556,7 +558,7 @@ class RedisIndex:
             while cursor:
                 args = [cursor, top_of(high), batch, page_bytes or 0, *edges]
                 blob, count, size, after, at_edges, *long_keys = self._run(
-                    self._scripts["dump_page"], [INDEX_KEY], args
+                    "index_dump_page", [INDEX_KEY], args
                 )
                 cursor = bytes(after)
                 page: Sequence[Record] = PackedRecords(
@@ -588,7 +590,7 @@ class RedisIndex:
         page = pack_records(records, self._point_of)
         args = [self._epoch_of(), "1" if replace_unversioned else "0", page.blob]
         args += long_key_tombstones(page)
-        return int(self._run(self._scripts["restore"], [EPOCH_KEY, INDEX_KEY], args))
+        return int(self._run("index_restore", [EPOCH_KEY, INDEX_KEY], args))
 
     def delete(self, keys: Sequence[bytes]) -> int:
         """Delete `keys` and their index entries; return how many existed.
@@ -599,7 +601,7 @@ class RedisIndex:
             return 0
         args: list[object] = [self._epoch_of()]
         args += [member(self._point_of(key), key) for key in keys]
-        return int(self._run(self._scripts["delete"], [EPOCH_KEY, INDEX_KEY, *keys], args))
+        return int(self._run("index_delete", [EPOCH_KEY, INDEX_KEY, *keys], args))
 
     def delete_arc(
         self, start: int, end: int, space: int, batch: int, pace: Pace | None = None
@@ -620,9 +622,7 @@ class RedisIndex:
             cursor, last = (_cursor(first, last), last) if first <= last else (bytes(3), -1)
             while cursor:
                 args = [self._epoch_of(), cursor, last, batch, *edges]
-                gone, after, *found = self._run(
-                    self._scripts["delete_page"], [EPOCH_KEY, INDEX_KEY], args
-                )
+                gone, after, *found = self._run("index_delete_page", [EPOCH_KEY, INDEX_KEY], args)
                 edges, cursor = [], bytes(after)  # the ends' windows: read with the first page
                 exact = self._exact(found, low, high)
                 gone = int(gone) + sum(

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
+from ringkit.cluster.checks import text as a_str
 from ringkit.errors import ConfigError
 
 __all__ = ["SCHEMES", "ServerURL", "parse_url", "redact", "url_text"]
@@ -107,10 +108,8 @@ def parse_url(text: str) -> ServerURL:
 
     :raises ConfigError: when the URL is not one of the fixed forms (the message shows it
         with any password redacted)
-    :raises TypeError: when `text` is not a str
     """
-    if not isinstance(text, str):
-        raise TypeError(f"server URL must be str, got {type(text).__name__}")
+    text = a_str("server URL", text)
     memory = _MEMORY.match(text)
     if memory:
         return ServerURL("memory", name=memory["name"])

@@ -30,10 +30,10 @@ from ringkit.cluster.values.keys import (
     readmitted_key,
     spread_key,
 )
-from ringkit.cluster.wire.drive import Wire
+from ringkit.cluster.wire.drive import Wire, drive_sync
 from ringkit.cluster.wire.failures import server_failed
 from ringkit.cluster.wire.fence import EpochOf, epoch_value
-from ringkit.cluster.wire.index import Index, IndexSweep, RedisIndex
+from ringkit.cluster.wire.index import INDEX_SCRIPTS, Index, IndexSweep, RedisIndex
 from ringkit.cluster.wire.items import Hinted
 from ringkit.cluster.wire.redis.handoff import HANDOFF_SCRIPTS
 from ringkit.cluster.wire.redis.scripts import (
@@ -63,7 +63,7 @@ local n = redis.call('INCRBY', KEYS[1], ARGV[1])
 if n < 0 then redis.call('SET', KEYS[1], 0, 'KEEPTTL'); return 0 end
 return n
 """
-_SOURCES = {**SCRIPTS, **HANDOFF_SCRIPTS, "plain_incr": _INCR_SCRIPT}
+_SOURCES = {**SCRIPTS, **HANDOFF_SCRIPTS, **INDEX_SCRIPTS, "plain_incr": _INCR_SCRIPT}
 _SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in _SOURCES.items()}
 # The calls that run as scripts fenced by the routed epoch (redis_scripts encodes them).
 _FENCED = frozenset(
@@ -335,7 +335,7 @@ class RedisServer:
             yield from _plain(self.url, "SET", CHECKPOINT_KEY, data)
 
     def index(self, epoch_of: EpochOf, point_of: PointOf, transport: Any) -> Index:
-        """The sorted-set key index of this server, over the blocking transport's pool."""
+        """The key index of this server, run over the blocking `transport` as every call is."""
         if self._index is None:
             self._index = _index(self.url, transport, epoch_of, point_of)
         return self._index
@@ -344,17 +344,9 @@ class RedisServer:
 def _index(
     url: ServerURL, transport: PoolTransport, epoch_of: EpochOf, point_of: PointOf
 ) -> RedisIndex:
-    import redis
+    def run(name: str, keys: Sequence[bytes], args: Sequence[object]) -> Any:
+        script = Script(name, tuple(keys), tuple(args))
+        [reply] = drive_sync(run_scripts(url, [script]), transport)
+        return reply
 
-    client: Any = redis.Redis(connection_pool=transport.pool)
-    errors = (redis.RedisError, OSError)
-
-    def run(script: Any, keys: Sequence[bytes], args: Sequence[object]) -> Any:
-        try:
-            if not isinstance(script, str):
-                return script(keys=keys, args=list(args))
-            return client.execute_command(script, *keys, *args)
-        except errors as error:
-            raise redis_error(error, url, Script("", tuple(keys), tuple(args))) from None
-
-    return RedisIndex(client, point_of, epoch_of, run)
+    return RedisIndex(point_of, epoch_of, run)
