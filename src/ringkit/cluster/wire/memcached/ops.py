@@ -42,6 +42,8 @@ __all__ = ["MemcachedServer", "ttl_of_meta"]
 
 
 def _expire(ttl_s: float | None, url: ServerURL) -> int:
+    if ttl_s is None:  # most writes: no clock, no URL text for an error that cannot happen
+        return 0
     return memcached_exptime(ttl_s, time.time(), str(url))
 
 
@@ -254,10 +256,19 @@ class MemcachedServer(ItemServer):
         return _PLAIN[method](self.url, *args)
 
     def fenced(self, sent: int, operation: Wire[Any], *, write: bool) -> Wire[Any]:
+        # Between two epoch reads the gate decides from what it knows: the call is then
+        # `operation` itself, refused here before any I/O, without a generator around it.
         now = time.monotonic()
         if self.gate.due(sent, now):
-            found = yield from get_many(self.url, [EPOCH_KEY])
-            self.gate.learn(found.get(EPOCH_KEY), now)
+            return self._read_epoch_first(sent, operation, now, write=write)
+        self.gate.check(sent, self.url, write=write)
+        return operation
+
+    def _read_epoch_first(
+        self, sent: int, operation: Wire[Any], now: float, *, write: bool
+    ) -> Wire[Any]:
+        found = yield from get_many(self.url, [EPOCH_KEY])
+        self.gate.learn(found.get(EPOCH_KEY), now)
         self.gate.check(sent, self.url, write=write)
         return (yield from operation)
 

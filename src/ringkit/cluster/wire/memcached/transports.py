@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import threading
+from typing import NoReturn
 
 from ringkit.cluster.wire.failures import server_failed
+from ringkit.cluster.wire.idle import IdleConnections
 from ringkit.cluster.wire.memcached.protocol import Exchange, Reply, ReplyFramer
 from ringkit.cluster.wire.urls import ServerURL
 
@@ -28,24 +29,20 @@ _Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 
 class SocketTransport:
-    """Blocking exchanges with one memcached server over a pool of sockets (thread-safe)."""
+    """Blocking exchanges with one memcached server over a pool of sockets (thread-safe).
+
+    What pymemcache's ``Client.get`` costs (one ``sendall``, one ``recv``), plus the framing:
+    the idle sockets wait in an :class:`~ringkit.cluster.wire.idle.IdleConnections`.
+    """
 
     def __init__(
         self, url: ServerURL, *, timeout_s: float, connect_timeout_s: float, max_connections: int
     ) -> None:
         self.url = url
         self._timeout_s, self._connect_timeout_s = timeout_s, connect_timeout_s
-        self._max_idle = max_connections
-        self._idle: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._pid = os.getpid()
+        self._idle = IdleConnections[socket.socket](max_idle=max_connections)
 
-    def _take(self) -> socket.socket:
-        with self._lock:
-            if self._pid != os.getpid():  # forked: the idle sockets are the parent's
-                self._pid, self._idle = os.getpid(), []
-            if self._idle:
-                return self._idle.pop()
+    def _connect(self) -> socket.socket:
         address = (self.url.host, self.url.port)
         sock = socket.create_connection(address, timeout=self._connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -57,35 +54,30 @@ class SocketTransport:
 
         :raises BackendError: when the connection fails or a reply takes over the timeout
         """
-        sock = None
+        sock = self._idle.take()
         try:
-            sock = self._take()
+            if sock is None:
+                sock = self._connect()
             sock.sendall(request.data)
             framer = ReplyFramer(request.replies)
-            while True:
-                chunk = sock.recv(_CHUNK)
-                if not chunk:
-                    raise ConnectionResetError("connection closed by the server")
-                if framer.feed(chunk):
-                    break
+            while not framer.feed(sock.recv(_CHUNK) or _closed()):
+                pass
         except (OSError, ValueError) as error:  # a timeout; a reply that is not memcached's
             if sock is not None:
                 sock.close()
             raise server_failed(self.url, error) from None
-        with self._lock:
-            if len(self._idle) < self._max_idle and self._pid == os.getpid():
-                self._idle.append(sock)
-                sock = None
-        if sock is not None:
+        if not self._idle.give(sock):
             sock.close()
         return framer.replies
 
     def close(self) -> None:
         """Close the idle connections (one in use closes when its call ends)."""
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for sock in idle:
+        for sock in self._idle.drain():
             sock.close()
+
+
+def _closed() -> NoReturn:
+    raise ConnectionResetError("connection closed by the server")
 
 
 class StreamTransport:

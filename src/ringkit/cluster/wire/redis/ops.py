@@ -31,6 +31,7 @@ from ringkit.cluster.values.keys import (
     spread_key,
 )
 from ringkit.cluster.wire.drive import Wire, drive_sync
+from ringkit.cluster.wire.failures import server_failed
 from ringkit.cluster.wire.fence import EpochOf, epoch_value
 from ringkit.cluster.wire.index import INDEX_SCRIPTS, Index, IndexSweep, RedisIndex
 from ringkit.cluster.wire.items import Hinted
@@ -129,6 +130,8 @@ class RedisServer:
 
     def steps(self, method: str, args: Sequence[Any], sent: int, point_of: PointOf) -> Wire[Any]:
         """Return the operation of call `method(*args)`, routed by epoch `sent`."""
+        if method == "get_many":
+            return self._read(args[0], sent)
         if method in _FENCED:
             return self._fenced(method, args, sent, point_of)
         if method == "write_marked":
@@ -142,6 +145,23 @@ class RedisServer:
         answer = redis_answer(op, args, replies, sent=sent, url=self.url)
         yield from self._sweep_after(op, args)
         return answer
+
+    def _read(self, keys: Sequence[bytes], sent: int) -> Wire[dict[bytes, bytes]]:
+        """Return the keys found with their values, fenced at `sent`: one ``MGET``, no script.
+
+        The ``MGET`` of the epoch and the keys is as atomic as a read script would be (check,
+        then read), and :func:`redis_answer` makes the check. The server spares a script's Lua
+        (a Lua string per value, both ways), the client the script's pipeline and its
+        ``NOSCRIPT`` fallback; ``MGET`` has no ``unpack()`` limit, so no chunks. It is
+        :func:`redis_scripts`'s read, sent as the plain command it is.
+        """
+        [found] = yield Commands((("MGET", EPOCH_KEY, *keys),))
+        if isinstance(found, Exception):
+            raise server_failed(self.url, found)
+        values: dict[bytes, bytes] = redis_answer(
+            "get_many", (keys,), [found], sent=sent, url=self.url
+        )
+        return values
 
     def _sweep_after(self, op: str, args: Sequence[Any]) -> Wire[None]:
         """Take the index sweep's step that write `op(*args)` owes, if one is due."""

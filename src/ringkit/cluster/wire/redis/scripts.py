@@ -247,11 +247,7 @@ def redis_scripts(
     def member_of(key: bytes) -> bytes:
         return member(point_of(key), key) if index_keys else b""
 
-    if op == "get_many":
-        # No script: one MGET of the epoch and the keys is as atomic as the read script was
-        # (_CHECK, then MGET) and :func:`redis_answer` makes its check. The server spares the
-        # script's Lua (a Lua string per value, both ways), the client redis-py's EVALSHA
-        # wrapper; MGET has no unpack() limit, so no chunks.
+    if op == "get_many":  # no script (RedisServer's read): one MGET of the epoch and the keys
         return [Script("MGET", (EPOCH_KEY, *args[0]), ())]
     if op == "set_many":
         items, ttl_s = args
