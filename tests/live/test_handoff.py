@@ -16,7 +16,7 @@ import pytest
 import ringkit.live
 from ringkit.errors import ConfigError
 from ringkit.live import MemberChange
-from ringkit.live.backend import Event
+from ringkit.live.backend import Event, Record
 from ringkit.live.handoff import decode_mark, encode_mark
 
 pytestmark = pytest.mark.timeout(60)
@@ -398,3 +398,48 @@ def test_a_mark_written_before_the_wait_began_is_seen_by_the_read(store_url: str
         assert store_a.mark_key("a") not in seen  # read, not delivered by a watch
         a.close()
         c.close()
+
+
+def test_the_stored_mark_never_decreases(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not when it is rewritten after a hand's delete, nor when a lost lease is taken again.
+
+    a has no callback, so it marks each epoch its store applies while a slow subscriber holds
+    the store's dispatcher behind: a registration that took the delivered epoch as its first
+    mark would write one lower than the mark of the lease before.
+    """
+    with ringkit.live.connect(store_url) as store, ringkit.live.connect(store_url) as other:
+        a = store.join("a", ttl_s=2, handoff="exclusive")
+        written: list[int] = []
+        create, swap = store.backend.create, store.backend.swap
+
+        def noted(value: bytes) -> None:
+            written.append(decode_mark(value, "a"))
+
+        def creating(key: str, value: bytes, lease: int, **options: object) -> tuple[bool, Record]:
+            ok, record = create(key, value, lease, **options)  # type: ignore[arg-type]
+            also = options.get("also")
+            if ok and isinstance(also, tuple) and also[0] == store.mark_key("a"):
+                noted(also[1])
+            return ok, record
+
+        def swapping(key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+            ok, record = swap(key, value, lease, mod_revision)
+            if ok and key == store.mark_key("a"):
+                noted(value)
+            return ok, record
+
+        monkeypatch.setattr(store.backend, "create", creating)
+        monkeypatch.setattr(store.backend, "swap", swapping)
+        gate = threading.Event()
+        store.subscribe(lambda change: gate.wait(10))  # a slow log shipper
+        other.join("b", ttl_s=5)
+        applied = store.wait_for(lambda s: "b" in s.members).epoch
+        wait_until(lambda: stored_marks(store).get("a", -1) >= applied)
+        store.backend.delete(store.mark_key("a"))  # by hand: written again, not lower
+        wait_until(lambda: stored_marks(store).get("a", -1) >= applied)
+        store.backend.revoke(a.info.lease)  # the lease ends: a's heartbeat registers again
+        wait_until(lambda: a.dropped_count >= 1 and "a" in stored_marks(store))
+        gate.set()
+        assert written == sorted(written), repr(written)
+        assert written and written[-1] >= applied, repr(written)
+        a.close()

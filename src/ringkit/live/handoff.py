@@ -277,7 +277,8 @@ class Handoff:
         self._store, self.name, self.replicas = store, name, replicas
         self._release_timeout_s, self._give_up = release_timeout_s, give_up
         self._lease = 0
-        self._mark = -1
+        self._mark = -1  # the highest epoch written (it only grows, across leases too)
+        self._rewrite = False  # the stored mark was overwritten or deleted: write it again
         self._first = -1  # the epoch of the mark written with the member's record
         self._applied_lock = threading.Lock()
         self._applied_at: dict[int, float] = {}  # epoch above the mark -> when it was applied
@@ -457,14 +458,16 @@ class Handoff:
 
         A mark of this member that someone else overwrote (under another lease, or none) or
         deleted is written again at once: without it the others would stop waiting for this
-        member. A lower epoch under this member's own lease is an earlier write of its own that
-        the watch delivers after the later write was acknowledged: no reason to write again
-        (each rewrite is one more event for every process; under load a member was seen to
-        give up its lease with its mark reset this way).
+        member. It is written again at the epoch the member holds: the rewrite neither lowers
+        the mark nor makes released epochs pending again (a member once gave up its lease with
+        its mark reset to -1 by a rewrite). A lower epoch under this member's own lease is an
+        earlier write of its own delivered late: no reason to write again.
         """
         found = self._store.mark_of(self.name)
         if self._mark >= 0 and (found is None or found[1] != self._lease):
-            self._mark = -1
+            # Written again at the epoch it holds: the mark itself is never lowered, and the
+            # release is not pending again (its epochs stay released).
+            self._rewrite = True
             self._wake.set()
         if not self._settle_queued:  # one look per burst of marks is enough
             self._settle_queued = True
@@ -480,7 +483,9 @@ class Handoff:
         """
         if self._stopped.is_set():
             raise BackendError(f"member {self.name!r} has stopped; join again")
-        self._first = self._store.dispatcher.delivered
+        # A registration after a lost lease keeps what it released under the old one: the
+        # dispatcher may trail the mark (a member without callbacks marks the applied epoch).
+        self._first = max(self._store.dispatcher.delivered, self._mark)
         return self._store.mark_key(self.name), encode_mark(self.name, self._first)
 
     def start(self, lease: int, revision: int) -> None:
@@ -491,6 +496,7 @@ class Handoff:
         release thread.
         """
         self._lease, self._mark, self._mark_revision = lease, self._first, revision
+        self._rewrite = False
         marks = self._store.marks
         marks.wrote(self.name, encode_mark(self.name, self._first), lease, revision)
         with contextlib.suppress(BackendError):
@@ -524,14 +530,21 @@ class Handoff:
 
         :raises BackendError: when the service cannot be reached
         """
-        if epoch <= self._mark:
+        rewrite, self._rewrite = self._rewrite, False
+        if epoch <= self._mark and not rewrite:
             return
+        epoch = max(epoch, self._mark)
         backend, key = self._store.backend, self._store.mark_key(self.name)
         value = encode_mark(self.name, epoch)
-        ok, record = backend.swap(key, value, self._lease, self._mark_revision)
-        if not ok:  # written by an earlier lease of ours, or by hand: take it over
-            ok, record = backend.swap(key, value, self._lease, record.mod_revision)
+        try:
+            ok, record = backend.swap(key, value, self._lease, self._mark_revision)
+            if not ok:  # written by an earlier lease of ours, or by hand: take it over
+                ok, record = backend.swap(key, value, self._lease, record.mod_revision)
+        except BackendError:
+            self._rewrite |= rewrite
+            raise
         if not ok:
+            self._rewrite |= rewrite
             raise BackendError(f"release mark {key!r} changed while it was written; retrying")
         self._mark, self._mark_revision = epoch, record.mod_revision
         self._store.marks.wrote(self.name, value, self._lease, record.mod_revision)
