@@ -384,7 +384,10 @@ class Handoff:
             before = previous if previous is not None else self._region_of(change.old)
             region = self._region_after(before, change)
         self._regions[change.new.epoch] = region
-        grew = previous is None or bool(_subtract(region, previous))
+        # Only a hash ring's regions are exact: a table's may come out empty (its diff cannot
+        # segment), so a change of or to a table counts as a gain, and the marks decide.
+        exact = isinstance(change.old.ring, HashRing) and isinstance(change.new.ring, HashRing)
+        grew = not exact or previous is None or bool(_subtract(region, previous))
         if not grew and self._floor >= change.old.epoch:
             self._floor = max(self._floor, change.new.epoch)  # nothing gained: nothing to wait
         elif self._floor < change.new.epoch:

@@ -450,9 +450,10 @@ class Store:
         """Every record under the prefix that this store skips as invalid, by key.
 
         The latest snapshot's member and table records, and the release records
-        (``released/NAME``) that are not valid marks: those change no epoch, so no snapshot
-        lists them. ``ringkit ring status`` and the ``ringkit_live_records_skipped`` metric
-        count these.
+        (``_released/NAME``) that are not valid marks: those change no epoch, so no snapshot
+        lists them, and they are as of the store's last read of the marks (at connect, and
+        while a member waits; its own members' marks always). ``ringkit ring status`` and the
+        ``ringkit_live_records_skipped`` metric count these.
         """
         both = (*self._snapshot.skipped, *self._ledger.skipped_marks())
         return tuple(sorted(both, key=lambda record: record.key))
