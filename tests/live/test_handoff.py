@@ -470,3 +470,32 @@ def test_a_published_table_is_handed_over_exclusively_too(store_url: str) -> Non
         assert not any(a.owns_many(KEYS))
         a.close()
         b.close()
+
+
+def test_a_slow_read_of_the_marks_does_not_hold_up_the_members_own_mark(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b's wait begins with a read that takes 3 s (a starved etcd); b still releases at once."""
+    with ringkit.live.connect(store_url) as store_b, ringkit.live.connect(store_url) as other:
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        c = other.join("c", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: not store_b.marks.fresh())
+        backend = store_b.backend
+
+        class Starved:  # b's store's reads of the marks take 3 s (memory:// shares a backend)
+            def __getattr__(self, name: str) -> object:
+                return getattr(backend, name)
+
+            def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+                if prefix == store_b.mark_key(""):
+                    time.sleep(3)
+                return backend.get_prefix(prefix, revision)
+
+        monkeypatch.setattr(store_b.marks, "_backend", Starved())
+        c.leave()  # b gains: its store reads the marks (slowly)
+        other.join("d", ttl_s=5, handoff="exclusive")  # b loses to d: releases at once
+        joined = store_b.wait_for(lambda s: "d" in s.members).epoch
+        started = time.monotonic()
+        wait_until(lambda: stored_marks(other).get("b", -1) >= joined, timeout_s=10)
+        assert time.monotonic() - started < 2.5
+        b.close()
