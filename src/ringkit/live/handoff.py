@@ -58,7 +58,6 @@ _log = logging.getLogger("ringkit.live")
 
 #: The handoff modes of ``store.join``.
 HANDOFFS = ("default", "exclusive")
-#: Where release marks live under a store's prefix.
 #: Where release marks live under a store's prefix: first in key order, so the ring's watch
 #: (a key range) leaves them out (see :mod:`ringkit.live.markwatch`).
 MARKS_FOLDER = "_released/"
@@ -495,8 +494,8 @@ class Handoff:
         """Follow from the first mark, written under `lease` at `revision` with the record.
 
         The member has gained its arcs: its store follows every mark from a read made now
-        (a member alone owns at once). A read or watch that fails is tried again by the
-        release thread.
+        (a member alone owns at once). A read or watch that fails is tried again on the
+        store's marks thread.
         """
         self._lease, self._mark, self._mark_revision = lease, self._first, revision
         self._rewrite = False
