@@ -174,6 +174,8 @@ class MarksWatch:
     def _watch(
         self, key: str, end: str, from_revision: int, generation: int, *, own: str | None = None
     ) -> WatchHandle:
+        opened: list[WatchHandle] = []  # this watch, once opened
+
         def on_events(events: Sequence[Event]) -> None:
             if generation == self._generation and self._ledger.apply_marks(events):
                 self._changed()
@@ -181,15 +183,18 @@ class MarksWatch:
         def on_error(error: Exception) -> None:
             _log.info("watch of release marks %s broke (%s); opening it again", key, error)
             with self._lock:
-                if generation != self._generation:
+                if generation != self._generation or not opened:
                     return
-                if own is not None and own in self._own:
+                # Only this watch is forgotten, not one opened since in its place.
+                if own is not None and self._own.get(own) is opened[0]:
                     self._own[own] = None
-                elif own is None:
+                elif own is None and self._folder_watch is opened[0]:
                     self._folder_watch = None
             self._reopen()
 
-        return self._backend.watch(key, from_revision, on_events, on_error, range_end=end)
+        handle = self._backend.watch(key, from_revision, on_events, on_error, range_end=end)
+        opened.append(handle)
+        return handle
 
     def _reopen(self) -> None:
         """Have the marks thread open what is wanted and not open (started on first need)."""
