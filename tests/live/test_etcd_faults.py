@@ -1,4 +1,5 @@
-"""A three-member etcd cluster losing its leader while members come and go."""
+"""A three-member etcd cluster losing its leader while members come and go, and a write
+whose answer such a loss swallowed."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ringkit.live
-from ringkit.live import Snapshot
+from ringkit.live import Snapshot, Store
+from ringkit.live.backend import Record
+from ringkit.live.memory import MemoryBackend
 from tests.servers import EtcdCluster, etcd_cluster, stop
 
 pytestmark = pytest.mark.timeout(240)
@@ -130,3 +133,32 @@ def test_killing_the_leader_under_churn_drops_no_live_member(cluster: EtcdCluste
         member.close()
     for store in [*stores, observer]:
         store.close()
+
+
+class LostAnswers(MemoryBackend):
+    """memory:// whose next compare-and-swap is committed and then sent again, as etcd's client
+    sends a call again on another endpoint when the leader died before answering it."""
+
+    lose_next = False
+
+    def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+        if self.lose_next:
+            self.lose_next = False
+            super().swap(key, value, lease, mod_revision)  # committed; its answer is lost
+        return super().swap(key, value, lease, mod_revision)
+
+
+def test_a_leave_whose_answer_was_lost_in_an_election_still_leaves() -> None:
+    """The write sent again fails its compare on its own result: the member has left.
+
+    Reported as a lost lease instead, the leave raised and the member's heartbeat went on
+    holding its name, so the same name could not join again until the process ended.
+    """
+    backend = LostAnswers("lost-answer")
+    with Store(backend, "/lost/") as store:
+        member = store.join("a", ttl_s=5)
+        store.wait_for(lambda s: "a" in s.active)
+        backend.lose_next = True
+        member.leave()
+        store.wait_for(lambda s: "a" not in s.members)
+        store.join("a", ttl_s=5).close()  # the name is free again

@@ -537,9 +537,13 @@ class Member:
         """Write this member's record with `state`; return the revision of the write."""
         with self._lock:
             info = replace(self._info, state=state)
+            value = info.encode()
             ok, record = self._store.backend.swap(
-                self._store.member_key(self.name), info.encode(), info.lease, self._mod_revision
+                self._store.member_key(self.name), value, info.lease, self._mod_revision
             )
+            # A write whose answer was lost (the etcd leader died after committing it) is sent
+            # again and then fails its compare on its own result: that is a success.
+            ok = ok or (record.lease == info.lease and record.value == value)
             if not ok:
                 raise BackendError(
                     f"member {self.name!r} must still hold its record to become {state}, got "
