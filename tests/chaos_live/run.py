@@ -184,7 +184,7 @@ def _nemesis(
                 b'{"name": "w0", "state": "active", "zone": null, "weight": 1.0, "data": null,'
                 b' "tokens": [1, 2], "ttl_s": 2.0, "holder": ""}'
             ),
-            f"{prefix}released/w0": b'{"name": "w9", "epoch": -5}',
+            f"{prefix}_released/w0": b'{"name": "w9", "epoch": -5}',
         }
         for key, value in bad.items():
             backend.put_unless_newer(key, value, 2**62)

@@ -46,6 +46,9 @@ __all__ = ["Member", "choose_tokens"]
 _log = logging.getLogger("ringkit.live")
 #: Allocated joins planned again when other joins keep winning the race to write first.
 _ALLOCATION_ATTEMPTS = 20
+#: How soon a renewal that failed is tried again (not a third of the TTL later: meanwhile
+#: the lease's deadline passes and ``owns`` is False, a gap the load did not make).
+RENEW_RETRY_S = 0.25
 
 
 def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int, ...]:
@@ -279,8 +282,10 @@ class Member:
 
     def _beat(self) -> None:
         """Renew the lease every third of its TTL; rejoin when it turns out to be gone."""
+        pause = self._info.ttl_s / 3
         while not self._closed:
-            self._wake.wait(self._info.ttl_s / 3)
+            self._wake.wait(pause)
+            pause = self._info.ttl_s / 3
             self._wake.clear()
             if self._closed:
                 return
@@ -300,7 +305,9 @@ class Member:
             except DuplicateNodeError as error:
                 self.error, self._closed = error, True
             except BackendError:
-                time.sleep(0.05)  # the service is away: owns() turns False at the deadline
+                # The service is away or slow: owns() turns False at the deadline, so ask
+                # again soon rather than a third of the TTL later.
+                pause = min(pause, RENEW_RETRY_S)
 
     # -- looking up ------------------------------------------------------------------------------
 
