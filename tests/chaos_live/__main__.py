@@ -3,7 +3,7 @@
 For each fault kind and handoff mode, `--runs` seeded runs of at most `--load-s` seconds of
 faults; one line per run and a total per kind. Exits 1 when an exclusive run shows an overlap,
 a token error (in the samples or the transition logs), or (graceful changes) a key unowned for
-longer than ``ttl_s + 1 s``.
+longer than ``ttl_s + 1 s``, and when a run breaks (it is printed and the others go on).
 """
 
 from __future__ import annotations
@@ -40,8 +40,13 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             results = []
             for seed in range(args.runs):
-                with tempfile.TemporaryDirectory(prefix="ringkit-chaos-live-") as folder:
-                    result = run_once(mode, fault, seed, settings, Path(folder))
+                try:
+                    with tempfile.TemporaryDirectory(prefix="ringkit-chaos-live-") as folder:
+                        result = run_once(mode, fault, seed, settings, Path(folder))
+                except Exception as error:  # one broken run must not end the others
+                    print(f"{mode:9} {fault:11} seed {seed:3}: the run broke: {error!r}")
+                    bad += 1
+                    continue
                 print(result.line, flush=True)
                 results.append(result)
                 bad += failed(result, settings)
