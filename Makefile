@@ -68,12 +68,13 @@ chaos: setup-dev
 		--seed $(SEED) --jobs $(JOBS) $(if $(CONFIG),--config $(CONFIG))
 
 # `make chaos-live`: the ownership checker of the live ring (tests/chaos_live/), by hand: RUNS
-# seeded runs per fault kind and handoff mode, each at most 40 s (25 s of faults plus set-up).
+# seeded runs per fault kind and handoff mode from seed SEED, each at most 40 s (25 s of faults
+# plus set-up).
 LIVE_FAULTS ?= graceful,worker_stop,etcd_stop,leader_kill,bad_records,restore
 LIVE_MODES ?= exclusive,default
 chaos-live: setup-dev
 	PYTHONPATH=src:. $(BIN)/python -m tests.chaos_live --runs $(RUNS) --faults $(LIVE_FAULTS) \
-		--modes $(LIVE_MODES)
+		--modes $(LIVE_MODES) --seed $(SEED)
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .ruff_cache

@@ -198,13 +198,13 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
     settled: list[tuple[float, int]] = []  # (time, the probe's settled epoch) after each event
     calls: dict[str, float] = {}  # the probe's first grant, swap, create of the change: acked
     if profile:
-        apply = store._apply
+        marks_changed = store.marks._changed
 
-        def applied(events: object) -> None:
-            apply(events)  # type: ignore[arg-type]
+        def seen() -> None:  # the probe's store follows the marks while the probe waits
+            marks_changed()
             settled.append((time.time(), store.settled_epoch("probe")))
 
-        store._apply = applied  # type: ignore[method-assign]
+        store.marks._changed = seen
         backend = store.backend
         for call in ("grant", "swap", "create"):
             setattr(backend, call, _timed(getattr(backend, call), f"probe {call} acked", calls))
@@ -350,7 +350,7 @@ def settle(url: str, count: int, epoch: int = 0, timeout_s: float = 120) -> None
                     raise
                 continue
             members = {r.key.rpartition("/")[2]: r for r in records if "/members/" in r.key}
-            marks = {r.key.rpartition("/")[2]: r for r in records if "/released/" in r.key}
+            marks = {r.key.rpartition("/")[2]: r for r in records if "/_released/" in r.key}
             last = max([epoch, *(r.mod_revision for r in members.values())])
             behind = [
                 name

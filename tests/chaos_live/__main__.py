@@ -1,9 +1,10 @@
 """``python -m tests.chaos_live``: the long ownership-checker runs (``make chaos-live``), by hand.
 
-For each fault kind and handoff mode, `--runs` seeded runs of at most `--load-s` seconds of
-faults; one line per run and a total per kind. Exits 1 when an exclusive run shows an overlap,
-a token error (in the samples or the transition logs), or (graceful changes) a key unowned for
-longer than ``ttl_s + 1 s``.
+For each fault kind and handoff mode, `--runs` seeded runs (seeds from `--seed`, default 0) of
+at most `--load-s` seconds of faults; one line per run and a total per kind. Exits 1 when an
+exclusive run shows an overlap, a token error (in the samples or the transition logs), or
+(graceful changes) a key unowned for longer than ``ttl_s + 1 s``, and when a run breaks (it
+is printed and the others go on).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def failed(result: RunResult, settings: Settings) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.chaos_live")
     parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0, help="the first run's seed")
     parser.add_argument("--faults", default=",".join(FAULTS))
     parser.add_argument("--modes", default="exclusive,default")
     parser.add_argument("--load-s", type=float, default=25.0)
@@ -39,9 +41,14 @@ def main(argv: list[str] | None = None) -> int:
     for fault in args.faults.split(","):
         for mode in args.modes.split(","):
             results = []
-            for seed in range(args.runs):
-                with tempfile.TemporaryDirectory(prefix="ringkit-chaos-live-") as folder:
-                    result = run_once(mode, fault, seed, settings, Path(folder))
+            for seed in range(args.seed, args.seed + args.runs):
+                try:
+                    with tempfile.TemporaryDirectory(prefix="ringkit-chaos-live-") as folder:
+                        result = run_once(mode, fault, seed, settings, Path(folder))
+                except Exception as error:  # one broken run must not end the others
+                    print(f"{mode:9} {fault:11} seed {seed:3}: the run broke: {error!r}")
+                    bad += 1
+                    continue
                 print(result.line, flush=True)
                 results.append(result)
                 bad += failed(result, settings)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ringkit.live
-from ringkit.errors import RingkitError
+from ringkit.errors import BackendError, RingkitError
 from tests.chaos_live.checker import Verdict, check, load_runs, load_transition_runs
 from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members, sigstop, stop
 
@@ -132,8 +132,24 @@ class Pool:
         return [self._folder / f"{name}.transitions.jsonl" for name in self.processes]
 
 
+def _leader(cluster: EtcdCluster) -> int:
+    """The leader's index, asking again while none answers (a member's status call times out
+    after 1 s, which a starved machine exceeds, and an election may be under way).
+
+    :raises BackendError: when none answers within 10 s (the fault is then not injected)
+    """
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            return cluster.leader()
+        except RuntimeError as error:
+            if time.monotonic() > deadline:
+                raise BackendError(f"no leader to find within 10 s: {error}") from error
+            time.sleep(0.1)
+
+
 def _follower(cluster: EtcdCluster) -> int:
-    leader = cluster.leader()
+    leader = _leader(cluster)
     return next(i for i in range(len(cluster.processes)) if i != leader)
 
 
@@ -167,7 +183,7 @@ def _nemesis(
         return f"etcd m{index} stopped {ttl + 1:g} s"
 
     def leader_kill() -> str:
-        index = cluster.leader()
+        index = _leader(cluster)
         cluster.processes[index].kill()
         cluster.processes[index].wait()
         time.sleep(1.0)
@@ -184,7 +200,7 @@ def _nemesis(
                 b'{"name": "w0", "state": "active", "zone": null, "weight": 1.0, "data": null,'
                 b' "tokens": [1, 2], "ttl_s": 2.0, "holder": ""}'
             ),
-            f"{prefix}released/w0": b'{"name": "w9", "epoch": -5}',
+            f"{prefix}_released/w0": b'{"name": "w9", "epoch": -5}',
         }
         for key, value in bad.items():
             backend.put_unless_newer(key, value, 2**62)

@@ -16,8 +16,8 @@ import pytest
 import ringkit.live
 from ringkit.errors import ConfigError
 from ringkit.live import MemberChange
-from ringkit.live.backend import Event
-from ringkit.live.handoff import encode_mark
+from ringkit.live.backend import Event, Record
+from ringkit.live.handoff import decode_mark, encode_mark
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,6 +31,13 @@ def wait_until(
     while not condition():
         assert time.monotonic() < deadline, f"condition not reached in time: {what()}"
         time.sleep(0.01)
+
+
+def stored_marks(store: ringkit.live.Store) -> dict[str, int]:
+    """The release marks in the service now: member name -> epoch."""
+    folder = store.mark_key("")
+    _, records = store.backend.get_prefix(folder)
+    return {r.key[len(folder) :]: decode_mark(r.value, r.key[len(folder) :]) for r in records}
 
 
 def hold(gate: threading.Event, change: MemberChange) -> None:
@@ -241,8 +248,9 @@ def test_owns_many_answers_as_owns_while_a_release_is_pending(
         c = store_b.join("c", ttl_s=5, handoff="exclusive", replicas=replicas)
 
         def marked(store: ringkit.live.Store, names: str) -> bool:
-            epoch = store.snapshot().epoch
-            return all((store.mark_of(name) or (-1,))[0] == epoch for name in names)
+            # Read from etcd: a store follows the others' marks only while a member waits.
+            epoch, marks = store.snapshot().epoch, stored_marks(store)
+            return all(marks.get(name, -1) == epoch for name in names)
 
         # Still until a releases: b and c own only what no unreleased ring moved.
         def agree(member: ringkit.live.Member) -> bool:
@@ -295,7 +303,199 @@ def test_an_earlier_mark_of_its_own_delivered_late_is_not_written_again(
         monkeypatch.setattr(store.backend, "swap", counted)
         revision = store.backend.get_prefix("/none/")[0] + 1  # the next one
         late = Event("put", store.mark_key("a"), encode_mark("a", 0), revision, a.info.lease)
-        store._apply([late])  # as the watch hands it over: the mark a wrote at epoch 0
+        # As its mark's watch hands it over: the mark a wrote at epoch 0.
+        if store._ledger.apply_marks([late]):
+            store._marks_changed()
         time.sleep(0.3)  # the release thread looks every 50 ms
         assert writes == []
         a.close()
+
+
+# -- marks reach only the members that wait for them ---------------------------------------------
+
+
+def mark_events(store: ringkit.live.Store) -> list[str]:
+    """Record the keys of every release mark event the store's watches hand over from now on."""
+    keys: list[str] = []
+    apply = store._ledger.apply_marks
+
+    def counted(events: list[Event]) -> bool:
+        keys.extend(event.key for event in events)
+        return apply(events)
+
+    store._ledger.apply_marks = counted  # type: ignore[method-assign]
+    return keys
+
+
+def test_a_gainer_follows_the_marks_while_it_waits_and_no_longer(store_url: str) -> None:
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        release = threading.Event()
+        a.on_change(lambda change: hold(release, change))
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        seen = mark_events(store_b)
+        time.sleep(0.3)
+        assert store_b.marks.fresh()  # b waits for a: its store follows every mark
+        assert not any(b.owns_many(moved))
+        release.set()
+        wait_until(lambda: all(b.owns_many(moved)))
+        assert store_a.mark_key("a") in seen  # a's release reached b through the watch
+        wait_until(lambda: not store_b.marks.fresh())  # nothing left to wait for: cancelled
+        a.close()
+        b.close()
+
+
+def test_a_member_that_does_not_wait_receives_no_mark_events(store_url: str) -> None:
+    """A loser gains nothing: it hears of no member's mark but its own."""
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: all(a.owns_many(KEYS)) and not store_a.marks.fresh())
+        seen = mark_events(store_a)
+        others = [store_b.join(f"b{i}", ttl_s=5, handoff="exclusive") for i in range(3)]
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) != "a"]
+        for member in others:
+            wait_until(lambda member=member: any(member.owns_many(moved)))
+        epoch = store_b.snapshot().epoch
+        wait_until(lambda: all(stored_marks(store_b).get(m.name) == epoch for m in others))
+        assert not store_a.marks.fresh()
+        assert set(seen) <= {store_a.mark_key("a")}, seen
+        assert all(a.owns_many([k for k in KEYS if k not in moved]))
+        for member in (*others, a):
+            member.close()
+
+
+def test_a_mark_written_before_the_wait_began_is_seen_by_the_read(store_url: str) -> None:
+    """c gains when b leaves; a released that epoch before c's store got to it: c owns anyway.
+
+    c's store is held (a slow subscriber ahead of c's handoff) until a's mark for the leave is
+    in etcd, so only the read that begins c's wait can show it: a watch from then on never
+    would, and c would wait for the next change.
+    """
+    with (
+        ringkit.live.connect(store_url) as store_a,
+        ringkit.live.connect(store_url) as store_b,
+        ringkit.live.connect(store_url) as store_c,
+    ):
+        gate = threading.Event()
+        gate.set()
+        store_c.subscribe(lambda change: gate.wait(10))  # called before c's handoff
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        b = store_b.join("b", ttl_s=5)  # the default mode: keeps no mark, is not waited for
+        c = store_c.join("c", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: not store_c.marks.fresh() and not store_a.marks.fresh())
+        gate.clear()
+        before = set(KEYS) - {k for k in KEYS if store_c.snapshot().ring.node_for(k) == "c"}
+        b.leave()
+        left = store_a.wait_for(lambda s: "b" not in s.members).epoch
+        wait_until(lambda: stored_marks(store_a).get("a", -1) >= left)
+        seen = mark_events(store_c)
+        gate.set()
+        ring = store_c.wait_for(lambda s: "b" not in s.members).ring
+        gained = [k for k in before if ring.node_for(k) == "c"]
+        assert gained
+        wait_until(lambda: all(c.owns_many(gained)))
+        assert store_a.mark_key("a") not in seen  # read, not delivered by a watch
+        a.close()
+        c.close()
+
+
+def test_the_stored_mark_never_decreases(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not when it is rewritten after a hand's delete, nor when a lost lease is taken again.
+
+    a has no callback, so it marks each epoch its store applies while a slow subscriber holds
+    the store's dispatcher behind: a registration that took the delivered epoch as its first
+    mark would write one lower than the mark of the lease before.
+    """
+    with ringkit.live.connect(store_url) as store, ringkit.live.connect(store_url) as other:
+        a = store.join("a", ttl_s=2, handoff="exclusive")
+        written: list[int] = []
+        create, swap = store.backend.create, store.backend.swap
+
+        def noted(value: bytes) -> None:
+            written.append(decode_mark(value, "a"))
+
+        def creating(key: str, value: bytes, lease: int, **options: object) -> tuple[bool, Record]:
+            ok, record = create(key, value, lease, **options)  # type: ignore[arg-type]
+            also = options.get("also")
+            if ok and isinstance(also, tuple) and also[0] == store.mark_key("a"):
+                noted(also[1])
+            return ok, record
+
+        def swapping(key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
+            ok, record = swap(key, value, lease, mod_revision)
+            if ok and key == store.mark_key("a"):
+                noted(value)
+            return ok, record
+
+        monkeypatch.setattr(store.backend, "create", creating)
+        monkeypatch.setattr(store.backend, "swap", swapping)
+        gate = threading.Event()
+        store.subscribe(lambda change: gate.wait(10))  # a slow log shipper
+        other.join("b", ttl_s=5)
+        applied = store.wait_for(lambda s: "b" in s.members).epoch
+        wait_until(lambda: stored_marks(store).get("a", -1) >= applied)
+        store.backend.delete(store.mark_key("a"))  # by hand: written again, not lower
+        wait_until(lambda: stored_marks(store).get("a", -1) >= applied)
+        store.backend.revoke(a.info.lease)  # the lease ends: a's heartbeat registers again
+        wait_until(lambda: a.dropped_count >= 1 and "a" in stored_marks(store))
+        gate.set()
+        assert written == sorted(written), repr(written)
+        assert written and written[-1] >= applied, repr(written)
+        a.close()
+
+
+def test_a_published_table_is_handed_over_exclusively_too(store_url: str) -> None:
+    """A table moves every partition from a to b: b owns none until a has released it."""
+    from ringkit.strategies.fixed import FixedPartitions
+
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        store_b.publish(FixedPartitions(["a"], partitions=16), expect_epoch=0)
+        wait_until(lambda: all(a.owns_many(KEYS)))
+        gate = threading.Event()
+        gate.set()
+        a.on_change(lambda change: None)  # a's mark waits for its store's deliveries
+        store_a.subscribe(lambda change: gate.wait(10))  # ... which this one holds up
+        gate.clear()
+        published = store_b.publish(
+            FixedPartitions(["b"], partitions=16), expect_epoch=store_b.snapshot().epoch
+        )
+        store_a.wait_for(lambda s: s.epoch >= published.epoch)
+        time.sleep(0.3)  # b's store has long applied the table; a has not released it
+        assert not any(b.owns_many(KEYS)) and not any(a.owns_many(KEYS))
+        gate.set()
+        wait_until(lambda: all(b.owns_many(KEYS)))
+        assert not any(a.owns_many(KEYS))
+        a.close()
+        b.close()
+
+
+def test_a_slow_read_of_the_marks_does_not_hold_up_the_members_own_mark(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b's wait begins with a read that takes 3 s (a starved etcd); b still releases at once."""
+    with ringkit.live.connect(store_url) as store_b, ringkit.live.connect(store_url) as other:
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        c = other.join("c", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: not store_b.marks.fresh())
+        backend = store_b.backend
+
+        class Starved:  # b's store's reads of the marks take 3 s (memory:// shares a backend)
+            def __getattr__(self, name: str) -> object:
+                return getattr(backend, name)
+
+            def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+                if prefix == store_b.mark_key(""):
+                    time.sleep(3)
+                return backend.get_prefix(prefix, revision)
+
+        monkeypatch.setattr(store_b.marks, "_backend", Starved())
+        c.leave()  # b gains: its store reads the marks (slowly)
+        other.join("d", ttl_s=5, handoff="exclusive")  # b loses to d: releases at once
+        joined = store_b.wait_for(lambda s: "d" in s.members).epoch
+        started = time.monotonic()
+        wait_until(lambda: stored_marks(other).get("b", -1) >= joined, timeout_s=10)
+        assert time.monotonic() - started < 2.5
+        b.close()

@@ -16,7 +16,10 @@ import pytest
 
 import ringkit.live
 from ringkit.live import Change, Snapshot, Store
+from ringkit.live.backend import Backend, Record
 from ringkit.live.memory import MemoryBackend
+from ringkit.live.opening import open_store_backend
+from ringkit.live.restore import restore_reason
 from tests.live.test_records import member_json
 from tests.servers import EtcdCluster, etcd_cluster, restart_etcd_members
 
@@ -154,3 +157,38 @@ def test_holding_a_revision_confirms_only_records_that_agree_with_it() -> None:
         assert not store.holds(2, {a: 1}, 0.1)  # b gone at the revision the store holds
         assert not store.holds(1, {}, 0.1)  # a was there at revision 1
         assert not store.holds(3, {a: 1, b: 2, "/h/members/c": 3}, 0.1)  # not applied yet
+
+
+def test_records_written_again_at_the_same_revisions_under_new_leases_are_a_restore() -> None:
+    """Members that register again after a restore, in their first order, repeat the history.
+
+    Their records come back with the same values at the same revisions (and the cluster id is
+    the same), so only the leases tell the restored etcd from the one the store followed: etcd
+    never grants a lease id twice, across restarts too.
+    """
+
+    def register(backend: Backend, prefix: str) -> list[Record]:
+        for name in ("a", "b"):
+            lease, _ = backend.grant(60)
+            assert backend.create(f"{prefix}members/{name}", member_json(name), lease)[0]
+        return backend.get_prefix(prefix)[1]
+
+    with etcd_cluster(1) as cluster:
+        backend, prefix = open_store_backend(cluster.url("same-revisions"))
+        try:
+            held = register(backend, prefix)
+            restart_etcd_members(cluster, [0], empty=True)
+            again = register(backend, prefix)
+            assert [(r.key, r.value, r.mod_revision) for r in again] == [
+                (r.key, r.value, r.mod_revision) for r in held
+            ]
+            revision = max(r.mod_revision for r in held)
+            reason = restore_reason(
+                backend, prefix, revision, {r.key: r for r in held}, lambda key: True
+            )
+            assert reason is not None and f"{prefix}members/a" in reason, reason
+            # Records equal in their leases too are the state the store holds: no restore.
+            same = {r.key: r for r in again}
+            assert restore_reason(backend, prefix, revision, same, lambda key: True) is None
+        finally:
+            backend.close()

@@ -51,6 +51,35 @@ def test_heartbeats_never_change_the_epoch(store_url: str) -> None:
         member.close()
 
 
+def test_a_renewal_that_failed_is_tried_again_soon(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not a third of the TTL later: the lease's deadline would pass, and owns() with it."""
+    from ringkit.errors import BackendError
+    from ringkit.live.member import RENEW_RETRY_S
+
+    with ringkit.live.connect(store_url) as store:
+        member = store.join("a", ttl_s=6)  # renewed every 2 s
+        calls: list[float] = []
+        keepalive = store.backend.keepalive
+
+        def flaky(lease: int) -> float:
+            calls.append(time.monotonic())
+            if len(calls) == 1:
+                raise BackendError("etcd at 127.0.0.1:1 did not answer in time")
+            return keepalive(lease)
+
+        monkeypatch.setattr(store.backend, "keepalive", flaky)
+        member._wake.set()  # renew now
+        deadline = time.monotonic() + 10
+        while len(calls) < 2:
+            assert time.monotonic() < deadline, calls
+            time.sleep(0.01)
+        assert calls[1] - calls[0] < RENEW_RETRY_S + 1.0 < 6 / 3
+        assert member.owns("k")
+        member.close()
+
+
 def test_a_duplicate_name_is_refused_naming_the_holder(store_url: str) -> None:
     with ringkit.live.connect(store_url) as store, ringkit.live.connect(store_url) as other:
         member = store.join("a", ttl_s=2)

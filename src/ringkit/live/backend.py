@@ -144,8 +144,12 @@ class Backend(Protocol):
         on_error: Callable[[Exception], None],
         *,
         replacing: WatchHandle | None = None,
+        range_end: str | None = None,
     ) -> WatchHandle:
         """Call `on_events` with every change under `prefix` from `start_revision` on, in order.
+
+        With `range_end`, the changes to the keys from `prefix` up to `range_end` (excluded)
+        instead, as etcd's watch of a key range.
 
         Events of one revision arrive in one call. `on_error` is called once if the watch
         breaks (the service went away, the revision was compacted); no more calls follow.

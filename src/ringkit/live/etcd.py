@@ -479,6 +479,7 @@ class EtcdBackend:
         on_error: Callable[[Exception], None],
         *,
         replacing: WatchHandle | None = None,
+        range_end: str | None = None,
     ) -> _Watch:
         handle = _Watch(self._client)
         if isinstance(replacing, _Watch):
@@ -509,9 +510,14 @@ class EtcdBackend:
             try:
                 watcher = self._client.watcher
                 handle.endpoint = self._client._current_endpoint_label
-                watch_id: int = self._client.add_watch_prefix_callback(
-                    prefix, callback, start_revision=max(1, start_revision)
-                )
+                if range_end is None:
+                    watch_id: int = self._client.add_watch_prefix_callback(
+                        prefix, callback, start_revision=max(1, start_revision)
+                    )
+                else:
+                    watch_id = self._client.add_watch_callback(
+                        prefix, callback, range_end=range_end, start_revision=max(1, start_revision)
+                    )
             except self._errors:
                 # NOTE: pyetcd keeps one watch stream per client and reuses it; after a failed
                 # create that stream may be wedged, so the retry must open a fresh one.

@@ -5,7 +5,7 @@ while the losing member may not have applied it yet. ``store.join(..., handoff="
 closes that gap the way Kafka's cooperative rebalancing and Apache Helix's state transitions
 do (a partition is assigned only once its previous owner has revoked it), with etcd records:
 
-- every exclusive member keeps a *release mark*, ``PREFIX/released/NAME`` under its own lease:
+- every exclusive member keeps a *release mark*, ``PREFIX/_released/NAME`` under its own lease:
   the highest epoch E for which it has applied every change up to E and every ``on_change``
   call for the arcs it lost up to E has returned. The mark only grows, and never changes the
   epoch or the ring;
@@ -20,6 +20,15 @@ do (a partition is assigned only once its previous owner has revoked it), with e
 ``owns`` checks a key against every ring from the *settled* epoch (the lowest mark among the
 others) to the latest: the member must hold the key in all of them. ``on_change`` reports lost
 arcs when the epoch is applied and gained arcs once owned, computed on key-space regions.
+
+Only a member that gained arcs needs the others' marks: one whose arcs did not grow at an
+epoch owns, at that epoch, exactly what it held in the ring (everything it holds it held at
+an epoch that was settled). So each member keeps a *floor*, the highest epoch at which it
+owned every arc it held: it moves with each change that gives the member nothing, and
+otherwise once the marks show that every other member released the epoch. The store follows
+the other members' marks only while one of its members is above its floor
+(:mod:`ringkit.live.markwatch`), from a read made after that member applied the change, so a
+mark is never missed for being older than the wait.
 """
 
 from __future__ import annotations
@@ -49,8 +58,9 @@ _log = logging.getLogger("ringkit.live")
 
 #: The handoff modes of ``store.join``.
 HANDOFFS = ("default", "exclusive")
-#: Where release marks live under a store's prefix.
-MARKS_FOLDER = "released/"
+#: Where release marks live under a store's prefix: first in key order, so the ring's watch
+#: (a key range) leaves them out (see :mod:`ringkit.live.markwatch`).
+MARKS_FOLDER = "_released/"
 _SPACE = 2**64
 #: How often a member looks at its pending release (and writes its mark if it lags).
 _RELEASE_POLL_S = 0.05
@@ -87,12 +97,16 @@ class ReleaseMarks:
 
     Feeding: ``load`` (a read), ``apply`` (watch events). Asking: ``settled``, ``skipped``
     (the invalid ones, as ``ringkit ring status`` counts them beside member records).
+    Each key's last revision is kept: marks come from a read and up to two watches (a
+    member's own mark, and the folder while a member waits), so a write one of them delivers
+    late never replaces a newer one.
     """
 
     def __init__(self) -> None:
         self._marks: dict[str, tuple[int, int]] = {}
         self._invalid: dict[str, SkippedRecord] = {}
         self._warned: set[tuple[str, bytes]] = set()
+        self._revisions: dict[str, int] = {}  # key -> revision of its last write or deletion
 
     def _name(self, key: str) -> str:
         return key.rpartition(MARKS_FOLDER)[2]
@@ -113,19 +127,37 @@ class ReleaseMarks:
         self._marks[name] = (epoch, lease)
         return True
 
-    def load(self, records: Iterable[Record]) -> None:
-        """Start again from the marks `records` hold."""
-        self._marks, self._invalid = {}, {}
-        for record in records:
-            self._put(record.key, record.value, record.lease, record.mod_revision)
+    def _delete(self, key: str) -> bool:
+        self._invalid.pop(key, None)
+        return self._marks.pop(self._name(key), None) is not None
+
+    def load(self, records: Iterable[Record], revision: int) -> bool:
+        """Take the marks a read at `revision` returned; return whether any mark changed.
+
+        A key written or deleted after `revision` (a watch delivered it first) keeps what
+        the watch said.
+        """
+        before = dict(self._marks)
+        found = {record.key: record for record in records}
+        for key in [key for key, seen in self._revisions.items() if seen <= revision]:
+            if key not in found:  # deleted by the time of the read
+                del self._revisions[key]
+                self._delete(key)
+        for key, record in found.items():
+            if self._revisions.get(key, 0) <= revision:
+                self._revisions[key] = record.mod_revision
+                self._put(key, record.value, record.lease, record.mod_revision)
+        return self._marks != before
 
     def apply(self, events: Sequence[Event]) -> bool:
         """Apply watch events on mark keys; return whether any mark changed."""
         changed = False
         for event in events:
+            if event.revision <= self._revisions.get(event.key, 0):
+                continue  # delivered late by the other watch: a newer write is held
+            self._revisions[event.key] = event.revision
             if event.kind == "delete":
-                self._invalid.pop(event.key, None)
-                changed |= self._marks.pop(self._name(event.key), None) is not None
+                changed |= self._delete(event.key)
             else:
                 changed |= self._put(event.key, event.value, event.lease, event.revision)
         return changed
@@ -229,6 +261,7 @@ class Handoff:
     Asking: ``owns``, ``owns_many``, ``settled_rings``. Following: ``relay`` (an
     ``on_change`` callback).
     Releasing: ``first_mark``, ``start``, ``write_mark``, ``leave_mark``, ``stop``.
+    Waiting: ``settled_epoch`` (its floor, or the others' marks while its store follows them).
     """
 
     def __init__(
@@ -243,7 +276,8 @@ class Handoff:
         self._store, self.name, self.replicas = store, name, replicas
         self._release_timeout_s, self._give_up = release_timeout_s, give_up
         self._lease = 0
-        self._mark = -1
+        self._mark = -1  # the highest epoch written (it only grows, across leases too)
+        self._rewrite = False  # the stored mark was overwritten or deleted: write it again
         self._first = -1  # the epoch of the mark written with the member's record
         self._applied_lock = threading.Lock()
         self._applied_at: dict[int, float] = {}  # epoch above the mark -> when it was applied
@@ -258,19 +292,42 @@ class Handoff:
         self._latest: Change | None = None
         self._settle_queued = False
         self._settled_at: tuple[int, int] = (-1, -1)  # (settled epoch, latest epoch) last done
+        # The highest epoch at which this member owned every arc it held (see the module
+        # docstring): it owns from its rings since then without the others' marks.
+        self._floor = -1
+        self._following = False  # whether it asked its store to follow every mark
+        self._follow_lock = threading.Lock()
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-release-{name}")
         self._thread.daemon = True
 
     # -- owning ----------------------------------------------------------------------------------
 
+    def settled_epoch(self, epoch: int) -> int:
+        """The epoch from which this member's rings must all hold a key for it to own it.
+
+        Its floor, or the lowest other member's mark if higher while its store follows every
+        mark (the marks it holds otherwise may lack a member that joined since: not enough to
+        own by). At most `epoch`.
+        """
+        settled = self._floor
+        if self._store.marks.fresh():
+            settled = max(settled, self._store.settled_epoch(self.name))
+        return min(settled, epoch)
+
     def settled_rings(self, snapshot: Snapshot) -> list[Snapshot] | None:
         """The snapshots from the settled epoch to `snapshot`, or None when nothing is owned."""
-        key = (snapshot.epoch, self._store.marks_version(), self._store.blind_s() > 0)
+        key = (
+            snapshot.epoch,
+            self._store.marks_version(),
+            self._store.blind_s() > 0,
+            self._floor,
+            self._store.marks.fresh(),
+        )
         if key != self._cache:
             rings = None
             if not key[2]:
-                settled = min(self._store.settled_epoch(self.name), snapshot.epoch)
+                settled = self.settled_epoch(snapshot.epoch)
                 rings = self._store.history_since(settled)
                 if rings is not None:
                     rings = [ring for ring in rings if ring.epoch <= snapshot.epoch]
@@ -317,16 +374,23 @@ class Handoff:
         with self._applied_lock:
             applied = self._applied_at.get(change.new.epoch, change.applied_s)
             self._applied_at[change.new.epoch] = min(applied, change.applied_s)
+        previous = self._regions.get(change.old.epoch)
         if isinstance(change.new.ring, HashRing) and self.replicas == 1:
             # The member's own arcs: O(T) once, where a diff of the rings costs 9 ms at N = 50
             # in every member process at every change.
             region = self._region_of(change.new)
         else:
-            previous = self._regions.get(change.old.epoch)
-            if previous is None:
-                previous = self._region_of(change.old)
-            region = self._region_after(previous, change)
+            before = previous if previous is not None else self._region_of(change.old)
+            region = self._region_after(before, change)
         self._regions[change.new.epoch] = region
+        # Only a hash ring's regions are exact: a table's may come out empty (its diff cannot
+        # segment), so a change of or to a table counts as a gain, and the marks decide.
+        exact = isinstance(change.old.ring, HashRing) and isinstance(change.new.ring, HashRing)
+        grew = not exact or previous is None or bool(_subtract(region, previous))
+        if not grew and self._floor >= change.old.epoch:
+            self._floor = max(self._floor, change.new.epoch)  # nothing gained: nothing to wait
+        elif self._floor < change.new.epoch:
+            self._wake.set()  # it waits for the marks: its release thread follows them
         lost = _intersect(self._reported, _complement(region))
         if lost:
             self._reported = _subtract(self._reported, lost)
@@ -339,7 +403,8 @@ class Handoff:
         change = self._latest
         if change is None or self._store.blind_s() > 0 or not self._regions:
             return
-        settled = self._store.settled_epoch(self.name)
+        settled = self.settled_epoch(change.new.epoch)
+        self._floor = max(self._floor, settled)
         if (settled, change.new.epoch) == self._settled_at:
             return  # nothing new: N members' marks each wake every member once per change
         self._settled_at = (settled, change.new.epoch)
@@ -395,14 +460,16 @@ class Handoff:
 
         A mark of this member that someone else overwrote (under another lease, or none) or
         deleted is written again at once: without it the others would stop waiting for this
-        member. A lower epoch under this member's own lease is an earlier write of its own that
-        the watch delivers after the later write was acknowledged: no reason to write again
-        (each rewrite is one more event for every process; under load a member was seen to
-        give up its lease with its mark reset this way).
+        member. It is written again at the epoch the member holds: the rewrite neither lowers
+        the mark nor makes released epochs pending again (a member once gave up its lease with
+        its mark reset to -1 by a rewrite). A lower epoch under this member's own lease is an
+        earlier write of its own delivered late: no reason to write again.
         """
         found = self._store.mark_of(self.name)
         if self._mark >= 0 and (found is None or found[1] != self._lease):
-            self._mark = -1
+            # Written again at the epoch it holds: the mark itself is never lowered, and the
+            # release is not pending again (its epochs stay released).
+            self._rewrite = True
             self._wake.set()
         if not self._settle_queued:  # one look per burst of marks is enough
             self._settle_queued = True
@@ -418,30 +485,74 @@ class Handoff:
         """
         if self._stopped.is_set():
             raise BackendError(f"member {self.name!r} has stopped; join again")
-        self._first = self._store.dispatcher.delivered
+        # A registration after a lost lease keeps what it released under the old one: the
+        # dispatcher may trail the mark (a member without callbacks marks the applied epoch).
+        self._first = max(self._store.dispatcher.delivered, self._mark)
         return self._store.mark_key(self.name), encode_mark(self.name, self._first)
 
     def start(self, lease: int, revision: int) -> None:
-        """Follow from the first mark, written under `lease` at `revision` with the record."""
+        """Follow from the first mark, written under `lease` at `revision` with the record.
+
+        The member has gained its arcs: its store follows every mark from a read made now
+        (a member alone owns at once). A read or watch that fails is tried again on the
+        store's marks thread.
+        """
         self._lease, self._mark, self._mark_revision = lease, self._first, revision
+        self._rewrite = False
+        marks = self._store.marks
+        marks.wrote(self.name, encode_mark(self.name, self._first), lease, revision)
+        with contextlib.suppress(BackendError):
+            marks.watch_own(self.name, revision + 1)
+        with contextlib.suppress(BackendError):  # tried again on the store's marks thread
+            self._follow(wanted=True)
         if self._thread.ident is None:  # a rejoin after a lost lease keeps the one thread
             self._thread.start()
+
+    def _waits(self) -> bool:
+        """Whether this member holds arcs it does not own yet (it needs the others' marks)."""
+        latest = self._latest
+        return latest is None or self._floor < latest.new.epoch
+
+    def _follow(self, *, wanted: bool, wait: bool = True) -> None:
+        """Have the store follow every mark while this member waits, and not once it does not.
+
+        With `wait`, returns once the marks are read (else they are read on the store's marks
+        thread).
+
+        :raises BackendError: with `wait`, when the marks cannot be read yet
+        """
+        with self._follow_lock:
+            if wanted == self._following:
+                return
+            self._following = wanted
+            if wanted:
+                self._store.marks.follow(wait=wait)
+            else:
+                self._store.marks.unfollow()
 
     def write_mark(self, epoch: int) -> None:
         """Raise the release mark to `epoch` (never lowers it).
 
         :raises BackendError: when the service cannot be reached
         """
-        if epoch <= self._mark:
+        rewrite, self._rewrite = self._rewrite, False
+        if epoch <= self._mark and not rewrite:
             return
+        epoch = max(epoch, self._mark)
         backend, key = self._store.backend, self._store.mark_key(self.name)
         value = encode_mark(self.name, epoch)
-        ok, record = backend.swap(key, value, self._lease, self._mark_revision)
-        if not ok:  # written by an earlier lease of ours, or by hand: take it over
-            ok, record = backend.swap(key, value, self._lease, record.mod_revision)
+        try:
+            ok, record = backend.swap(key, value, self._lease, self._mark_revision)
+            if not ok:  # written by an earlier lease of ours, or by hand: take it over
+                ok, record = backend.swap(key, value, self._lease, record.mod_revision)
+        except BackendError:
+            self._rewrite |= rewrite
+            raise
         if not ok:
+            self._rewrite |= rewrite
             raise BackendError(f"release mark {key!r} changed while it was written; retrying")
         self._mark, self._mark_revision = epoch, record.mod_revision
+        self._store.marks.wrote(self.name, value, self._lease, record.mod_revision)
 
     def leave_mark(self, epoch: int) -> None:
         """Raise the mark to the leaving epoch (its callbacks have returned)."""
@@ -493,6 +604,7 @@ class Handoff:
                 return
             with contextlib.suppress(BackendError):
                 self.write_mark(self._target())
+            self._follow(wanted=self._waits(), wait=False)  # read on the marks thread
             now = time.monotonic()
             current = self._store.is_current()
             if current:
@@ -519,3 +631,6 @@ class Handoff:
         self._stopped.set()
         self._wake.set()
         self._remove_hook()
+        with contextlib.suppress(BackendError):
+            self._follow(wanted=False)
+        self._store.marks.unwatch_own(self.name)

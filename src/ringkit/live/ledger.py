@@ -46,11 +46,20 @@ class HandoffLedger:
 
     # -- release marks ---------------------------------------------------------------------------
 
-    def load_marks(self, records: Iterable[Record]) -> None:
-        """Start again from the marks a read returned (taken as they are: they only grow)."""
+    def load_marks(
+        self, records: Iterable[Record], revision: int, *, restored: bool = False
+    ) -> bool:
+        """Take the marks a read at `revision` returned; return whether any mark changed.
+
+        A mark the watches delivered after `revision` is kept; after a restore (`restored`:
+        etcd counts its revisions again) the read replaces everything.
+        """
         with self._lock:
-            self._marks.load(records)
+            if restored:
+                self._marks = ReleaseMarks()
+            changed = self._marks.load(records, revision)
             self._marks_version += 1
+            return changed
 
     def apply_marks(self, events: Sequence[Event]) -> bool:
         """Apply watch events on mark keys; return whether any mark changed."""

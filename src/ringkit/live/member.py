@@ -46,6 +46,9 @@ __all__ = ["Member", "choose_tokens"]
 _log = logging.getLogger("ringkit.live")
 #: Allocated joins planned again when other joins keep winning the race to write first.
 _ALLOCATION_ATTEMPTS = 20
+#: How soon a renewal that failed is tried again (not a third of the TTL later: meanwhile
+#: the lease's deadline passes and ``owns`` is False, a gap the load did not make).
+RENEW_RETRY_S = 0.25
 
 
 def choose_tokens(node: Node, *, vnodes: int, ring: object = None) -> tuple[int, ...]:
@@ -279,8 +282,10 @@ class Member:
 
     def _beat(self) -> None:
         """Renew the lease every third of its TTL; rejoin when it turns out to be gone."""
+        pause = self._info.ttl_s / 3
         while not self._closed:
-            self._wake.wait(self._info.ttl_s / 3)
+            self._wake.wait(pause)
+            pause = self._info.ttl_s / 3
             self._wake.clear()
             if self._closed:
                 return
@@ -300,7 +305,9 @@ class Member:
             except DuplicateNodeError as error:
                 self.error, self._closed = error, True
             except BackendError:
-                time.sleep(0.05)  # the service is away: owns() turns False at the deadline
+                # The service is away or slow: owns() turns False at the deadline, so ask
+                # again soon rather than a third of the TTL later.
+                pause = min(pause, RENEW_RETRY_S)
 
     # -- looking up ------------------------------------------------------------------------------
 
@@ -373,31 +380,42 @@ class Member:
         :raises ConfigError: for an exclusive member asked with another `replicas`
         """
         count = self._check_replicas(replicas)
+        return self._logged([key], count, lambda: self._decide(key, count))[0]
+
+    def _logged(
+        self, keys: list[Key], count: int, decide: Callable[[], tuple[list[bool], int]]
+    ) -> list[bool]:
+        """Return `decide`'s answers for `keys`, logging them when transitions are logged.
+
+        The times are read under the log's lock around the decision itself, so an answer's
+        logged instant lies within the call that gave it (the ownership checker relies on it).
+        """
         log = self._transitions
         if log is None or count != self._replicas:
-            return self._decide(key, count)[0]
+            return decide()[0]
         with log.lock:
             before = time.monotonic_ns()
-            owned, epoch = self._decide(key, count)
+            answers, epoch = decide()
             after = time.monotonic_ns()
-            log.observe(
-                key,
-                owned,
-                before_ns=before,
-                after_ns=after,
-                epoch=epoch,
-                token=self._interval_start,
-            )
-        return owned
+            for key, owned in zip(keys, answers, strict=True):
+                log.observe(
+                    key,
+                    owned,
+                    before_ns=before,
+                    after_ns=after,
+                    epoch=epoch,
+                    token=self._interval_start,
+                )
+        return answers
 
-    def _decide(self, key: Key, count: int) -> tuple[bool, int]:
-        """``owns(key)`` for `count` replicas, and the epoch of the snapshot decided on."""
+    def _decide(self, key: Key, count: int) -> tuple[list[bool], int]:
+        """``[owns(key)]`` for `count` replicas, and the epoch of the snapshot decided on."""
         if not self._current():
-            return False, self._store.snapshot().epoch
+            return [False], self._store.snapshot().epoch
         snapshot = self._store.snapshot()
         if self._handoff is not None:
-            return self._handoff.owns(key, snapshot), snapshot.epoch
-        return self.name in snapshot.ring.nodes_for(key, count), snapshot.epoch
+            return [self._handoff.owns(key, snapshot)], snapshot.epoch
+        return [self.name in snapshot.ring.nodes_for(key, count)], snapshot.epoch
 
     def log_transitions(self, *, capacity: int = 100_000) -> TransitionLog:
         """Log every change of ``owns``' answer per key from now on; return the log.
@@ -426,23 +444,7 @@ class Member:
         """
         count = self._check_replicas(replicas)
         keys = list(keys)
-        log = self._transitions
-        if log is None or count != self._replicas:
-            return self._decide_many(keys, count)[0]
-        with log.lock:
-            before = time.monotonic_ns()
-            answers, epoch = self._decide_many(keys, count)
-            after = time.monotonic_ns()
-            for key, owned in zip(keys, answers, strict=True):
-                log.observe(
-                    key,
-                    owned,
-                    before_ns=before,
-                    after_ns=after,
-                    epoch=epoch,
-                    token=self._interval_start,
-                )
-        return answers
+        return self._logged(keys, count, lambda: self._decide_many(keys, count))
 
     def _decide_many(self, keys: list[Key], count: int) -> tuple[list[bool], int]:
         """``owns_many(keys)`` for `count` replicas, and the epoch of the snapshot decided on."""
@@ -542,9 +544,13 @@ class Member:
         """Write this member's record with `state`; return the revision of the write."""
         with self._lock:
             info = replace(self._info, state=state)
+            value = info.encode()
             ok, record = self._store.backend.swap(
-                self._store.member_key(self.name), info.encode(), info.lease, self._mod_revision
+                self._store.member_key(self.name), value, info.lease, self._mod_revision
             )
+            # A write whose answer was lost (the etcd leader died after committing it) is sent
+            # again and then fails its compare on its own result: that is a success.
+            ok = ok or (record.lease == info.lease and record.value == value)
             if not ok:
                 raise BackendError(
                     f"member {self.name!r} must still hold its record to become {state}, got "

@@ -33,6 +33,7 @@ _REAP_INTERVAL_S = 0.02
 @dataclass
 class _Watch:
     prefix: str
+    range_end: str | None
     next_revision: int
     on_events: Callable[[Sequence[Event]], None]
     wake: threading.Condition
@@ -247,10 +248,11 @@ class MemoryBackend:
         on_error: Callable[[Exception], None],
         *,
         replacing: WatchHandle | None = None,
+        range_end: str | None = None,
     ) -> _Watch:
         if replacing is not None:
             replacing.cancel()
-        watch = _Watch(prefix, max(1, start_revision), on_events, self._lock)
+        watch = _Watch(prefix, range_end, max(1, start_revision), on_events, self._lock)
         watch.thread = threading.Thread(target=self._deliver, args=(watch,), name="memory-watch")
         watch.thread.daemon = True
         watch.thread.start()
@@ -268,7 +270,11 @@ class MemoryBackend:
                 batch = [
                     event
                     for event, _ in self._by_revision.get(revision, ())
-                    if event.key.startswith(watch.prefix)
+                    if (
+                        watch.prefix <= event.key < watch.range_end
+                        if watch.range_end is not None
+                        else event.key.startswith(watch.prefix)
+                    )
                 ]
                 watch.next_revision = revision + 1
             if batch:

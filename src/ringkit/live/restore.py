@@ -99,8 +99,16 @@ def restore_reason(
     """Return why etcd seems restored under a store at `revision` holding `records`, or None.
 
     Reads the prefix as it was at `revision`: a restored etcd refuses it (a future revision
-    to it) or answers with other records (values or mod revisions) than the store holds.
-    `relevant` filters the keys the store follows. A compacted revision proves nothing.
+    to it) or answers with other records (values, mod revisions or leases) than the store
+    holds. `relevant` filters the keys the store follows. A compacted revision proves nothing.
+
+    Leases are compared because values and mod revisions alone can coincide: members that
+    register again after a restore, in the order they first did, write the same values at the
+    same revisions. They cannot do so under the same leases: a restored etcd has none of the
+    leases granted after its backup, and etcd numbers leases from its member id, the
+    millisecond the member started and a count (its ``pkg/idutil``), so a lease granted after
+    the restart has an id no lease had before it. Records equal in all three are the same
+    state: the store's ring at `revision` is then etcd's.
 
     :raises BackendError: when the service cannot be reached
     """
@@ -116,8 +124,8 @@ def restore_reason(
         raise
     if current < revision:
         return f"etcd is at revision {current}, below the store's {revision}"
-    theirs = {r.key: (r.value, r.mod_revision) for r in found if relevant(r.key)}
-    ours = {k: (r.value, r.mod_revision) for k, r in records.items()}
+    theirs = {r.key: (r.value, r.mod_revision, r.lease) for r in found if relevant(r.key)}
+    ours = {k: (r.value, r.mod_revision, r.lease) for k, r in records.items()}
     if theirs != ours:
         differ = sorted(set(theirs) ^ set(ours) | {k for k in theirs if theirs[k] != ours.get(k)})
         return f"etcd's records at revision {revision} differ from the store's ({differ[:3]})"

@@ -41,6 +41,7 @@ from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.followed import FollowedRecords
 from ringkit.live.handoff import MARKS_FOLDER
 from ringkit.live.ledger import HandoffLedger
+from ringkit.live.markwatch import MarksWatch, range_end
 from ringkit.live.member import Member
 from ringkit.live.metrics import StoreMetrics, track_store
 from ringkit.live.opening import check_current_within, open_store_backend
@@ -111,6 +112,9 @@ class Store:
         self._followed = FollowedRecords(prefix)
         self._marks_prefix = prefix + MARKS_FOLDER
         self._ledger = HandoffLedger()
+        self._marks = MarksWatch(
+            backend, self._marks_prefix, ledger=self._ledger, changed=self._marks_changed
+        )
         self._lock = threading.Condition()
         self._closed = False
         self.metrics: StoreMetrics | None = None  # set by connect(metrics_registry=)
@@ -136,9 +140,12 @@ class Store:
         self._snapshot = self._load()
         self._ledger.followed(self._snapshot)
         self._dispatcher = Dispatcher(prefix, delivered=self._snapshot.epoch)
+        # The ring's watch leaves out the release marks, which sort first under the prefix:
+        # only a member that waits to own needs them (see ringkit.live.markwatch).
         self._watch = PrefixWatch(
             backend,
-            prefix,
+            range_end(self._marks_prefix),
+            range_end=range_end(prefix),
             from_revision=lambda: self._snapshot.revision + 1,
             on_events=self._on_events,
             before_resume=self._before_resume,
@@ -175,7 +182,8 @@ class Store:
         """
         revision, records = self._backend.get_prefix(self._prefix)
         self._recovery.note_cluster(self._backend.cluster_id())
-        self._ledger.load_marks(r for r in records if r.key.startswith(self._marks_prefix))
+        marks = [r for r in records if r.key.startswith(self._marks_prefix)]
+        self._ledger.load_marks(marks, revision)
         self._applied = revision
         return revision, records
 
@@ -212,9 +220,6 @@ class Store:
             revision = events[0].revision
             if revision > self._applied:
                 self._applied = revision
-                marks = [e for e in events if e.key.startswith(self._marks_prefix)]
-                if marks and self._ledger.apply_marks(marks):
-                    self._marks_changed()
                 self._lock.notify_all()
             if self._closed or revision <= self._snapshot.revision:
                 return
@@ -273,6 +278,10 @@ class Store:
                 return False
             self._snapshot = new
             self._ledger.jumped(new, blind_s=self.longest_ttl_s())
+            if restored:  # etcd counts its revisions again: marks and their watches restart
+                marks = [r for r in records if r.key.startswith(self._marks_prefix)]
+                self._ledger.load_marks(marks, revision, restored=True)
+                self._marks.restart()
             if adopted is not None:
                 adopted()
             self._lock.notify_all()
@@ -369,6 +378,11 @@ class Store:
         """Return the key of member `name`'s release mark."""
         return self._marks_prefix + name
 
+    @property
+    def marks(self) -> MarksWatch:
+        """The release marks this store follows (its members' own; all, while one waits)."""
+        return self._marks
+
     def _marks_changed(self) -> None:
         for member in list(self._members):
             member._marks_changed()
@@ -436,9 +450,10 @@ class Store:
         """Every record under the prefix that this store skips as invalid, by key.
 
         The latest snapshot's member and table records, and the release records
-        (``released/NAME``) that are not valid marks: those change no epoch, so no snapshot
-        lists them. ``ringkit ring status`` and the ``ringkit_live_records_skipped`` metric
-        count these.
+        (``_released/NAME``) that are not valid marks: those change no epoch, so no snapshot
+        lists them, and they are as of the store's last read of the marks (at connect, and
+        while a member waits; its own members' marks always). ``ringkit ring status`` and the
+        ``ringkit_live_records_skipped`` metric count these.
         """
         both = (*self._snapshot.skipped, *self._ledger.skipped_marks())
         return tuple(sorted(both, key=lambda record: record.key))
@@ -595,6 +610,7 @@ class Store:
             self.metrics.untrack(self)
         self._confirmer.close()
         self._watch.close()
+        self._marks.close()
         self._backend.close()
         self._dispatcher.close()
         with self._lock:

@@ -36,6 +36,7 @@ def compacted(error: BaseException | None) -> bool:
 class PrefixWatch:
     """A store's watch of its prefix: ``start`` (again), resumed when broken, ``close``.
 
+    It watches the keys under `prefix`, or from `prefix` up to `range_end` (excluded).
     `from_revision()` gives the revision to watch from; `on_events` gets each batch of the
     current generation. `before_resume(compacted)` runs before a broken watch is opened again
     and returns whether it should be (False: the store opened it itself, as a recovery does).
@@ -49,8 +50,9 @@ class PrefixWatch:
         from_revision: Callable[[], int],
         on_events: Callable[[Sequence[Event]], None],
         before_resume: Callable[[bool], bool],
+        range_end: str | None = None,
     ) -> None:
-        self._backend, self._prefix = backend, prefix
+        self._backend, self._prefix, self._range_end = backend, prefix, range_end
         self._from_revision, self._on_events = from_revision, on_events
         self._before_resume = before_resume
         self._lock = threading.Lock()
@@ -84,6 +86,7 @@ class PrefixWatch:
                 on_events,
                 on_error,
                 replacing=self._handle if replace else None,
+                range_end=self._range_end,
             )
 
     def _broke(self, error: Exception) -> None:
