@@ -192,3 +192,27 @@ def test_records_written_again_at_the_same_revisions_under_new_leases_are_a_rest
             assert restore_reason(backend, prefix, revision, same, lambda key: True) is None
         finally:
             backend.close()
+
+
+def test_after_a_restore_to_an_empty_etcd_gainers_wait_out_the_old_rings_leases() -> None:
+    """The restored etcd has no members, but the old ring's may still act on the lost history.
+
+    Their stores keep owning until a read of theirs notices the restore (up to
+    ``current_within_s``); a store that waited only for the new ring's leases waited for none,
+    and its members owned those keys at once: two owners for up to 368 ms in the ownership
+    checker's ``restore`` runs.
+    """
+    backend = RestorableMemory("blind-after-an-empty-restore")
+    store = Store(backend, "/b/", current_within_s=0.4)
+    try:
+        for name in ("a", "b"):
+            lease, _ = backend.grant(60)
+            assert backend.create(f"/b/members/{name}", member_json(name), lease)[0]
+        held = store.wait_for(lambda s: set(s.members) == {"a", "b"})
+        backend.restore({})
+        after = store.wait_for(lambda s: s.epoch > held.epoch, timeout_s=10)
+        assert not after.members
+        # member_json's ttl_s is 5 s: the wait covers it (less the moments since the jump).
+        assert store.blind_s() > 3.0, store.blind_s()
+    finally:
+        store.close()
