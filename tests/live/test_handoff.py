@@ -443,3 +443,59 @@ def test_the_stored_mark_never_decreases(store_url: str, monkeypatch: pytest.Mon
         assert written == sorted(written), repr(written)
         assert written and written[-1] >= applied, repr(written)
         a.close()
+
+
+def test_a_published_table_is_handed_over_exclusively_too(store_url: str) -> None:
+    """A table moves every partition from a to b: b owns none until a has released it."""
+    from ringkit.strategies.fixed import FixedPartitions
+
+    with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        store_b.publish(FixedPartitions(["a"], partitions=16), expect_epoch=0)
+        wait_until(lambda: all(a.owns_many(KEYS)))
+        gate = threading.Event()
+        gate.set()
+        a.on_change(lambda change: None)  # a's mark waits for its store's deliveries
+        store_a.subscribe(lambda change: gate.wait(10))  # ... which this one holds up
+        gate.clear()
+        published = store_b.publish(
+            FixedPartitions(["b"], partitions=16), expect_epoch=store_b.snapshot().epoch
+        )
+        store_a.wait_for(lambda s: s.epoch >= published.epoch)
+        time.sleep(0.3)  # b's store has long applied the table; a has not released it
+        assert not any(b.owns_many(KEYS)) and not any(a.owns_many(KEYS))
+        gate.set()
+        wait_until(lambda: all(b.owns_many(KEYS)))
+        assert not any(a.owns_many(KEYS))
+        a.close()
+        b.close()
+
+
+def test_a_slow_read_of_the_marks_does_not_hold_up_the_members_own_mark(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """b's wait begins with a read that takes 3 s (a starved etcd); b still releases at once."""
+    with ringkit.live.connect(store_url) as store_b, ringkit.live.connect(store_url) as other:
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        c = other.join("c", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: not store_b.marks.fresh())
+        backend = store_b.backend
+
+        class Starved:  # b's store's reads of the marks take 3 s (memory:// shares a backend)
+            def __getattr__(self, name: str) -> object:
+                return getattr(backend, name)
+
+            def get_prefix(self, prefix: str, revision: int = 0) -> tuple[int, list[Record]]:
+                if prefix == store_b.mark_key(""):
+                    time.sleep(3)
+                return backend.get_prefix(prefix, revision)
+
+        monkeypatch.setattr(store_b.marks, "_backend", Starved())
+        c.leave()  # b gains: its store reads the marks (slowly)
+        other.join("d", ttl_s=5, handoff="exclusive")  # b loses to d: releases at once
+        joined = store_b.wait_for(lambda s: "d" in s.members).epoch
+        started = time.monotonic()
+        wait_until(lambda: stored_marks(other).get("b", -1) >= joined, timeout_s=10)
+        assert time.monotonic() - started < 2.5
+        b.close()

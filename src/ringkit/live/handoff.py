@@ -58,7 +58,6 @@ _log = logging.getLogger("ringkit.live")
 
 #: The handoff modes of ``store.join``.
 HANDOFFS = ("default", "exclusive")
-#: Where release marks live under a store's prefix.
 #: Where release marks live under a store's prefix: first in key order, so the ring's watch
 #: (a key range) leaves them out (see :mod:`ringkit.live.markwatch`).
 MARKS_FOLDER = "_released/"
@@ -495,8 +494,8 @@ class Handoff:
         """Follow from the first mark, written under `lease` at `revision` with the record.
 
         The member has gained its arcs: its store follows every mark from a read made now
-        (a member alone owns at once). A read or watch that fails is tried again by the
-        release thread.
+        (a member alone owns at once). A read or watch that fails is tried again on the
+        store's marks thread.
         """
         self._lease, self._mark, self._mark_revision = lease, self._first, revision
         self._rewrite = False
@@ -504,7 +503,7 @@ class Handoff:
         marks.wrote(self.name, encode_mark(self.name, self._first), lease, revision)
         with contextlib.suppress(BackendError):
             marks.watch_own(self.name, revision + 1)
-        with contextlib.suppress(BackendError):
+        with contextlib.suppress(BackendError):  # tried again on the store's marks thread
             self._follow(wanted=True)
         if self._thread.ident is None:  # a rejoin after a lost lease keeps the one thread
             self._thread.start()
@@ -514,19 +513,22 @@ class Handoff:
         latest = self._latest
         return latest is None or self._floor < latest.new.epoch
 
-    def _follow(self, *, wanted: bool) -> None:
+    def _follow(self, *, wanted: bool, wait: bool = True) -> None:
         """Have the store follow every mark while this member waits, and not once it does not.
 
-        :raises BackendError: when the marks cannot be read (not followed then)
+        With `wait`, returns once the marks are read (else they are read on the store's marks
+        thread).
+
+        :raises BackendError: with `wait`, when the marks cannot be read yet
         """
         with self._follow_lock:
             if wanted == self._following:
                 return
+            self._following = wanted
             if wanted:
-                self._store.marks.follow()
+                self._store.marks.follow(wait=wait)
             else:
                 self._store.marks.unfollow()
-            self._following = wanted
 
     def write_mark(self, epoch: int) -> None:
         """Raise the release mark to `epoch` (never lowers it).
@@ -602,9 +604,7 @@ class Handoff:
                 return
             with contextlib.suppress(BackendError):
                 self.write_mark(self._target())
-            with contextlib.suppress(BackendError):  # tried again at the next look
-                self._follow(wanted=self._waits())
-            self._store.marks.repair()
+            self._follow(wanted=self._waits(), wait=False)  # read on the marks thread
             now = time.monotonic()
             current = self._store.is_current()
             if current:

@@ -30,6 +30,8 @@ from ringkit.live.ledger import HandoffLedger
 __all__ = ["MarksWatch", "range_end"]
 
 _log = logging.getLogger("ringkit.live")
+#: How often the marks thread looks for a watch to open again, when nothing wakes it.
+_REPAIR_S = 0.5
 
 
 def range_end(prefix: str) -> str:
@@ -43,8 +45,8 @@ def range_end(prefix: str) -> str:
 
 class MarksWatch:
     """The release marks one store follows: ``follow``/``unfollow`` (the folder, counted),
-    ``fresh``; ``watch_own``/``unwatch_own`` (a member's own key), ``wrote``; ``repair``,
-    ``restart``, ``close``. Thread-safe.
+    ``fresh``; ``watch_own``/``unwatch_own`` (a member's own key), ``wrote``; ``restart``,
+    ``close``. Thread-safe; what breaks is opened again on a thread of its own.
 
     `changed()` is called after marks changed, and after the folder was read.
     """
@@ -66,24 +68,33 @@ class MarksWatch:
         self._own: dict[str, WatchHandle | None] = {}  # member name -> its key's watch
         self._generation = 0  # moves at restart: calls from older watches are dropped
         self._closed = False
+        # Reads and watches are opened again on a thread of this store's own: a read can take
+        # seconds on a starved etcd, and a member's release thread must keep writing its mark.
+        self._wake = threading.Event()
+        self._opener: threading.Thread | None = None
 
     # -- the folder, while a member waits --------------------------------------------------------
 
-    def follow(self) -> None:
+    def follow(self, *, wait: bool = True) -> None:
         """A member waits: follow every mark from now on (a read, then a watch) until unfollowed.
 
-        Returns once the folder has been read, so the marks held are at least as new as the
-        call. Counted: the watch ends at the last ``unfollow``.
+        With `wait`, returns once the folder has been read, so the marks held are at least as
+        new as the call; else the read is made on this store's marks thread (``fresh`` tells
+        when it is done). Counted: the watch ends at the last ``unfollow``.
 
-        :raises BackendError: when the folder cannot be read or watched (not followed then)
+        :raises BackendError: with `wait`, when the folder cannot be read or watched (it is
+            tried again on the marks thread)
         """
         with self._lock:
             self._waiters += 1
-        try:
-            self._open_folder()
-        except BaseException:
-            self.unfollow()
-            raise
+        if wait:
+            try:
+                self._open_folder()
+            except BackendError:
+                self._reopen()
+                raise
+        else:
+            self._reopen()
 
     def unfollow(self) -> None:
         """A member no longer waits; the last one out cancels the folder's watch."""
@@ -123,14 +134,18 @@ class MarksWatch:
     def watch_own(self, name: str, from_revision: int) -> None:
         """Follow member `name`'s own mark from `from_revision` on (it wrote it there).
 
-        :raises BackendError: when the watch cannot be opened (``repair`` tries again)
+        :raises BackendError: when the watch cannot be opened (the marks thread tries again)
         """
         with self._lock:
             if self._own.get(name) is not None or self._closed:
                 return
             self._own[name] = None
             generation = self._generation
-        self._open_own(name, from_revision, generation)
+        try:
+            self._open_own(name, from_revision, generation)
+        except BackendError:
+            self._reopen()
+            raise
 
     def _open_own(self, name: str, from_revision: int, generation: int) -> None:
         key = self._folder + name
@@ -159,6 +174,8 @@ class MarksWatch:
     def _watch(
         self, key: str, end: str, from_revision: int, generation: int, *, own: str | None = None
     ) -> WatchHandle:
+        opened: list[WatchHandle] = []  # this watch, once opened
+
         def on_events(events: Sequence[Event]) -> None:
             if generation == self._generation and self._ledger.apply_marks(events):
                 self._changed()
@@ -166,20 +183,44 @@ class MarksWatch:
         def on_error(error: Exception) -> None:
             _log.info("watch of release marks %s broke (%s); opening it again", key, error)
             with self._lock:
-                if generation != self._generation:
+                if generation != self._generation or not opened:
                     return
-                if own is not None and own in self._own:
+                # Only this watch is forgotten, not one opened since in its place.
+                if own is not None and self._own.get(own) is opened[0]:
                     self._own[own] = None
-                elif own is None:
+                elif own is None and self._folder_watch is opened[0]:
                     self._folder_watch = None
+            self._reopen()
 
-        return self._backend.watch(key, from_revision, on_events, on_error, range_end=end)
+        handle = self._backend.watch(key, from_revision, on_events, on_error, range_end=end)
+        opened.append(handle)
+        return handle
 
-    def repair(self) -> None:
+    def _reopen(self) -> None:
+        """Have the marks thread open what is wanted and not open (started on first need)."""
+        with self._lock:
+            if self._closed:
+                return
+            if self._opener is None:
+                self._opener = threading.Thread(
+                    target=self._open_loop, name="ringkit-live-marks", daemon=True
+                )
+                self._opener.start()
+        self._wake.set()
+
+    def _open_loop(self) -> None:
+        while not self._closed:
+            self._wake.wait(_REPAIR_S)
+            self._wake.clear()
+            if not self._closed:
+                self._repair()
+
+    def _repair(self) -> None:
         """Open again what broke: the folder (while followed) and each own mark's watch.
 
-        Called by the members' release threads, which look every few tens of milliseconds. A
-        watch opened again starts from a read, so nothing written meanwhile is missed.
+        On the marks thread, woken when a watch breaks or a member begins to wait, and
+        looking every few tenths of a second. A watch opened again starts from a read, so
+        nothing written meanwhile is missed.
         """
         with self._lock:
             broken = [name for name, handle in self._own.items() if handle is None]
@@ -199,7 +240,7 @@ class MarksWatch:
                 self._open_folder()
 
     def restart(self) -> None:
-        """etcd was restored (its revisions start again): drop every watch; ``repair`` reopens.
+        """etcd was restored (its revisions start again): drop every watch, opened again anew.
 
         Called after the store loaded the marks of its read of the restored etcd.
         """
@@ -211,9 +252,11 @@ class MarksWatch:
         for handle in handles:
             if handle is not None:
                 handle.cancel()
+        self._reopen()
 
     def close(self) -> None:
         """Cancel every watch (the store is closing)."""
         with self._lock:
             self._closed = True
         self.restart()
+        self._wake.set()
