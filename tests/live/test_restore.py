@@ -120,6 +120,16 @@ class RestorableMemory(MemoryBackend):
                 self._write(key, value, 0)
 
 
+def restorable_ring_of_a_and_b(name: str, prefix: str) -> tuple[RestorableMemory, Store, Snapshot]:
+    """A restorable memory:// with members a and b, and a store that holds them."""
+    backend = RestorableMemory(name)
+    store = Store(backend, prefix, current_within_s=0.4)
+    for member in ("a", "b"):
+        lease, _ = backend.grant(60)
+        assert backend.create(f"{prefix}members/{member}", member_json(member), lease)[0]
+    return backend, store, store.wait_for(lambda s: set(s.members) == {"a", "b"})
+
+
 def test_a_restored_etcd_at_the_stores_revision_does_not_confirm_its_old_records() -> None:
     """The restored etcd answers at the store's own revision, with other records.
 
@@ -128,13 +138,8 @@ def test_a_restored_etcd_at_the_stores_revision_does_not_confirm_its_old_records
     current on the lost history, and its members owned (with their old fencing tokens) keys
     that the stores which noticed the restore gave to others.
     """
-    backend = RestorableMemory("restored-at-the-same-revision")
-    store = Store(backend, "/r/", current_within_s=0.4)
+    backend, store, held = restorable_ring_of_a_and_b("restored-at-the-same-revision", "/r/")
     try:
-        for name in ("a", "b"):
-            lease, _ = backend.grant(60)
-            assert backend.create(f"/r/members/{name}", member_json(name), lease)[0]
-        held = store.wait_for(lambda s: set(s.members) == {"a", "b"})
         assert store.wait_current(timeout_s=5) and held.revision == 2
         # The backup holds only c, at revision 2 too (a record the ring does not follow first).
         backend.restore({"/r/cluster/view": b"{}", "/r/members/c": member_json("c")})
@@ -192,3 +197,22 @@ def test_records_written_again_at_the_same_revisions_under_new_leases_are_a_rest
             assert restore_reason(backend, prefix, revision, same, lambda key: True) is None
         finally:
             backend.close()
+
+
+def test_after_a_restore_to_an_empty_etcd_gainers_wait_out_the_old_rings_leases() -> None:
+    """The restored etcd has no members, but the old ring's may still act on the lost history.
+
+    Their stores keep owning until a read of theirs notices the restore (up to
+    ``current_within_s``); a store that waited only for the new ring's leases waited for none,
+    and its members owned those keys at once: two owners for up to 368 ms in the ownership
+    checker's ``restore`` runs.
+    """
+    backend, store, held = restorable_ring_of_a_and_b("blind-after-an-empty-restore", "/b/")
+    try:
+        backend.restore({})
+        after = store.wait_for(lambda s: s.epoch > held.epoch, timeout_s=10)
+        assert not after.members
+        # member_json's ttl_s is 5 s: the wait covers it (less the moments since the jump).
+        assert store.blind_s() > 3.0, store.blind_s()
+    finally:
+        store.close()

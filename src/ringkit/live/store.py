@@ -277,7 +277,11 @@ class Store:
             if new.epoch <= old.epoch:
                 return False
             self._snapshot = new
-            self._ledger.jumped(new, blind_s=self.longest_ttl_s())
+            # The owners to wait out are the members of the ring left behind as much as of the
+            # new one: after a restore to an empty etcd the new ring has none, while the old
+            # one's members may still act on the lost history until their stores notice.
+            members = (*old.members.values(), *new.members.values())
+            self._ledger.jumped(new, blind_s=max((m.ttl_s for m in members), default=0.0))
             if restored:  # etcd counts its revisions again: marks and their watches restart
                 marks = [r for r in records if r.key.startswith(self._marks_prefix)]
                 self._ledger.load_marks(marks, revision, restored=True)
