@@ -28,6 +28,7 @@ from ringkit.compat.haproxy_hash import (
 from ringkit.compat.haproxy_state import parse_servers_state, read_servers_state
 from ringkit.errors import BackendError, ConfigError, DuplicateNodeError
 from ringkit.lb import HAProxyRuntime
+from tests.hypothesis_profiles import examples
 
 
 def test_hashes_equal_haproxys_hash_c() -> None:
@@ -43,7 +44,7 @@ def test_hashes_equal_haproxys_hash_c() -> None:
     assert sdbm(b"") == 0 and djb2(b"") == 5381 and crc32(b"") == 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=30), st.booleans())
 def test_vectorised_hashes_equal_the_scalar_ones(keys: list[bytes], avalanche: bool) -> None:
     for name, function in (("sdbm", sdbm), ("djb2", djb2), ("wt6", wt6), ("crc32", crc32)):
@@ -77,7 +78,7 @@ def _chash_get_server_hash(points: list[tuple[int, str]], h: int) -> str:
     return points[prev][1] if dp <= dn else points[nxt][1]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(1, 300), min_size=1, max_size=5, unique=True),
     st.lists(st.integers(1, 4), min_size=5, max_size=5),
