@@ -55,10 +55,15 @@ unit: setup-dev
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
 # The "check" hypothesis profile: half the examples of a local run, state machines and other
-# tests that fix their own count included (tests/hypothesis_profiles.py).
+# tests that fix their own count included (tests/hypothesis_profiles.py). Two workers per core:
+# a good part of the server-free tests' time is waiting (for subprocesses they start, for the
+# timeouts they prove bounded, for a compute pool to spawn), and a second worker per core
+# computes meanwhile; --dist worksteal lets an idle worker take tests queued for a busy one, so
+# the run does not end waiting on one worker's slow tail.
+CHECK_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 fast: setup-dev
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} $(BIN)/python -m pytest -q -n auto \
-		-m "not server and not installs"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} $(BIN)/python -m pytest -q \
+		-n $(CHECK_WORKERS) --dist worksteal -m "not server and not installs"
 
 # Each target's output is printed whole when it ends (--output-sync), so the three do not mix.
 check: setup-dev
