@@ -2,7 +2,8 @@
 
 The hypothesis profiles ("dev", "check", "ci") are in ``tests/hypothesis_profiles.py``.
 Real-server fixtures live in ``tests/servers.py``; ``tests/markers.py`` marks the tests that
-start one, so that ``pytest -m "not server"`` (``make check``) runs every other test.
+start one, so that ``pytest -m "not server and not installs"`` (``make check``) runs every test
+that starts no server and installs no package.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def _piped_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{SERVER}: starts a real server (make check runs -m 'not {SERVER}')"
+        "markers", f"{SERVER}: starts a real server or a browser (make test only)"
     )
     config.addinivalue_line(
         "markers", f"{INSTALLS}: installs a package into a new virtualenv (make test only)"
