@@ -1,8 +1,12 @@
 # The commands of the README: `make demo`, `make check` and `make test`. Each sets up what it
-# needs. `make check` is the contributor's loop: ruff, mypy and every test that starts no server
-# (pytest -m "not server", see tests/markers.py). `make test` is everything, CI's command: the
-# suite runs on every core (pytest-xdist), a test file per worker at a time so that a module's
-# servers start once (--dist loadfile).
+# needs. `make check` is the contributor's loop: ruff, mypy and every test that starts no server,
+# browser or package install (pytest -m "not server and not installs", see tests/markers.py: a
+# test that starts memcached, redis-server, etcd, nutcracker, HAProxy, nginx or chromium is
+# marked `server` by reading its source; one that builds a virtualenv and pip-installs into it
+# is marked `installs` by hand); ruff and mypy run beside pytest (make -j), and any of the three
+# failing fails the target. `make test` is everything, CI's command: the suite runs on every core
+# (pytest-xdist), a test file per worker at a time so that a module's servers start once
+# (--dist loadfile).
 # `make chaos` is the long fault-injection run (tests/chaos/), by hand: RUNS seeded runs per
 # fault kind from seed SEED (FAULTS: comma-separated, default all; CONFIG: one client
 # configuration of tests/chaos/run.py, default all in turn; JOBS: runs at once), real servers,
@@ -50,11 +54,20 @@ typecheck: setup-dev
 unit: setup-dev
 	$(BIN)/python -m pytest -q -n auto --dist loadfile
 
-# The "check" hypothesis profile: half the examples of a local run (tests/conftest.py).
+# The "check" hypothesis profile: half the examples of a local run, state machines and other
+# tests that fix their own count included (tests/hypothesis_profiles.py). Two workers per core:
+# a good part of the server-free tests' time is waiting (for subprocesses they start, for the
+# timeouts they prove bounded, for a compute pool to spawn), and a second worker per core
+# computes meanwhile; --dist worksteal lets an idle worker take tests queued for a busy one, so
+# the run does not end waiting on one worker's slow tail.
+CHECK_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
 fast: setup-dev
-	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} $(BIN)/python -m pytest -q -n auto -m "not server"
+	HYPOTHESIS_PROFILE=$${HYPOTHESIS_PROFILE:-check} $(BIN)/python -m pytest -q \
+		-n $(CHECK_WORKERS) --dist worksteal -m "not server and not installs"
 
-check: lint typecheck fast
+# Each target's output is printed whole when it ends (--output-sync), so the three do not mix.
+check: setup-dev
+	$(MAKE) --no-print-directory -j3 --output-sync=target lint typecheck fast
 
 test: lint typecheck unit
 

@@ -1,31 +1,19 @@
 """Shared test configuration: hypothesis profiles and the ``server`` marker.
 
-Profiles: "dev" (fast, the default locally), "ci" (more examples, selected when CI=true) and
-"check" (``make check``'s: the contributor's loop, half of dev's examples; ``make test`` and CI
-search as deeply as before). ``HYPOTHESIS_PROFILE`` picks one by name.
+The hypothesis profiles ("dev", "check", "ci") are in ``tests/hypothesis_profiles.py``.
 Real-server fixtures live in ``tests/servers.py``; ``tests/markers.py`` marks the tests that
-start one, so that ``pytest -m "not server"`` (``make check``) runs every other test.
+start one, so that ``pytest -m "not server and not installs"`` (``make check``) runs every test
+that starts no server and installs no package.
 """
 
 from __future__ import annotations
 
-import os
-
 import pytest
-from hypothesis import HealthCheck, settings
 
-from tests.markers import SERVER, allow_servers, guard_server_binaries, starts_servers
+from tests.hypothesis_profiles import load_profile
+from tests.markers import INSTALLS, SERVER, allow_servers, guard_server_binaries, starts_servers
 
-settings.register_profile("dev", max_examples=40, deadline=None)
-settings.register_profile("check", max_examples=20, deadline=None)
-settings.register_profile(
-    "ci",
-    max_examples=150,
-    deadline=None,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+load_profile()
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +31,10 @@ def _piped_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", f"{SERVER}: starts a real server (make check runs -m 'not {SERVER}')"
+        "markers", f"{SERVER}: starts a real server or a browser (make test only)"
+    )
+    config.addinivalue_line(
+        "markers", f"{INSTALLS}: installs a package into a new virtualenv (make test only)"
     )
     guard_server_binaries()
 

@@ -1,12 +1,16 @@
 """Which tests start a server: the ``server`` marker, applied at collection, and its guard.
 
-``make check`` runs ``pytest -m "not server"``: every test that starts no real server, in about a
-minute. A test is marked when its function, one of its fixtures, or a function either calls
-(followed through the test modules, by static reading of their source) uses a helper that starts
-a server (:data:`STARTERS`), or when its parameters choose a server backend. Nobody has to
+``make check`` runs ``pytest -m "not server and not installs"``: every test that starts no real
+server (nor installs a package), in about a minute. A test is marked when its function, one of
+its fixtures, or a function either calls (followed through the test modules, by static reading
+of their source) uses a helper that starts a server (:data:`STARTERS`), or when its parameters
+choose a server backend. Nobody has to
 remember the marker; a test the reading misses is caught when it runs: a guard (a Python audit
 hook on ``subprocess.Popen``) refuses to start a server binary in a test not marked ``server``,
 with a message naming the test, so the selection cannot quietly start servers.
+
+Beside it, ``installs`` marks by hand the few tests that build a virtualenv and install a package
+into it (a pip subprocess, seconds of CPU): ``make check`` leaves them to ``make test`` too.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Any
 
 import pytest
 
-__all__ = ["SERVER", "STARTERS", "guard_server_binaries", "starts_servers"]
+__all__ = ["INSTALLS", "SERVER", "STARTERS", "guard_server_binaries", "starts_servers"]
 
 SERVER = "server"
+INSTALLS = "installs"
 
 # Helpers that start a real server, by their qualified names.
 STARTERS = frozenset(

@@ -73,6 +73,7 @@ def test_the_wheel_ships_the_package_data_and_no_dangling_docs_path(wheel: Path)
     assert re.findall(r"(?<![/\w])docs/\w+\.md", page) == []
 
 
+@pytest.mark.installs
 def test_the_wheel_installs_and_its_command_runs_without_the_dependencies(
     wheel: Path, tmp_path: Path
 ) -> None:

@@ -21,6 +21,7 @@ from ringkit.cli import main
 from ringkit.errors import ConfigError
 from ringkit.sim import Population
 from ringkit.sim.compare import compare
+from tests.hypothesis_profiles import examples
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -156,7 +157,9 @@ _COMMANDS: dict[str, tuple[list[str], list[str]]] = {
 
 @pytest.mark.parametrize("command", sorted(_COMMANDS))
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_fuzzed_flags_never_end_in_a_traceback(

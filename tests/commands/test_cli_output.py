@@ -92,7 +92,10 @@ _NARROW_COMMANDS = {
         ["plan", "--nodes", "cache-east-1,cache-east-2,cache-east-3", "--add", "cache-east-4"],
         ["cache-east-1", "cache-east-4"],
     ),
-    "compare": (["compare", "--keys", "2000"], ["allocated", "multiprobe", "rendezvous"]),
+    "compare": (
+        ["compare", "--keys", "2000", "--repeats", "1"],
+        ["allocated", "multiprobe", "rendezvous"],
+    ),
     "sweep": (["sweep", "--draws", "20"], ["1/sqrt(V)"]),
     "advise": (["advise", "--draws", "20"], ["partitions"]),
     "lookup": (["lookup", "k", "--nodes", "cache-east-1,cache-east-2", "--replicas", "2"], []),

@@ -146,7 +146,7 @@ def test_plan_lists_the_moved_keys_and_the_renumbering(
                 "--socket",
                 "/nonexistent.sock",
             ],
-            "HAProxy runtime socket '/nonexistent.sock' did not answer",
+            "HAProxy admin socket /nonexistent.sock must answer 'show servers state web'",
         ),
     ],
 )
@@ -166,7 +166,9 @@ def test_a_socket_that_never_answers_is_a_bounded_error(tmp_path: Path) -> None:
         accepted: list[socket.socket] = []
         thread = threading.Thread(target=lambda: accepted.append(server.accept()[0]))
         thread.start()
-        with pytest.raises(BackendError, match=r"silent\.sock' did not answer within 0\.2 s"):
+        with pytest.raises(
+            BackendError, match=r"silent\.sock must answer 'show servers state web' within 0\.2 s"
+        ):
             read_servers_state(path, "web", timeout_s=0.2)
         thread.join(5)
         for connection in accepted:

@@ -9,11 +9,12 @@ long names; ``plan`` pads its points; scenario ``[remedies]`` values have the pa
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import sys
 import threading
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import ringkit.live
 from ringkit import ConfigError, HashRing
 from ringkit.cli import main
 from ringkit.commands import ring as ring_command
+from ringkit.live import Change, Subscription
 from ringkit.sim import load_scenario
 from ringkit.sim.remedies import Remedies
 from ringkit.strategies.registry import STRATEGY_NAMES, build_placement
@@ -83,9 +85,33 @@ def test_status_shows_a_lease_as_the_store_reports_it(
     assert status == 0 and " 7 s" in line and "7.0 s" not in line
 
 
-def _churn(url: str) -> threading.Thread:
+def _watched(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Return an event set once `ring watch` has subscribed to its store."""
+    subscribed = threading.Event()
+    open_store = ring_command._open
+
+    def opened(args: argparse.Namespace) -> ringkit.live.Store:
+        store = open_store(args)
+        subscribe = store.subscribe
+
+        def subscribe_and_tell(callback: Callable[[Change], None]) -> Subscription:
+            subscription = subscribe(callback)
+            subscribed.set()
+            return subscription
+
+        store.subscribe = subscribe_and_tell
+        return store
+
+    monkeypatch.setattr(ring_command, "_open", opened)
+    return subscribed
+
+
+def _churn(url: str, watched: threading.Event) -> threading.Thread:
     def act() -> None:
-        time.sleep(0.3)
+        # A member that joined before the watch subscribed is no change to it: its first
+        # change would be the member leaving (a fixed 0.3 s head start lost that race under
+        # load). Wait for the subscription instead.
+        assert watched.wait(120)
         writer = ringkit.live.connect(url)
         try:
             writer.join("w1", ttl_s=5)
@@ -97,11 +123,13 @@ def _churn(url: str) -> threading.Thread:
     return thread
 
 
-def test_watch_takes_inf_as_never_and_says_1_member(capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_takes_inf_as_never_and_says_1_member(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = _memory_url()
     anchor = ringkit.live.connect(url)  # keeps the memory:// ring alive between connections
     try:
-        thread = _churn(url)
+        thread = _churn(url, _watched(monkeypatch))
         status, out, _ = _run(
             capsys, "ring", "watch", "--store", url, "--count", "1", "--timeout-s", "inf"
         )
@@ -112,11 +140,13 @@ def test_watch_takes_inf_as_never_and_says_1_member(capsys: pytest.CaptureFixtur
     assert "ring 1 member;" in out and "1 members" not in out
 
 
-def test_watch_json_prints_one_object_per_change(capsys: pytest.CaptureFixture[str]) -> None:
+def test_watch_json_prints_one_object_per_change(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = _memory_url()
     anchor = ringkit.live.connect(url)
     try:
-        thread = _churn(url)
+        thread = _churn(url, _watched(monkeypatch))
         status, out, err = _run(
             capsys, "ring", "watch", "--store", url, "--count", "1", "--timeout-s", "20", "--json"
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import socket
+import threading
 from bisect import bisect_left
 from pathlib import Path
 
@@ -23,8 +25,10 @@ from ringkit.compat.haproxy_hash import (
     source,
     wt6,
 )
-from ringkit.compat.haproxy_state import parse_servers_state
-from ringkit.errors import ConfigError, DuplicateNodeError
+from ringkit.compat.haproxy_state import parse_servers_state, read_servers_state
+from ringkit.errors import BackendError, ConfigError, DuplicateNodeError
+from ringkit.lb import HAProxyRuntime
+from tests.hypothesis_profiles import examples
 
 
 def test_hashes_equal_haproxys_hash_c() -> None:
@@ -40,7 +44,7 @@ def test_hashes_equal_haproxys_hash_c() -> None:
     assert sdbm(b"") == 0 and djb2(b"") == 5381 and crc32(b"") == 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.binary(max_size=40), min_size=1, max_size=30), st.booleans())
 def test_vectorised_hashes_equal_the_scalar_ones(keys: list[bytes], avalanche: bool) -> None:
     for name, function in (("sdbm", sdbm), ("djb2", djb2), ("wt6", wt6), ("crc32", crc32)):
@@ -74,7 +78,7 @@ def _chash_get_server_hash(points: list[tuple[int, str]], h: int) -> str:
     return points[prev][1] if dp <= dn else points[nxt][1]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(1, 300), min_size=1, max_size=5, unique=True),
     st.lists(st.integers(1, 4), min_size=5, max_size=5),
@@ -266,3 +270,77 @@ def test_runtime_state_marks_down_maint_and_drain_servers_unusable() -> None:
     ]
     with pytest.raises(ConfigError, match="no servers for backend 'nope'"):
         parse_servers_state(text, "nope")
+
+
+# HAProxy 2.6's ``show servers state be`` header (format 1), cut after the columns ringkit reads.
+_STATE_HEADER = (
+    "1\n# be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight "
+    "srv_iweight srv_time_since_last_change srv_check_status srv_check_result "
+    "srv_check_health srv_check_state srv_agent_state bk_f_forced_id srv_f_forced_id "
+    "srv_fqdn srv_port\n"
+)
+
+
+def test_runtime_state_reads_address_port_forced_id_and_an_empty_backend() -> None:
+    text = _STATE_HEADER + (
+        "3 be 7 b ::1 2 8 3 3 5 6 3 4 6 0 0 1 - 8081\n"
+        "3 be 2 a 10.0.0.1 2 0 1 1 5 6 3 4 6 0 0 0 - 80\n"
+    )
+    a, b = parse_servers_state(text, "be")
+    assert (a.name, a.id, a.host, a.port, a.address, a.forced_id) == (
+        "a",
+        2,
+        "10.0.0.1",
+        80,
+        "10.0.0.1:80",
+        False,
+    )
+    assert (b.address, b.forced_id, b.weight, b.draining, b.serving, b.usable) == (
+        "[::1]:8081",
+        True,
+        3,
+        True,
+        False,
+        False,
+    )
+    # A backend without servers answers the header alone: a controller starts from there.
+    assert parse_servers_state(_STATE_HEADER, "be") == []
+
+
+def _answering(path: Path, answer: str) -> threading.Thread:
+    """Serve `answer` to each of two connections on the UNIX socket `path` (HAProxy's way)."""
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen(2)
+
+    def serve() -> None:
+        with listener:
+            for _ in range(2):
+                connection, _ = listener.accept()
+                with connection:
+                    connection.recv(4096)
+                    connection.sendall(answer.encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_load_balancer_and_the_layout_read_the_same_servers(tmp_path: Path) -> None:
+    # ringkit.lb drives the pool and ringkit.compat predicts its layout from one reading.
+    path = tmp_path / "admin.sock"
+    thread = _answering(path, _STATE_HEADER + "3 be 1 a 10.0.0.1 2 0 1 1 5 6 3 4 6 0 0 1 - 80\n")
+    compat_reading = read_servers_state(str(path), "be", timeout_s=10)
+    lb_reading = HAProxyRuntime(str(path), timeout_s=10).servers("be")
+    thread.join(10)
+    assert lb_reading == compat_reading and [s.address for s in lb_reading] == ["10.0.0.1:80"]
+
+
+def test_an_unknown_backend_is_a_backend_error_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "admin.sock"
+    thread = _answering(path, "Can't find backend.\n")
+    with pytest.raises(BackendError, match="has no backend 'nope'"):
+        read_servers_state(str(path), "nope", timeout_s=10)
+    with pytest.raises(BackendError, match="has no backend 'nope'"):
+        HAProxyRuntime(str(path), timeout_s=10).servers("nope")
+    thread.join(10)

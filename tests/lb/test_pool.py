@@ -22,6 +22,7 @@ from ringkit.lb import (
 )
 from ringkit.live import MemberInfo
 from ringkit.live.memory import MemoryBackend
+from tests.hypothesis_profiles import examples
 
 _names = itertools.count()
 
@@ -135,7 +136,7 @@ def test_max_server_id_keeps_haproxy_points_within_32_bits() -> None:
     assert MAX_SERVER_ID * 4096 + 4095 < 2**32
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(
     st.lists(
         st.tuples(st.sampled_from(["join", "leave"]), st.sampled_from("abcdefg"), st.booleans()),

@@ -25,6 +25,7 @@ from ringkit.compat import Continuum, envoy_ring, ketama
 from ringkit.compat.envoy import xx_hash
 from ringkit.hashing import Hasher, Key, encode_key, get_hasher
 from ringkit.strategies.jump import _exit_bounds, _make_plain_lookup, jump_hash, jump_hash_many
+from tests.hypothesis_profiles import examples
 from tests.hypothesis_strategies import key_lists, node_name_sets, node_names
 
 MASK64 = (1 << 64) - 1
@@ -278,7 +279,7 @@ def bisect_reference(points: list[int], owners: list[str], point: int) -> str:
     return owners[index if index < len(points) else 0]
 
 
-@settings(max_examples=5, deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 @given(
     count=st.integers(150, 250),
     variant=st.sampled_from(["libketama", "libmemcached", "spy"]),
@@ -302,7 +303,7 @@ def test_ketama_md5_buckets_crowded_and_after_add_remove(
         assert step.node_for_many(keys) == expected
 
 
-@settings(max_examples=30)
+@settings(max_examples=examples(30))
 @given(names=node_name_sets, added=node_names, keys=key_lists)
 def test_ketama_md5_lookup_after_add_and_remove(
     names: list[str], added: str, keys: list[Key]
@@ -373,7 +374,7 @@ def multiprobe_bisect_reference(names: list[str], probes: int, hasher: Hasher, k
     return best[1]
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=examples(10), deadline=None)
 @given(
     count=st.integers(3000, 6000),
     probes=st.sampled_from([1, 2, 21, 40]),

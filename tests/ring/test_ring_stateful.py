@@ -9,6 +9,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precon
 from ringkit import HashRing, Node
 from ringkit.hashing import xxh3_64
 from ringkit.ring import vnode_count
+from tests.hypothesis_profiles import examples
 from tests.hypothesis_strategies import node_names, weights
 
 VNODES = 6
@@ -77,4 +78,6 @@ class RingMachine(RuleBasedStateMachine):
 
 
 TestRingMachine = RingMachine.TestCase
-TestRingMachine.settings = settings(max_examples=40, stateful_step_count=15, deadline=None)
+TestRingMachine.settings = settings(
+    max_examples=examples(40), stateful_step_count=15, deadline=None
+)

@@ -25,6 +25,7 @@ from ringkit.sim.remedies import (
     split_nodes,
 )
 from ringkit.strategies.registry import StrategyOptions
+from tests.hypothesis_profiles import examples
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 HASHER = "fnv1a_32_mix"
@@ -151,7 +152,7 @@ def test_a_brute_force_recount_gives_every_load(writes: float) -> None:
         assert row.balance.loads == pytest.approx(expected[row.remedy], rel=1e-9, abs=1e-15)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     writes=st.floats(0, 1),
     ttl=st.floats(0.001, 100),
@@ -309,7 +310,7 @@ def test_split_parts_of_every_key_share_the_nodes_of_the_split_tags() -> None:
     assert split.extra_items == 20 * 2
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     nodes=st.integers(2, 9),
     count=st.integers(1, 300),
@@ -342,7 +343,7 @@ def test_totals_follow_from_the_hot_keys_share(
         assert row.busiest_ratio >= 1.0 - 1e-9
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     nodes=st.integers(min_value=2, max_value=12),
     parts=st.integers(min_value=2, max_value=16),

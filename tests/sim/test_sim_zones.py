@@ -34,6 +34,7 @@ from ringkit.sim import (
     zoned_nodes,
 )
 from ringkit.strategies.options import StrategyOptions
+from tests.hypothesis_profiles import examples
 
 NAMES = [f"node-{i:02d}" for i in range(1, 13)]
 ZONE_OF = spread_zones(NAMES, 3)
@@ -138,7 +139,7 @@ def test_other_placements_are_asked_key_by_key() -> None:
     assert report.keys_lost == lost
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     nodes=st.integers(2, 9),
     zones=st.integers(2, 4),

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from tests.hypothesis_profiles import examples
 
 from ringkit import BoundedLoad, CapacityError, ConfigError, HashRing, Node, UnknownNodeError
 from ringkit.errors import DuplicateNodeError, EmptyRingError
@@ -113,7 +114,7 @@ class BoundedLoadMachine(RuleBasedStateMachine):
 
 
 # 60 sequences of up to 50 steps: a few seconds, also under the CI profile.
-BoundedLoadMachine.TestCase.settings = settings(max_examples=60)
+BoundedLoadMachine.TestCase.settings = settings(max_examples=examples(60))
 TestBoundedLoadStateful = BoundedLoadMachine.TestCase
 
 

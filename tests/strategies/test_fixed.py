@@ -10,6 +10,7 @@ import networkx as nx
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from tests.hypothesis_profiles import examples
 
 from ringkit import (
     ConfigError,
@@ -298,7 +299,7 @@ class OneReplicaMachine(FixedPartitionsMachine):
     replicas = 1
 
 
-_SETTINGS = settings(max_examples=25, stateful_step_count=10, deadline=None)
+_SETTINGS = settings(max_examples=examples(25), stateful_step_count=10, deadline=None)
 FixedPartitionsMachine.TestCase.settings = _SETTINGS
 OneReplicaMachine.TestCase.settings = _SETTINGS
 test_fixed_partitions_machine = FixedPartitionsMachine.TestCase

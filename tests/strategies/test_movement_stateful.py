@@ -10,6 +10,7 @@ import math
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from tests.hypothesis_profiles import examples
 
 from ringkit import MultiProbe, Node, Rendezvous
 from ringkit.hashing import xxh3_64
@@ -87,5 +88,5 @@ class MinimalMovement(RuleBasedStateMachine):
 
 
 # Bounded so the machine stays a few seconds under the CI profile too.
-MinimalMovement.TestCase.settings = settings(max_examples=30, stateful_step_count=10)
+MinimalMovement.TestCase.settings = settings(max_examples=examples(30), stateful_step_count=10)
 TestMinimalMovement = MinimalMovement.TestCase

@@ -18,6 +18,7 @@ from ringkit.nodes import Node
 from ringkit.sim import Population, Remedies, Scenario, compare_remedies
 from ringkit.sim.zones import fail_zone, spread_zones, zoned_nodes
 from ringkit.strategies import registry
+from tests.hypothesis_profiles import examples
 
 pytest.importorskip("starlette", reason="needs the web extra")
 httpx = pytest.importorskip("httpx", reason="needs the dev extra")
@@ -220,7 +221,7 @@ _NUMBER = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     params=st.dictionaries(
         st.sampled_from(

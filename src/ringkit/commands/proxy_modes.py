@@ -161,6 +161,8 @@ def load_pool(args: argparse.Namespace) -> ProxyPool:
     if not args.socket:
         return ProxyPool("haproxy", haproxy=read_haproxy_backend(args.config, backend=args.backend))
     state = read_servers_state(args.socket, args.backend)
+    if not state:
+        raise ConfigError(f"HAProxy reports no servers for backend {args.backend!r}")
     if args.config:
         backend = read_haproxy_backend(args.config, backend=args.backend).with_runtime(state)
     else:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from ringkit.compat.haproxy import HAProxyRing, HAProxyServer, assign_ids
 from ringkit.compat.haproxy_hash import HAPROXY_HASHES
-from ringkit.compat.haproxy_state import RuntimeServer
+from ringkit.compat.haproxy_state import ServerState
 from ringkit.errors import ConfigError
 
 __all__ = [
@@ -107,7 +107,7 @@ class HAProxyBackend:
         """Return this backend with another server list."""
         return replace(self, servers=tuple(servers))
 
-    def with_runtime(self, state: Sequence[RuntimeServer]) -> HAProxyBackend:
+    def with_runtime(self, state: Sequence[ServerState]) -> HAProxyBackend:
         """Return this backend with the servers a running HAProxy reports (ids as it uses them).
 
         A server the runtime reports as unusable (DOWN, maintenance, drain) is kept, disabled;
@@ -126,14 +126,14 @@ class HAProxyBackend:
                 )
         backups = {server.name for server in self.servers if server.backup}
         servers = [
-            ConfiguredServer(s.name, s.address, s.id, s.weight, not s.usable, s.name in backups, 0)
+            ConfiguredServer(s.name, s.host, s.id, s.weight, not s.usable, s.name in backups, 0)
             for s in state
         ]
         return replace(self, servers=tuple(servers))
 
 
 def runtime_backend(
-    name: str, state: Sequence[RuntimeServer], hash_type: Sequence[str]
+    name: str, state: Sequence[ServerState], hash_type: Sequence[str]
 ) -> HAProxyBackend:
     """Return a backend from the runtime state alone, hashed by `hash_type` (its words).
 

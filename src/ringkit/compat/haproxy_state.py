@@ -1,10 +1,17 @@
 """A backend's servers as a running HAProxy sees them: ``show servers state`` on its socket.
 
-The runtime API's ``show servers state BACKEND`` prints one line per server with its numeric
-id, name, address, operational state, administrative state and user weight (the same fields
-``server-state-file`` keeps across reloads). A server is in the consistent-hash tree when it is
-not STOPPED (a failed health check), in no maintenance or drain state, and weighs >= 1
-(``srv_currently_usable``); the others' points are out of the tree.
+HAProxy's runtime API (``stats socket PATH level admin``, or ``ipv4@HOST:PORT``) takes one
+command per connection in its non-interactive mode and closes the connection after the answer
+(management.txt, section 9.3 "Unix Socket commands"). :func:`runtime_command` sends one such
+command within a bounded time; :func:`read_servers_state` asks ``show servers state BACKEND``,
+which prints one line per server with its numeric id, name, address, port, operational state,
+administrative state and user weight (the fields ``server-state-file`` keeps across reloads).
+This module is ringkit's one reader of that answer: the layouts of ``ringkit.compat`` and the
+load-balancer control plane of ``ringkit.lb`` both read servers through it.
+
+A server is in the consistent-hash tree when it is not STOPPED (a failed health check), in no
+maintenance or drain state, and weighs >= 1 (``srv_currently_usable``); the others' points are
+out of the tree.
 
 >>> text = '''1
 ... # be_id be_name srv_id srv_name srv_addr srv_op_state srv_admin_state srv_uweight x
@@ -19,16 +26,30 @@ not STOPPED (a failed health check), in no maintenance or drain state, and weigh
 from __future__ import annotations
 
 import socket
+import time
 from dataclasses import dataclass
 
 from ringkit.errors import BackendError, ConfigError
 
-__all__ = ["RuntimeServer", "parse_servers_state", "read_servers_state"]
+__all__ = [
+    "ADMIN_DRAIN",
+    "ADMIN_MAINT",
+    "OP_RUNNING",
+    "ServerState",
+    "parse_servers_state",
+    "read_servers_state",
+    "runtime_command",
+]
 
-_STOPPED = 0  # SRV_ST_STOPPED: down by health check
-# SRV_ADMF_FMAINT | IMAINT | FDRAIN | IDRAIN | RMAINT: maintenance or drain, eweight 0.
-_OUT_OF_TREE = 0x01 | 0x02 | 0x08 | 0x10 | 0x20
+#: Administrative state bits of ``show servers state`` (HAProxy's ``server-t.h``): forced,
+#: inherited and resolver maintenance take a server out; forced or inherited drain give it
+#: weight 0 while its sessions finish.
+ADMIN_MAINT = 0x01 | 0x02 | 0x20
+ADMIN_DRAIN = 0x08 | 0x10
 _CONFIG_MAINT = 0x04  # SRV_ADMF_CMAINT: 'disabled' in the configuration
+#: Operational state ``SRV_ST_RUNNING``.
+OP_RUNNING = 2
+_STOPPED = 0  # SRV_ST_STOPPED: down by health check
 _COLUMNS = (
     "be_name",
     "srv_id",
@@ -38,24 +59,69 @@ _COLUMNS = (
     "srv_admin_state",
     "srv_uweight",
 )
+# A backend HAProxy does not know: its answers across the versions ringkit is tested with.
+_NO_BACKEND = ("Can't find backend", "No such backend")
 
 
 @dataclass(frozen=True, slots=True)
-class RuntimeServer:
-    """One server of ``show servers state``: id, name, address, weight and whether it routes."""
+class ServerState:
+    """One server of a backend as ``show servers state`` reports it.
+
+    `host` is ``srv_addr`` (an IP address once HAProxy resolved a name), `port` is ``srv_port``
+    (0 when the answer has no such column), `forced_id` is ``srv_f_forced_id``: whether the id
+    was given rather than numbered by position (None when not reported).
+    """
 
     name: str
     id: int
-    address: str
+    host: str
+    port: int
+    op_state: int
+    admin_state: int
     weight: int
-    usable: bool
-    forced_id: bool | None = None  # srv_f_forced_id: the id was given (None: not reported)
+    forced_id: bool | None = None
+
+    @property
+    def address(self) -> str:
+        """``host:port`` (IPv6 hosts in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    @property
+    def in_maintenance(self) -> bool:
+        """Whether an administrator (or a parent) put the server in maintenance."""
+        return bool(self.admin_state & ADMIN_MAINT)
+
+    @property
+    def draining(self) -> bool:
+        """Whether the server is draining: no new requests, current sessions finish."""
+        return bool(self.admin_state & ADMIN_DRAIN)
+
+    @property
+    def serving(self) -> bool:
+        """Whether the server takes new requests (up, not in maintenance, not draining)."""
+        return self.op_state == OP_RUNNING and not self.in_maintenance and not self.draining
+
+    @property
+    def usable(self) -> bool:
+        """Whether the server's points are in the consistent-hash tree (``srv_currently_usable``).
+
+        Unlike :attr:`serving`, a server still starting counts, and a server ``disabled`` in the
+        configuration or weighing 0 does not.
+        """
+        return (
+            self.op_state != _STOPPED
+            and not self.admin_state & (ADMIN_MAINT | ADMIN_DRAIN | _CONFIG_MAINT)
+            and self.weight >= 1
+        )
 
 
-def parse_servers_state(text: str, backend: str) -> list[RuntimeServer]:
+def parse_servers_state(text: str, backend: str) -> list[ServerState]:
     """Return the servers of `backend` in ``show servers state`` output `text`, in id order.
 
-    :raises ConfigError: when the output has no such backend or cannot be read
+    A backend with no servers answers the header alone: an empty list.
+
+    :raises ConfigError: when the output cannot be read, or lists servers of other backends only
     """
     lines = [line for line in text.splitlines() if line.strip()]
     header = next((line for line in lines if line.startswith("#")), None)
@@ -66,60 +132,84 @@ def parse_servers_state(text: str, backend: str) -> list[RuntimeServer]:
         at = {name: columns.index(name) for name in _COLUMNS}
     except ValueError as error:
         raise ConfigError(f"'show servers state' header lacks a column: {error}") from None
-    forced_at = "srv_f_forced_id" in columns
-    servers = []
-    for line in lines:
-        fields = line.split()
-        if line.startswith("#") or len(fields) < len(columns) - 1 or len(fields) < 8:
-            continue
-        if fields[at["be_name"]] != backend:
-            continue
-        admin = int(fields[at["srv_admin_state"]])
-        weight = int(fields[at["srv_uweight"]])
-        usable = (
-            int(fields[at["srv_op_state"]]) != _STOPPED
-            and not admin & (_OUT_OF_TREE | _CONFIG_MAINT)
-            and weight >= 1
+    port_at = columns.index("srv_port") if "srv_port" in columns else None
+    forced_at = columns.index("srv_f_forced_id") if "srv_f_forced_id" in columns else None
+    rows = [
+        fields
+        for fields in (line.split() for line in lines if not line.startswith("#"))
+        if len(fields) >= len(columns) - 1 and len(fields) >= 8
+    ]
+    servers = [
+        ServerState(
+            name=fields[at["srv_name"]],
+            id=int(fields[at["srv_id"]]),
+            host=fields[at["srv_addr"]],
+            port=int(fields[port_at]) if port_at is not None and fields[port_at].isdigit() else 0,
+            op_state=int(fields[at["srv_op_state"]]),
+            admin_state=int(fields[at["srv_admin_state"]]),
+            weight=int(fields[at["srv_uweight"]]),
+            forced_id=fields[forced_at] == "1" if forced_at is not None else None,
         )
-        name, server_id = fields[at["srv_name"]], int(fields[at["srv_id"]])
-        forced = fields[columns.index("srv_f_forced_id")] == "1" if forced_at else None
-        servers.append(
-            RuntimeServer(name, server_id, fields[at["srv_addr"]], weight, usable, forced)
-        )
-    if not servers:
+        for fields in rows
+        if fields[at["be_name"]] == backend
+    ]
+    if rows and not servers:
         raise ConfigError(f"HAProxy reports no servers for backend {backend!r}")
     return sorted(servers, key=lambda server: server.id)
 
 
-def read_servers_state(
-    address: str, backend: str, *, timeout_s: float = 5.0
-) -> list[RuntimeServer]:
-    """Ask the HAProxy runtime API at `address` (a UNIX socket path or host:port) for a backend.
+def runtime_command(address: str, command: str, *, timeout_s: float = 5.0) -> str:
+    """Send one `command` to the runtime API at `address`; return HAProxy's whole answer.
 
-    :raises BackendError: naming the socket when it does not answer within `timeout_s`
-    :raises ConfigError: when the answer has no such backend
+    `address` is a Unix socket path, or ``HOST:PORT`` / ``ipv4@HOST:PORT`` for a TCP socket.
+    The whole exchange, connecting included, takes at most `timeout_s`.
+
+    :raises BackendError: when the socket cannot be reached or does not answer within
+        `timeout_s` (the message names the socket)
     """
-    family, target = _target(address)
-    chunks = []
+    deadline = time.monotonic() + timeout_s
+    chunks: list[bytes] = []
     try:
-        with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.settimeout(timeout_s)
-            sock.connect(target)
-            sock.sendall(f"show servers state {backend}\n".encode())
-            while chunk := sock.recv(65536):
+        with _connect(address, timeout_s) as sock:
+            sock.sendall(command.encode() + b"\n")
+            while True:
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
                 chunks.append(chunk)
-    except OSError as error:
+    except OSError as error:  # TimeoutError is an OSError
+        cause = error.strerror or type(error).__name__
         raise BackendError(
-            f"HAProxy runtime socket {address!r} did not answer within {timeout_s} s: {error}"
-        ) from None
-    text = b"".join(chunks).decode(errors="replace")
-    if text.startswith(("Can't find backend", "Unknown command")):
-        raise ConfigError(f"HAProxy at {address!r} answered: {text.strip()}")
-    return parse_servers_state(text, backend)
+            f"HAProxy admin socket {address} must answer {command!r} within "
+            f"{timeout_s:g} s, got {cause}"
+        ) from error
+    return b"".join(chunks).decode(errors="replace")
 
 
-def _target(address: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
-    host, colon, port = address.rpartition(":")
-    if colon and port.isdigit() and "/" not in address:
-        return socket.AF_INET, (host.strip("[]") or "127.0.0.1", int(port))
-    return socket.AF_UNIX, address
+def read_servers_state(address: str, backend: str, *, timeout_s: float = 5.0) -> list[ServerState]:
+    """Ask the runtime API at `address` for the servers of `backend`, in id order.
+
+    :raises BackendError: when the socket does not answer within `timeout_s`, or HAProxy has
+        no such backend
+    :raises ConfigError: when the answer cannot be read
+    """
+    answer = runtime_command(address, f"show servers state {backend}", timeout_s=timeout_s)
+    if answer.strip().startswith(_NO_BACKEND):
+        raise BackendError(f"HAProxy at {address} has no backend {backend!r}")
+    return parse_servers_state(answer, backend)
+
+
+def _connect(address: str, timeout_s: float) -> socket.socket:
+    target = address.removeprefix("ipv4@").removeprefix("unix@")
+    host, colon, port = target.rpartition(":")
+    if colon and port.isdigit() and "/" not in target and not target.startswith("."):
+        return socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout_s)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(timeout_s)
+    try:
+        sock.connect(target)
+    except OSError:
+        sock.close()
+        raise
+    return sock
