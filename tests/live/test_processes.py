@@ -138,9 +138,7 @@ def test_five_processes_agree_then_survive_a_kill_and_a_pause(workers: list[Work
     old_lease = next(line["lease"] for line in reversed(paused.lines) if line["kind"] == "owns")
     paused.process.send_signal(signal.SIGSTOP)
     others = survivors[1:]
-    wait_until(
-        lambda: agreed(others, names[2:]), 60, "others to drop the paused member", workers
-    )
+    wait_until(lambda: agreed(others, names[2:]), 60, "others to drop the paused member", workers)
     resumed_at = time.time()
     paused.process.send_signal(signal.SIGCONT)
     wait_until(
