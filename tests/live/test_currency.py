@@ -18,6 +18,7 @@ import pytest
 
 import ringkit.live
 from ringkit.errors import ConfigError
+from ringkit.live.currency import Confirmer
 from tests.servers import EtcdCluster, etcd_cluster, sigstop
 
 pytestmark = pytest.mark.timeout(120)
@@ -115,3 +116,35 @@ def test_a_store_that_is_not_confirmed_owns_nothing() -> None:
 def test_a_bad_current_within_s_is_refused(bad: object) -> None:
     with pytest.raises(ConfigError, match="current_within_s must be"):
         ringkit.live.connect("memory://currency-bad", current_within_s=bad)  # type: ignore[arg-type]
+
+
+class _LaggingOnce:
+    """A store whose watch has not delivered the first read's revision, then has."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.rewatches = 0
+
+    def read_revisions(self, timeout_s: float) -> tuple[int, dict[str, int]]:
+        self.reads += 1
+        return 7, {}
+
+    def holds(self, revision: int, found: dict[str, int], timeout_s: float) -> bool:
+        return self.reads > 1
+
+    def rewatch(self) -> None:
+        self.rewatches += 1
+
+
+def test_a_watch_that_lags_once_is_opened_again_and_read_again_at_once() -> None:
+    """Regression: the next read waited for the next round, within_s after the last confirmed
+    one, so a watch lagging by within_s / 4 once made the store lapse (and every owner's
+    fencing token start again)."""
+    store = _LaggingOnce()
+    confirmer = Confirmer(store, lambda: 3600.0)  # a next round would come 30 min later
+    confirmer.start()
+    try:
+        assert confirmer.wait_current(timeout_s=30)
+        assert (store.reads, store.rewatches) == (2, 1)
+    finally:
+        confirmer.close()

@@ -9,7 +9,10 @@ and Chubby's cache leases do (Ongaro 2014, §6.4; Burrows 2006, §2.5): at least
 with a deadline of ``within_s / 4``, and compares them with its own records. The read reflects
 every write committed before it was *sent*; when the records match (or the watch closes the
 difference within ``within_s / 4``), the store was current at that send time. A difference the
-watch does not close means the watch is silent: the store opens it again, on another endpoint.
+watch does not close means the watch is silent: the store opens it again, on another endpoint,
+and reads again at once. Waiting for the next round instead would leave no slack: the round
+after a missed one is sent ``within_s`` after the last confirmed read, so one watch that lags
+by ``within_s / 4`` (a loaded machine) would end every owner's fencing interval.
 
 Whoever acts on the ring (``member.owns``) asks ``current()``: False once the last confirmed
 read was sent more than ``within_s`` ago. So a process never answers from a ring more than
@@ -30,7 +33,8 @@ __all__ = ["Confirmed", "Confirmer"]
 
 _log = logging.getLogger("ringkit.live")
 
-#: Reads per round: the first endpoint that does not answer is left for the next (and so on).
+#: Reads per round: after one that fails (its endpoint is left for the next) or that the
+#: watch does not match (the watch is opened again), the next is sent at once.
 _ATTEMPTS_PER_ROUND = 3
 
 
@@ -123,7 +127,11 @@ class Confirmer:
             self._wake.clear()
 
     def _round(self, within: float) -> None:
-        """One confirmation: a read (on the next endpoint if one does not answer), compared."""
+        """One confirmation: a read (on the next endpoint if one does not answer), compared.
+
+        A read whose difference the watch does not close opens the watch again and is made
+        again in the same round, answered by the new watch.
+        """
         for _ in range(_ATTEMPTS_PER_ROUND):
             if self._stop.is_set():
                 return
@@ -141,7 +149,6 @@ class Confirmer:
                 self._store.rewatch()
             except BackendError as error:
                 _log.info("watching again failed: %s", error)
-            return
 
     def _warn(self, reason: str) -> None:
         """Log once per stretch of not being current, at the first reason seen."""
