@@ -502,11 +502,13 @@ class ClientCore(Generic[B]):
 
     def _set_encoded(self, encoded: Mapping[bytes, bytes], ttl_s: float | None) -> Steps[None]:
         """Write `encoded` with the whole steps (near-cache invalidation, quorum, hints)."""
-        yield from invalidating(
-            self._near,
-            encoded,
-            self._fenced(lambda router: self.writer.set_many(router, encoded, ttl_s)),
-        )
+        attempts: list[Router] = []  # one per attempt: a refused write is sent again
+
+        def write(router: Router) -> Steps[None]:
+            attempts.append(router)
+            return self.writer.set_many(router, encoded, ttl_s, retried=len(attempts) > 1)
+
+        yield from invalidating(self._near, encoded, self._fenced(write))
 
     def _each(self, data: bytes, method: str, args: tuple[Any, ...]) -> Steps[list[Any]]:
         done: dict[str, Any] = {}  # kept across the retries of a refused call: applied once

@@ -21,10 +21,17 @@ from ringkit import HashRing
 from ringkit.cluster import QuorumError, ShardedClient, memory_store
 from ringkit.cluster.core.health import OpEvent, ServerHealth
 from ringkit.cluster.rebalance.options import RebalanceOptions
-from ringkit.cluster.values.codec import JSON, Codec
+from ringkit.cluster.values.codec import (
+    JSON,
+    Codec,
+    VersionClock,
+    is_readmission_tombstone,
+    stored_version,
+)
+from ringkit.cluster.values.keys import tombstone_key
 from ringkit.movement import Transfer
 from tests.cluster.helpers import flushed_redis_urls, memory_urls, redis_servers
-from tests.servers import Server
+from tests.servers import Server, redis_server
 
 KEY = "seat:{lis-jfk}:12A"
 New = Callable[..., Any]
@@ -162,3 +169,56 @@ def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
     assert behind.get(key) == other.get(key) == "acknowledged"
     other.close()
     admin.close()
+
+
+class _ClockBehind(VersionClock):
+    """A writer's clock that counts on from `version` (behind the others', as a slow machine's)."""
+
+    def __init__(self, version: int) -> None:
+        super().__init__()
+        self.last = version
+
+    def next(self) -> int:
+        self.last += 1
+        return self.last
+
+
+def test_an_older_version_written_after_a_readmission_is_read_back() -> None:
+    """A re-admission's tombstone is no delete: ``read="all"`` reads a write that followed it.
+
+    Found by the chaos check (a Redis server restarted empty under load, ``read="all"``): a
+    re-admission leaves a tombstone just below the newest version the other replica holds.
+    A write acknowledged afterwards may carry an older version (a call retried after the
+    restarted server refused it keeps the version it was encoded with; another machine's
+    clock may be behind); it lands on both replicas, and read as a delete that tombstone hid
+    it on both: every read missed an acknowledged write.
+    """
+    key = KEY.encode()
+    with redis_server() as one, redis_server() as two:
+        servers = {"s1": one, "s2": two}
+        urls = {name: f"redis://127.0.0.1:{server.port}/0" for name, server in servers.items()}
+        ring = HashRing(list(urls))
+        client = ShardedClient(ring, urls, replicas=2, read="all", dead_timeout_s=60.0)
+        late = ShardedClient(ring, urls, replicas=2, read="all")
+        client.set(KEY, "first")
+        behind, ahead = client.replicas_for(KEY)
+        servers[behind].process.kill()  # SIGKILL, as the chaos runs do
+        servers[behind].process.wait()
+        client.set(KEY, "new")  # refused a connection: hinted on the other replica
+        assert client.down_servers == [behind]
+        with redis_server(servers[behind].port):  # restarted empty on the same port
+            for _ in range(3):  # the first probe gives the empty server its view back
+                client.server(behind).health.probe_soon()
+                if client.check_health() == []:
+                    break
+            assert client.down_servers == []
+            held = client.server(behind).backend.get_many([tombstone_key(key)])
+            assert is_readmission_tombstone(held[tombstone_key(key)])
+            newest = stored_version(client.server(ahead).backend.get_many([key])[key])
+            late.writer._clock = _ClockBehind(int.from_bytes(newest, "big") - 100)
+            late.set(KEY, "late")  # acknowledged after the re-admission, by both replicas
+            assert [_held(client, name) for name in (behind, ahead)] == ["late", "late"]
+            assert client.get(KEY) == "late"
+            assert late.get(KEY) == "late"
+        late.close()
+        client.close()

@@ -210,6 +210,44 @@ def test_a_write_retried_after_a_refusal_is_applied_once_per_server(
     assert client.get("fresh") == "x"
 
 
+def test_a_set_retried_after_a_refusal_never_replaces_the_writes_made_meanwhile(
+    urls: dict[str, str], new: Callable[..., Any]
+) -> None:
+    """A set the second replica refused goes again only where nothing newer landed since.
+
+    Found by the chaos check (a Redis server restarted empty under load, ``read="all"``): the
+    first replica took the set, the second refused it (it held no view, or a newer one),
+    another client deleted the key and wrote it again, and the retry under the refreshed view
+    wrote the first value again on both replicas, over the newer write and under the delete's
+    tombstone, whose version is newer: ``read="all"`` buried both copies and every read missed.
+    """
+    other = ShardedClient(HashRing(list(urls)), urls, replicas=2, read="all")
+    raced: list[OpEvent] = []
+
+    def delete_and_write_meanwhile(event: OpEvent) -> None:
+        # Runs once the first replica took the set, before the retry the second's refusal makes.
+        if raced or event.server != first or event.op != "set_many" or event.outcome != "ok":
+            return
+        raced.append(event)
+        other.delete(KEY)
+        other.set(KEY, "newer")
+
+    client = new(
+        HashRing(list(urls)), urls, replicas=2, read="all", hooks=[delete_and_write_meanwhile]
+    )
+    first, second = client.replicas_for(KEY)
+    newer = dataclasses.replace(client.view, epoch=client.view.epoch + 1)
+    client.server(second).backend.publish(newer.epoch, newer.to_json())  # only the second
+    let_memcached_fences_look_again(urls)
+    client.set(KEY, "slow")  # encoded (versioned) before the delete and the newer write
+    assert raced, "the hook did not run between the first replica's write and the retry"
+    assert client.view.epoch == newer.epoch  # refused once, refreshed, retried
+    assert [_stored(client, name) for name in (first, second)] == ["newer", "newer"]
+    assert client.get(KEY) == other.get(KEY) == "newer"
+    other.close()
+    client.close()
+
+
 def test_read_all_reconciles_a_delete_a_replica_missed(
     urls: dict[str, str], new: Callable[..., Any]
 ) -> None:

@@ -26,7 +26,13 @@ from ringkit.cluster.core.hotcopies import copy_ttl
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.servers import ServerSet
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
-from ringkit.cluster.values.codec import Decoded, ValueCodec, buries, stored_version
+from ringkit.cluster.values.codec import (
+    Decoded,
+    ValueCodec,
+    buries,
+    is_readmission_tombstone,
+    stored_version,
+)
 from ringkit.cluster.values.keys import DELETE_TOMBSTONE_TTL_S, tombstone_key
 from ringkit.cluster.views.view import ClusterView
 from ringkit.cluster.wire.redis.handoff import is_copy_tombstone
@@ -185,7 +191,10 @@ class Reader:
         A tombstone takes part like a value (Cassandra reconciles deletes the same way): a
         replica that missed a delete (it was down, or its server missed the call) still holds
         the value, and without the tombstones of the others it would win and bring the key
-        back. When a tombstone wins, the replicas that hold an older value are given it.
+        back. When a tombstone wins, the replicas that hold an older value are given it. A
+        re-admission's tombstone records no delete (it only keeps late repairs off the server
+        that missed a write, :func:`~ringkit.cluster.values.codec.readmission_tombstone`), so
+        it takes no part.
         """
         epoch = router.view.epoch
         groups: dict[str, list[bytes]] = {}
@@ -201,7 +210,9 @@ class Reader:
                 for key in group[::2]:
                     answers.setdefault(key, {})[name] = values.get(key)
                     tomb = values.get(tombstone_key(key))
-                    if tomb is not None and stored_version(tomb) > stored_version(tombs.get(key)):
+                    if tomb is None or is_readmission_tombstone(tomb):  # no delete: see below
+                        continue
+                    if stored_version(tomb) > stored_version(tombs.get(key)):
                         tombs[key] = tomb
         unreachable = [key for key in keys if key not in answers]
         if unreachable and not partial:

@@ -25,7 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from ringkit.cluster.checks import mapping
 from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
-from ringkit.cluster.values.codec import stored_version, tombstone
+from ringkit.cluster.values.codec import readmission_tombstone, stored_version
 from ringkit.cluster.values.keys import (
     DELETE_TOMBSTONE_TTL_S,
     tombstone_key,
@@ -341,13 +341,19 @@ class ServerSet(Generic[B]):
         ``test_a_repair_read_before_a_hinted_write_never_lands_after_its_hint``). These hints
         name the key, not the write (Dynamo's replay the write itself), hence the read of the
         holders' versions, and the version a hint kept in memory remembers. With no version
-        known (a counter, a value gone since) a plain delete: a tombstone of any guessed
-        version is a delete at that version to ``read="all"``, which would hide the hinted
-        write on the other replicas.
+        known (a counter, a value gone since) a plain delete.
+
+        The tombstone is a :func:`~ringkit.cluster.values.codec.readmission_tombstone`, which
+        ``read="all"`` does not take for a delete: its version is the newest write the holders
+        held, and a write acknowledged with an older version that lands after it on every
+        replica (a call retried after a server restarted empty refused it) would be hidden
+        from every read by a delete at that version (found by the chaos check,
+        ``restart/redis/read_all``; regression:
+        ``test_an_older_version_written_after_a_readmission_is_read_back``).
         """
         if not hinted:
             return Call(name, "delete", (key,), epoch, "invalidate")
-        stone = tombstone(hinted - 1)
+        stone = readmission_tombstone(hinted - 1)
         return Call(name, "bury", (key, stone, DELETE_TOMBSTONE_TTL_S), epoch, "invalidate")
 
     def causes(self, names: Iterable[str]) -> str:
@@ -389,7 +395,7 @@ def version_of(stored: object) -> int:
 
     A raw counter, a foreign value or anything but bytes (an ``incr``'s delta) carries none.
 
-    >>> version_of(tombstone(7)), version_of(b"41"), version_of(60.0)
+    >>> version_of(readmission_tombstone(7)), version_of(b"41"), version_of(60.0)
     (7, 0, 0)
     """
     return int.from_bytes(stored_version(stored), "big") if isinstance(stored, bytes) else 0

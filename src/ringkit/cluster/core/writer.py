@@ -181,9 +181,23 @@ class Writer:
             )
 
     def set_many(
-        self, router: Router, encoded: Mapping[bytes, bytes], ttl_s: float | None
+        self,
+        router: Router,
+        encoded: Mapping[bytes, bytes],
+        ttl_s: float | None,
+        *,
+        retried: bool = False,
     ) -> Steps[None]:
         """Store every encoded item on its targets; one round trip per server.
+
+        A write `retried` after a server refused it (a newer view, a server restarted empty)
+        may have landed on the other servers already, and another client's newer write after
+        it: sent again as it was, it would replace that write there, on every replica, and
+        ``read="all"`` would find the newer write's tombstone, if it was a delete, over both
+        copies (found by the chaos check, ``restart/redis/read_all``). So a retry of versioned
+        values is a conditional write (``repair``, the rule of
+        :func:`~ringkit.cluster.values.codec.supersedes`): it lands only where the server
+        holds no newer version, one key per round.
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
@@ -191,7 +205,9 @@ class Writer:
         def copy_of(data: bytes) -> bytes:  # asked only for the keys found spread
             return self._copy_of(encoded[data])
 
-        yield from self._batch(router, "set_many", encoded, ttl_s, copy_of, ttl_s)
+        conditional = retried and all(version_of(stored) for stored in encoded.values())
+        method = "repair" if conditional else "set_many"
+        yield from self._batch(router, method, encoded, ttl_s, copy_of, ttl_s)
 
     def delete_many(self, router: Router, keys: list[bytes], gone: set[bytes]) -> Steps[None]:
         """Delete every key on its targets and leave tombstones; one round trip per server.
@@ -251,15 +267,20 @@ class Writer:
             asks = {
                 name: [data for data in groups[name] if reader[data] == name] for name in usable
             }
-        calls = []
-        for name in usable:
-            call = Call(name, method, (groups[name], ttl_s), epoch)
-            calls.append(_marked(call, asks[name]) if asks[name] else call)
-        outcomes = yield tuple(calls)
+        unread: set[bytes] = set()
+        if method == "repair":  # a retried write (set_many): conditional, key by key
+            outcomes = yield from self._repair_each(usable, groups, ttl_s, epoch)
+            unread.update(data for name in usable for data in asks[name])
+            asks = {name: [] for name in usable}
+        else:
+            calls = []
+            for name in usable:
+                call = Call(name, method, (groups[name], ttl_s), epoch)
+                calls.append(_marked(call, asks[name]) if asks[name] else call)
+            outcomes = yield tuple(calls)
         acked: set[tuple[str, bytes]] = set()
         holders: dict[bytes, list[str]] = {}
         markers: dict[bytes, int] = {}
-        unread: set[bytes] = set()
         answers: dict[str, Any] = {}
         for name, outcome in zip(usable, outcomes, strict=True):
             if isinstance(outcome, Failed):
@@ -284,6 +305,30 @@ class Writer:
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
         self.check_quorum(replicas, acked)
         return answers
+
+    def _repair_each(
+        self,
+        names: list[str],
+        groups: Mapping[str, Mapping[bytes, bytes]],
+        ttl_s: float | None,
+        epoch: int,
+    ) -> Steps[list[Any]]:
+        """Write each key of `groups` on its servers `names` where it supersedes what they hold.
+
+        One round per key, one call per server in it (a round holds one connection per server).
+        Returns, per server, its first failure, or None when every key's call answered.
+        """
+        failed: dict[str, Failed] = {}
+        for data in dict.fromkeys(data for name in names for data in groups[name]):
+            going = [name for name in names if data in groups[name] and name not in failed]
+            outcomes = yield tuple(
+                Call(name, "repair", (data, groups[name][data], ttl_s), epoch, "set_many")
+                for name in going
+            )
+            for name, outcome in zip(going, outcomes, strict=True):
+                if isinstance(outcome, Failed):
+                    failed[name] = outcome
+        return [failed.get(name) for name in names]
 
     def delete(
         self, router: Router, data: bytes, done: dict[str, Any] | None = None

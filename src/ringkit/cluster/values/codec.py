@@ -48,6 +48,8 @@ __all__ = [
     "ValueCodec",
     "VersionClock",
     "get_serializer",
+    "is_readmission_tombstone",
+    "readmission_tombstone",
     "stored_version",
     "supersedes",
     "tombstone",
@@ -310,6 +312,9 @@ class Codec:
 
 # The kind byte of a tombstone: a delete's version, with no payload (never a value to decode).
 _TOMBSTONE = b"t"
+# The kind byte of a re-admission's tombstone: a version below which the server that missed a
+# write takes no repair, not a delete.
+_READMISSION = b"r"
 
 
 def tombstone(version: int) -> bytes:
@@ -319,6 +324,27 @@ def tombstone(version: int) -> bytes:
     '0000000000000007'
     """
     return _HEADER.pack(_MARK, version, 0, _TOMBSTONE)
+
+
+def readmission_tombstone(version: int) -> bytes:
+    """Return the tombstone a re-admission leaves on a server that missed a write at `version` + 1.
+
+    The servers compare it as any tombstone (by version: a late read repair of an older value
+    stands down, ``supersedes``), but it records no delete, so ``read="all"`` never reconciles
+    by it (:func:`is_readmission_tombstone`). Its version comes from the write the other replicas
+    held at re-admission, not from a delete: a write acknowledged with an older version that
+    lands after it (a retried call, or a machine whose clock is behind) is newer by arrival on
+    every replica, and a delete at this version would hide it from every read.
+
+    >>> stored_version(readmission_tombstone(7)).hex(), is_readmission_tombstone(tombstone(7))
+    ('0000000000000007', False)
+    """
+    return _HEADER.pack(_MARK, version, 0, _READMISSION)
+
+
+def is_readmission_tombstone(stored: bytes) -> bool:
+    """Return True if `stored` is a :func:`readmission_tombstone` (no delete: no reconciling)."""
+    return len(stored) == _HEADER_SIZE and stored[0] == _MARK and stored[_KIND_AT:] == _READMISSION
 
 
 def stored_version(data: bytes | None) -> bytes:
