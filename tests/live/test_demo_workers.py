@@ -60,7 +60,7 @@ def test_threads_on_memory(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     check_report(report, 3, 12)
     assert report["kill"] == "heartbeat stopped"
-    assert 1.0 < report["converge_s"] < 10  # the lease TTL (2 s) is the wait
+    assert report["converge_s"] > 1.0  # the lease TTL (2 s) is the wait, however loaded the machine
 
 
 def test_the_table_names_the_moves(capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,9 +74,9 @@ def test_the_table_names_the_moves(capsys: pytest.CaptureFixture[str]) -> None:
 @pytest.mark.server  # the command starts its own etcd, which no test helper shows
 @pytest.mark.skipif(shutil.which("etcd") is None, reason="needs etcd (apt-get install etcd-server)")
 def test_processes_on_a_throwaway_etcd(capsys: pytest.CaptureFixture[str]) -> None:
-    started = time.monotonic()
+    # No wall-clock bound: the demo's own --timeout-s ends a run that cannot converge (and the
+    # test's timeout a hung one); under a loaded CI machine a good run took 30 s.
     assert main(["demo", "workers", "--workers", "3", "--tenants", "12", "--json"]) == 0
-    assert time.monotonic() - started < 30
     captured = capsys.readouterr()
     report = json.loads(captured.out)
     check_report(report, 3, 12)
