@@ -134,13 +134,19 @@ def test_buckets_stay_listpack_for_keys_up_to_64_bytes(
     client.close()
 
 
-def test_an_index_left_by_the_sorted_set_layout_is_migrated_by_the_move(
-    servers: tuple[Server, Server],
-) -> None:
+def _emptied(servers: tuple[Server, Server]) -> tuple[redis.Redis, redis.Redis, dict[str, str]]:
+    """Both servers flushed, their raw clients and their URLs as s1 and s2."""
     first, second = _raw(servers[0]), _raw(servers[1])
     first.flushdb()
     second.flushdb()
     urls = {"s1": f"redis://{servers[0].address}/0", "s2": f"redis://{servers[1].address}/0"}
+    return first, second, urls
+
+
+def test_an_index_left_by_the_sorted_set_layout_is_migrated_by_the_move(
+    servers: tuple[Server, Server],
+) -> None:
+    first, _, urls = _emptied(servers)
     ring = HashRing(["s1"])
     writer = ShardedClient(ring, {"s1": urls["s1"]}, index_keys=False, timeout_s=30.0)
     keys = [f"fare:{i}" for i in range(2_000)]
@@ -167,10 +173,7 @@ def _calls(raw: redis.Redis, *commands: str) -> int:
 def test_a_move_lands_and_leaves_its_index_entries_a_page_at_a_time(
     servers: tuple[Server, Server],
 ) -> None:
-    first, second = _raw(servers[0]), _raw(servers[1])
-    first.flushdb()
-    second.flushdb()
-    urls = {"s1": f"redis://{servers[0].address}/0", "s2": f"redis://{servers[1].address}/0"}
+    first, second, urls = _emptied(servers)
     writer = ShardedClient(HashRing(["s1"]), {"s1": urls["s1"]}, timeout_s=30.0)
     keys = [f"seat:{i:011d}" for i in range(6_000)] + [f"long:{'z' * 70}{i}" for i in range(40)]
     writer.set_many({key: key for key in keys})
