@@ -20,6 +20,7 @@ CI_CASES: list[Case] = [
     Case("calm", "redis", "read_all"),
     Case("kill", "redis", "quorum"),
     Case("restart", "memcached", "defaults"),
+    Case("restart", "redis", "read_all"),
     Case("pause", "redis", "defaults"),
     Case("pause", "memcached", "read_all"),
     Case("membership", "redis", "read_all"),
