@@ -89,6 +89,43 @@ def test_a_gainer_owns_only_after_the_loser_released(store_url: str) -> None:
         wait_until(lambda: all(a.owns(key) for key in KEYS))
 
 
+def test_an_arc_is_owned_only_once_on_change_has_been_told(store_url: str) -> None:
+    """``owns`` turns True for a gained arc in the dispatcher call that reports it.
+
+    Before, it turned True as soon as the store read the others' marks, while the report
+    waited behind the store's other subscribers: an arc taken away again meanwhile was owned
+    without its member's callback ever hearing of it.
+    """
+    with (
+        ringkit.live.connect(store_url) as store_a,
+        ringkit.live.connect(store_url) as store_b,
+        ringkit.live.connect(store_url) as store_c,
+    ):
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        release = threading.Event()
+        a.on_change(lambda change: hold(release, change))
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        gained: list[MemberChange] = []
+        b.on_change(lambda change: gained.append(change) if change.gained else None)
+        joined = store_b.snapshot().epoch
+        moved = [key for key in KEYS if store_b.snapshot().ring.node_for(key) == "b"]
+        assert moved
+        busy = threading.Event()
+        store_b.subscribe(lambda change: busy.wait(10))  # b's dispatcher is held up from here
+        c = store_c.join("c", ttl_s=5, ready=False)  # a new epoch for b's store to deliver
+        store_b.wait_for(lambda s: "c" in s.members)
+        release.set()  # a releases: its mark passes b's join
+        wait_until(lambda: stored_marks(store_b).get("a", -1) >= joined)
+        time.sleep(0.3)  # b's store has read a's mark by now
+        assert not any(b.owns(key) for key in moved) and not gained
+        busy.set()
+        wait_until(lambda: all(b.owns(key) for key in moved))
+        wait_until(lambda: bool(gained))  # told in the call that made them owned
+        assert gained[0].new_epoch >= joined
+        for member in (a, b, c):
+            member.close()
+
+
 def test_every_other_member_must_release_not_only_the_loser(store_url: str) -> None:
     """A → B at E1, B → C at E2: C must not own while a slow A has not released E1 or E2."""
     with (

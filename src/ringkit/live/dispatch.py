@@ -81,6 +81,12 @@ class Dispatcher:
         """Call `function` on the dispatcher thread, after the changes queued before it."""
         self._queue.put(function)
 
+    def flush(self, *, timeout_s: float) -> bool:
+        """Block until everything queued before the call is done; return whether it was."""
+        done = threading.Event()
+        self._queue.put(done.set)
+        return done.wait(timeout_s)
+
     def after_delivery(self, hook: Callable[[int], None]) -> Callable[[], None]:
         """Call `hook(epoch)` once every subscriber has been called for each epoch.
 

@@ -19,7 +19,10 @@ do (a partition is assigned only once its previous owner has revoked it), with e
 
 ``owns`` checks a key against every ring from the *settled* epoch (the lowest mark among the
 others) to the latest: the member must hold the key in all of them. ``on_change`` reports lost
-arcs when the epoch is applied and gained arcs once owned, computed on key-space regions.
+arcs when the epoch is applied and gained arcs once owned, computed on key-space regions. The
+settled epoch ``owns`` answers from moves on the dispatcher thread, in the call that reports the
+arcs it makes owned: a callback is told of every arc before ``owns`` answers True for it, so a
+worker driven by its callbacks never misses an interval of ownership.
 
 Only a member that gained arcs needs the others' marks: one whose arcs did not grow at an
 epoch owns, at that epoch, exactly what it held in the ring (everything it holds it held at
@@ -295,6 +298,10 @@ class Handoff:
         # The highest epoch at which this member owned every arc it held (see the module
         # docstring): it owns from its rings since then without the others' marks.
         self._floor = -1
+        # The settled epoch ``owns`` answers from: published by ``settle`` on the dispatcher
+        # thread just before it reports the arcs that became owned, so every arc ``owns``
+        # answers True for is reported to ``on_change`` (never only briefly owned, unreported).
+        self._owned_from = -1
         self._following = False  # whether it asked its store to follow every mark
         self._follow_lock = threading.Lock()
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
@@ -317,17 +324,11 @@ class Handoff:
 
     def settled_rings(self, snapshot: Snapshot) -> list[Snapshot] | None:
         """The snapshots from the settled epoch to `snapshot`, or None when nothing is owned."""
-        key = (
-            snapshot.epoch,
-            self._store.marks_version(),
-            self._store.blind_s() > 0,
-            self._floor,
-            self._store.marks.fresh(),
-        )
+        key = (snapshot.epoch, self._owned_from, self._store.blind_s() > 0)
         if key != self._cache:
             rings = None
             if not key[2]:
-                settled = self.settled_epoch(snapshot.epoch)
+                settled = min(self._owned_from, snapshot.epoch)
                 rings = self._store.history_since(settled)
                 if rings is not None:
                     rings = [ring for ring in rings if ring.epoch <= snapshot.epoch]
@@ -335,7 +336,7 @@ class Handoff:
         return self._rings
 
     def owns(self, key: Key, snapshot: Snapshot) -> bool:
-        """Whether this member held `key` in every ring from the settled epoch on."""
+        """Whether this member held `key` in every ring from the last reported settled epoch on."""
         rings = self.settled_rings(snapshot)
         if not rings:
             return False
@@ -409,6 +410,9 @@ class Handoff:
             return  # nothing new: N members' marks each wake every member once per change
         self._settled_at = (settled, change.new.epoch)
         held = [epoch for epoch in self._regions if epoch <= settled]
+        # Owned from here on, and reported below before any later change is relayed: the
+        # dispatcher thread runs both, so a gain is never taken away unreported.
+        self._owned_from = max(self._owned_from, settled)
         if not held:
             return
         start = max(held)
@@ -471,6 +475,9 @@ class Handoff:
             # release is not pending again (its epochs stay released).
             self._rewrite = True
             self._wake.set()
+        self._queue_settle()
+
+    def _queue_settle(self) -> None:
         if not self._settle_queued:  # one look per burst of marks is enough
             self._settle_queued = True
             self._store.dispatcher.call_soon(self.settle)
@@ -605,6 +612,11 @@ class Handoff:
             with contextlib.suppress(BackendError):
                 self.write_mark(self._target())
             self._follow(wanted=self._waits(), wait=False)  # read on the marks thread
+            latest = self._latest
+            if latest is not None and self._owned_from < latest.new.epoch:
+                # Not owned yet: look again on the dispatcher (a wait for departures this store
+                # did not see ends with time, not with a mark or a change that would wake it).
+                self._queue_settle()
             now = time.monotonic()
             current = self._store.is_current()
             if current:

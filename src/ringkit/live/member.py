@@ -174,8 +174,16 @@ class Member:
         member._heartbeat.start()
         # Return once this process's snapshot shows the member (owns() is then meaningful).
         try:
-            store.wait_for(lambda s: s.revision >= member._mod_revision)
+            joined = store.wait_for(lambda s: s.revision >= member._mod_revision)
             store.wait_current(timeout_s=member._info.ttl_s)
+            # An exclusive member owns from its dispatcher (in the call that reports its gains),
+            # after the join's change and the marks read on joining: so a member nobody must
+            # release to owns when join returns. A store subscriber that holds the dispatcher
+            # up delays that, not the join, beyond the TTL.
+            if member._handoff is not None and store.wait_delivered(
+                joined.epoch, timeout_s=member._info.ttl_s
+            ):
+                store.dispatcher.flush(timeout_s=member._info.ttl_s)
         except BaseException:
             member.close()  # a join that fails leaves no record behind it under a live lease
             raise

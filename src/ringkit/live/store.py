@@ -547,6 +547,8 @@ class Store:
         `replicas` members answer ``owns(key)`` True at any instant; `replicas` is then fixed
         for ``owns`` and ``on_change``. A member whose release stays pending (or whose store is
         not current) for `release_timeout_s` (default `ttl_s`) revokes its lease and stops.
+        Such a join returns once the store's dispatcher has taken the join's epoch (at most
+        `ttl_s` later), so a member nobody must release owns at once.
 
         With `wait_s`, a name still held by another lease (a crashed process restarted by its
         supervisor within the TTL) is waited for, up to `wait_s` seconds, until that lease
