@@ -48,8 +48,11 @@ class Runs:
             run = self._open.get(key)
             if owned and run is None:
                 self._open[key] = (ended, started, token if isinstance(token, int) else None)
-            elif owned and run is not None:
+            elif owned and run is not None and token == run[2]:
                 self._open[key] = (run[0], started, run[2])
+            elif owned and run is not None:  # a new interval began unseen (a pause, say)
+                self._write(key, run)
+                self._open[key] = (ended, started, token if isinstance(token, int) else None)
             elif run is not None:
                 self._write(key, run)
                 del self._open[key]

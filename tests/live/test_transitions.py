@@ -89,3 +89,43 @@ def test_a_full_log_keeps_the_latest_and_counts_the_rest() -> None:
 def test_a_capacity_that_is_not_a_positive_int_is_refused(capacity: object) -> None:
     with pytest.raises(ConfigError, match="capacity must be an int >= 1"):
         TransitionLog(capacity=capacity)  # type: ignore[arg-type]
+
+
+def test_an_interval_that_ended_between_two_true_answers_is_logged() -> None:
+    """A process paused past its lease takes a new one and answers True again at once: the
+    token changed between two True answers, so the old interval ended unseen in between."""
+    log = TransitionLog()
+    tokens = {"k": 3}
+    with log.lock:
+        log.observe("k", True, before_ns=9, after_ns=10, epoch=3, token=tokens.get, generation=3)
+        tokens["k"] = 8  # not looked at again while the generation stays
+        log.observe("k", True, before_ns=19, after_ns=20, epoch=3, token=tokens.get, generation=3)
+        log.observe("k", True, before_ns=29, after_ns=30, epoch=8, token=tokens.get, generation=8)
+        log.observe("k", True, before_ns=39, after_ns=40, epoch=9, token=tokens.get, generation=9)
+    assert [(t.owned, t.at_ns, t.last_owned_ns, t.token) for t in log.drain()] == [
+        (True, 10, 9, 3),
+        (False, 29, 19, 3),  # last surely owned at the second call; over by the third
+        (True, 30, 29, 8),
+    ]
+
+
+def test_a_member_that_lost_its_lease_starts_a_new_interval(store_url: str) -> None:
+    """Its token after the registration that follows a lost lease is at least that epoch,
+    even where the store's history shows no epoch without the member (a paused process's
+    watch may deliver the loss and the new record with nothing in between to answer from)."""
+    with ringkit.live.connect(store_url) as store:
+        member = store.join("a", ttl_s=1)
+        first = member.fencing_token(KEYS[0])
+        lease = member.info.lease
+        store.backend.revoke(lease)  # as if etcd had let the lease of a paused process end
+        wait_until(lambda: member.info.lease != lease and member.owns(KEYS[0]))
+        snapshot = store.snapshot()
+        rejoined = snapshot.epoch - snapshot.revision + member._mod_revision
+        history, breaks = store.history()
+        # The store as a paused process may see it: no snapshot without the member.
+        gapless = [s for s in history if "a" in s.members]
+        store.history = lambda: (gapless, breaks)  # type: ignore[method-assign]
+        token = member.fencing_token(KEYS[0])
+        assert first is not None and token is not None
+        assert token >= rejoined > first
+        member.close()

@@ -284,6 +284,14 @@ class Member:
                 "wait for its lease to end"
             )
         with self._lock:
+            if self._info.lease:
+                # A registration after a lost lease: whatever the store's history shows
+                # (an etcd watch that was not read while this process was paused may skip
+                # the epoch without the record), no interval of owning runs across the loss.
+                snapshot = self._store.snapshot()
+                self._resumed_epoch = max(
+                    self._resumed_epoch, snapshot.epoch - snapshot.revision + record.mod_revision
+                )
             self._info, self._mod_revision = info, record.mod_revision
             self._deadline = started + ttl
         return True
@@ -405,6 +413,8 @@ class Member:
             before = time.monotonic_ns()
             answers, epoch = decide()
             after = time.monotonic_ns()
+            # What a fencing token depends on besides the key (see ``_interval_start``).
+            generation = (epoch, self._info.lease, self._resumed_epoch, self._store.resumed_epoch())
             for key, owned in zip(keys, answers, strict=True):
                 log.observe(
                     key,
@@ -413,6 +423,7 @@ class Member:
                     after_ns=after,
                     epoch=epoch,
                     token=self._interval_start,
+                    generation=generation,
                 )
         return answers
 

@@ -70,10 +70,11 @@ class OpenInterval:
 class _Interval:
     """A key's current interval of True answers (mutable: its last answer moves on)."""
 
-    __slots__ = ("last_ns", "since_ns", "token")
+    __slots__ = ("last_ns", "seen", "since_ns", "token")
 
-    def __init__(self, since_ns: int, last_ns: int, token: int | None) -> None:
+    def __init__(self, since_ns: int, last_ns: int, token: int | None, seen: object) -> None:
         self.since_ns, self.last_ns, self.token = since_ns, last_ns, token
+        self.seen = seen  # the `generation` the token was last checked at
 
 
 class TransitionLog:
@@ -100,19 +101,34 @@ class TransitionLog:
         after_ns: int,
         epoch: int,
         token: Callable[[Key], int | None],
+        generation: object = None,
     ) -> None:
         """Note that ``owns(key)`` decided `owned` between `before_ns` and `after_ns`.
 
-        The caller holds ``lock``. `token(key)` is called only when the key becomes owned
-        (it costs a walk of the history).
+        The caller holds ``lock``. `token(key)` is called when the key becomes owned, and
+        again while it stays owned only when `generation` (what the token depends on besides
+        the key: the epoch, the lease, the store's last lapse) changed since the last check:
+        it costs a walk of the history. A token that changed between two True answers means
+        the interval ended unseen in between (a process paused past its lease, which it
+        took again): a loss and a gain are logged, as the next False answer would have.
         """
         interval = self._owned.get(key)
         if owned:
             if interval is not None:
-                interval.last_ns = before_ns
-                return
-            began = token(key)
-            self._owned[key] = _Interval(after_ns, before_ns, began)
+                if generation == interval.seen:
+                    interval.last_ns = before_ns
+                    return
+                interval.seen = generation
+                began = token(key)
+                if began == interval.token:
+                    interval.last_ns = before_ns
+                    return
+                self._append(
+                    Transition(key, False, before_ns, epoch, interval.token, interval.last_ns)
+                )
+            else:
+                began = token(key)
+            self._owned[key] = _Interval(after_ns, before_ns, began, generation)
             self._append(Transition(key, True, after_ns, epoch, began, before_ns))
         elif interval is not None:
             del self._owned[key]
