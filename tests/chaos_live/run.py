@@ -97,6 +97,8 @@ class Pool:
             if self.processes[name].poll() is not None:
                 raise RuntimeError(f"worker {name} exited: {self.stderr(name)}")
             time.sleep(0.02)
+        if not (self._folder / f"{name}.jsonl").exists():
+            raise RuntimeError(f"worker {name} did not join within 30 s: {self.stderr(name)}")
         return name
 
     def stderr(self, name: str) -> str:
