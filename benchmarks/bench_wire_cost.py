@@ -7,15 +7,17 @@
     python benchmarks/bench_wire_cost.py --quick               # 200 keys, 3 repeats (a smoke run)
 
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
-``set``, ``get``, ``delete`` (one key per call) and ``get_many`` (100 keys per call), with
-``ShardedClient`` defaults and 100-byte values, it prints:
+``set``, ``get``, ``delete`` (one key per call), ``get_many`` and ``set_many`` (100 keys per
+call), with ``ShardedClient`` defaults and 100-byte values, it prints:
 
 - **round trips per call**, counted on the client's sockets: a send that follows a receive (or
   is a socket's first) opens a round trip, so a pipeline of several commands is one, and a
   request written in several pieces is still one;
 - **server commands per call**: Redis ``INFO commandstats`` (which counts the commands a Lua
   script runs, ``EVALSHA`` itself included), memcached ``stats`` (keys asked by ``get`` /
-  ``gets``, stores of any kind, deletes, touches, incr / decr);
+  ``gets``, stores of any kind, deletes, touches, incr / decr); for the batches, per key too.
+  ``set_many`` is counted on fresh keys (each adds an index entry on Redis, as a first write
+  does), the others on the keys the ``set`` pass wrote;
 - **server bytes per key** (``set`` rows): Redis ``used_memory``, memcached ``bytes``, the
   difference over writing 20,000 fresh keys (``--memory-keys``), divided by the keys, every
   replica included;
@@ -28,7 +30,8 @@ Three local redis-servers and three memcached (loopback, free ports, stopped at 
 The plain clients are redis-py ``Redis(host, port)`` (with the hiredis parser when it is
 installed) and ``pymemcache.client.base.Client(addr, no_delay=True, default_noreply=False)``,
 one per server, the keys routed to them by hand before timing; at R = 2 a plain write is one call
-on each of the two servers, one after the other, and a plain read one call on the first.
+on each of the two servers, one after the other, and a plain read one call on the first. A plain
+``set_many`` is one ``MSET`` (pymemcache ``set_many``) per server that holds keys of the batch.
 
 ``--hot-copies`` measures under a view that allows hot-key copies (``HotKeys`` spreading, which
 a spreading client publishes): every write then also reads its keys' spread markers. Guarantees
@@ -219,11 +222,12 @@ def _memcached_stats(host: str, port: int) -> dict[str, str]:
 
 @dataclass
 class Contender:
-    """One client's four operations over a list of keys (each a pass over the keys)."""
+    """One client's operations over a list of keys (each a pass over the keys)."""
 
     set: Callable[[list[str]], object]
     get: Callable[[list[str]], object]
     get_many: Callable[[list[str]], object]
+    set_many: Callable[[list[str]], object]
     delete: Callable[[list[str]], object]
 
 
@@ -240,11 +244,15 @@ def ringkit_contender(client: ShardedClient) -> Contender:
         for at in range(0, len(keys), BATCH):
             client.get_many(keys[at : at + BATCH])
 
+    def set_many_all(keys: list[str]) -> None:
+        for at in range(0, len(keys), BATCH):
+            client.set_many(dict.fromkeys(keys[at : at + BATCH], VALUE))
+
     def delete_all(keys: list[str]) -> None:
         for key in keys:
             client.delete(key)
 
-    return Contender(set_all, get_all, get_many_all, delete_all)
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all)
 
 
 def plain_contender(
@@ -289,6 +297,18 @@ def plain_contender(
                 else:
                     client.get_many(group)
 
+    def set_many_all(keys: list[str]) -> None:
+        for at in range(0, len(keys), BATCH):
+            groups: dict[int, tuple[Any, dict[str, bytes]]] = {}
+            for key in keys[at : at + BATCH]:
+                for client in targets(key):
+                    groups.setdefault(id(client), (client, {}))[1][key] = RAW_VALUE
+            for client, group in groups.values():
+                if kind == "redis":
+                    client.mset(group)
+                else:
+                    client.set_many(group)
+
     def delete_all(keys: list[str]) -> None:
         for key in keys:
             for client in targets(key):
@@ -298,10 +318,16 @@ def plain_contender(
         for client in clients.values():
             client.close()
 
-    return Contender(set_all, get_all, get_many_all, delete_all), close
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all), close
 
 
-OPS = ("set", "get", "get_many", "delete")
+OPS = ("set", "get", "get_many", "set_many", "delete")
+BATCHES = ("get_many", "set_many")  # BATCH keys per call
+
+
+def calls_of(op: str, keys: list[str]) -> int:
+    """Return how many calls a pass of `op` over `keys` makes."""
+    return len(keys) // BATCH if op in BATCHES else len(keys)
 
 
 def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> ShardedClient:
@@ -392,13 +418,18 @@ def count_pass(
     kind: str, addresses: Sequence[tuple[str, int]], contender: Contender, op: str, keys: list[str]
 ) -> tuple[float, float]:
     """Run one pass of `op`; return its round trips and server commands per call."""
-    calls = len(keys) // BATCH if op == "get_many" else len(keys)
+    calls = calls_of(op, keys)
     commands_before = server_commands(kind, addresses)
     trips_before = TRIPS.count
     getattr(contender, op)(keys)
     trips = (TRIPS.count - trips_before) / calls
     commands = (server_commands(kind, addresses) - commands_before) / calls
     return trips, commands
+
+
+def _fresh(keys: list[str], fresh: bool) -> list[str]:
+    """Return `keys`, or as many keys none of the passes writes otherwise (same length)."""
+    return [key.replace(":", "+", 1) for key in keys] if fresh else keys
 
 
 def bytes_per_key(
@@ -426,9 +457,11 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
                 getattr(contender, op)(warm)
         counts: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
         for op in OPS:
+            # A batch write on fresh keys: each adds its index entry, as a first write does.
+            fresh = op == "set_many"
             counts[op] = (
-                count_pass(kind, addresses, counted_plain, op, keys_plain),
-                count_pass(kind, addresses, ours_c, op, keys_ours),
+                count_pass(kind, addresses, counted_plain, op, _fresh(keys_plain, fresh)),
+                count_pass(kind, addresses, ours_c, op, _fresh(keys_ours, fresh)),
             )
         # Memory: fresh keys, more of them than the timed passes (used_memory moves by tens of
         # kB on its own), written one by one; every replica's bytes count.
@@ -452,7 +485,7 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
             for label, contender, keys in (("plain", plain, keys_plain), ("ours", ours, keys_ours)):
                 start, start_cpu = time.perf_counter(), time.process_time()
                 getattr(contender, op)(keys)
-                calls = len(keys) // BATCH if op == "get_many" else len(keys)
+                calls = calls_of(op, keys)
                 samples.setdefault((label, op), []).append((time.perf_counter() - start) / calls)
                 cpu.setdefault((label, op), []).append((time.process_time() - start_cpu) / calls)
     close_plain()
@@ -481,8 +514,10 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
 
 def print_rows(kind: str, rows: list[Row]) -> None:
     plain = "redis-py" if kind == "redis" else "pymemcache"
-    print(f"\n{kind}: {ARGS.keys} keys of {ARGS.key_bytes} bytes, 100-byte values, "
-          f"{ARGS.repeats} interleaved repeats; get_many: {BATCH} keys per call")  # fmt: skip
+    print(
+        f"\n{kind}: {ARGS.keys} keys of {ARGS.key_bytes} bytes, 100-byte values, "
+        f"{ARGS.repeats} interleaved repeats; get_many, set_many: {BATCH} keys per call"
+    )
     print(
         f"| operation | R | round trips / call ({plain} · ringkit) | server commands / call "
         f"| server bytes / key | {plain} µs / call | ringkit µs / call | ringkit ÷ {plain} "
@@ -494,9 +529,12 @@ def print_rows(kind: str, rows: list[Row]) -> None:
         if row.bytes_per_key is not None:
             theirs, mine = row.bytes_per_key
             stored = f"{theirs:.0f} · {mine:.0f} ({mine / theirs:.2f}×)"
+        commands = f"{row.commands[0]:.2f} · {row.commands[1]:.2f}"
+        if row.op in BATCHES:
+            commands += f" ({row.commands[0] / BATCH:.2f} · {row.commands[1] / BATCH:.2f} / key)"
         print(
             f"| {row.op} | {row.replicas} | {row.trips[0]:.2f} · {row.trips[1]:.2f} | "
-            f"{row.commands[0]:.2f} · {row.commands[1]:.2f} | {stored} | {row.plain_us:.1f} | "
+            f"{commands} | {stored} | {row.plain_us:.1f} | "
             f"{row.ours_us:.1f} | **{row.ratio:.2f}×** | {row.plain_cpu_us:.1f} · "
             f"{row.ours_cpu_us:.1f} |"
         )
