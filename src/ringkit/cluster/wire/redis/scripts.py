@@ -70,17 +70,21 @@ if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOC
 """
 )
 # KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
-# (an empty member: do not index).
+# (an empty member: do not index). The entries are indexed as one batch after the writes (one
+# HSET per bucket, one HINCRBY of the count), as a move's page lands: one entry at a time cost
+# an HSET and an HINCRBY per key.
 _SET = (
     INDEX_LUA
     + _CHECK_WRITE
     + """
+local entries = {}
 for i = 3, #KEYS do
   local value = ARGV[2 * i - 2]
   if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
   else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
-  if ARGV[2 * i - 3] ~= '' then ix_add(KEYS[2], ARGV[2 * i - 3]) end
+  if ARGV[2 * i - 3] ~= '' then entries[#entries + 1] = ARGV[2 * i - 3] end
 end
+ix_add_many(KEYS[2], entries)
 return #KEYS - 2
 """
 )
