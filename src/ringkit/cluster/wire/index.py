@@ -275,6 +275,7 @@ _INDEXED_WRITES: dict[str, Callable[[Sequence[Any]], int]] = {
     "set_many": lambda args: len(args[0]),
     "add": lambda args: 1,
     "repair": lambda args: 1,
+    "repair_many": lambda args: len(args[0]),
 }
 
 
