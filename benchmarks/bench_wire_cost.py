@@ -5,6 +5,7 @@
     python benchmarks/bench_wire_cost.py --no-index            # one guarantee switched off
     python benchmarks/bench_wire_cost.py --hot-copies          # writes read spread markers
     python benchmarks/bench_wire_cost.py --quick               # 200 keys, 3 repeats (a smoke run)
+    python benchmarks/bench_wire_cost.py --retried             # only: a set_many refused once
 
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
 ``set``, ``get``, ``delete`` (one key per call), ``get_many`` and ``set_many`` (100 keys per
@@ -33,6 +34,12 @@ one per server, the keys routed to them by hand before timing; at R = 2 a plain 
 on each of the two servers, one after the other, and a plain read one call on the first. A plain
 ``set_many`` is one ``MSET`` (pymemcache ``set_many``) per server that holds keys of the batch.
 
+``--retried`` counts, instead, ``set_many`` calls of 100 fresh keys whose first attempt one
+server refuses (a newer view was published on it alone, as a coordinator moving the servers on
+does): round trips and server commands of the whole call, the first attempt, the view read again
+and the retry, which is a conditional write of each key (``repair_many``: it lands only where no
+newer version is held).
+
 ``--hot-copies`` measures under a view that allows hot-key copies (``HotKeys`` spreading, which
 a spreading client publishes): every write then also reads its keys' spread markers. Guarantees
 can be switched off to price them: ``--no-index`` is the client's own option
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import socket
@@ -67,6 +75,7 @@ from pymemcache.client.base import Client
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.wire.fence import MEMCACHED_FENCE_CHECK_S
 
 NAMES = ["cache-a", "cache-b", "cache-c"]
 VALUE = "v" * 100  # what ringkit stores (JSON adds its quotes and the envelope its header)
@@ -512,6 +521,31 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
     return rows
 
 
+def count_retried(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> str:
+    """Return a table row: round trips and commands per set_many refused once by one server."""
+    calls = 5 if kind == "memcached" else max(1, ARGS.keys // BATCH)
+    trips = commands = 0
+    with counting_sockets():
+        client = open_ringkit(kind, addresses, replicas)
+        client.refresh_view()  # published on every server: the epoch the first attempt carries
+        for call in range(calls):
+            newer = dataclasses.replace(client.view, epoch=client.view.epoch + 1)
+            client.server(NAMES[-1]).backend.publish(newer.epoch, newer.to_json())
+            if kind == "memcached":  # its fence reads the epoch at most this often
+                time.sleep(MEMCACHED_FENCE_CHECK_S + 0.1)
+            keys = [f"retried:{call:04d}:{i:0{ARGS.key_bytes - 13}d}" for i in range(BATCH)]
+            commands_before, trips_before = server_commands(kind, addresses), TRIPS.count
+            client.set_many(dict.fromkeys(keys, VALUE))
+            trips += TRIPS.count - trips_before
+            commands += server_commands(kind, addresses) - commands_before
+            assert client.view.epoch == newer.epoch  # refused once, read again, retried
+        client.close()
+    return (
+        f"| set_many refused once | {replicas} | {trips / calls:.2f} | {commands / calls:.2f} "
+        f"({commands / calls / BATCH:.2f} / key) | {calls} |"
+    )
+
+
 def print_rows(kind: str, rows: list[Row]) -> None:
     plain = "redis-py" if kind == "redis" else "pymemcache"
     print(
@@ -555,6 +589,9 @@ def main() -> None:
         action="store_true",
         help="publish a view that allows hot-key copies (writes read their spread markers)",
     )
+    parser.add_argument(
+        "--retried", action="store_true", help="only count set_many calls one server refuses once"
+    )
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--no-tombstones", action="store_true")
     parser.add_argument("--no-markers", action="store_true")
@@ -566,6 +603,15 @@ def main() -> None:
     off_text = ", ".join(off) or "none"
     print(f"hiredis parser: {redis.utils.HIREDIS_AVAILABLE}; switched off: {off_text}")
     kinds = ("redis", "memcached") if ARGS.kind == "both" else (ARGS.kind,)
+    if ARGS.retried:
+        for kind in kinds:
+            print(f"\n{kind}: {BATCH} fresh keys per call, 100-byte values")
+            print("| call | R | round trips / call | server commands / call | calls |")
+            print("|---|---:|---:|---:|---:|")
+            for replicas in ARGS.replicas:
+                with local_servers(kind, len(NAMES)) as addresses:
+                    print(count_retried(kind, addresses, replicas))
+        return
     for kind in kinds:
         rows = []
         for replicas in ARGS.replicas:  # fresh servers: a view of another R is refused
