@@ -34,6 +34,7 @@ one per server, the keys routed to them by hand before timing; at R = 2 a plain 
 on each of the two servers, one after the other, and a plain read one call on the first. A plain
 ``set_many`` is one ``MSET`` (pymemcache ``set_many``) per server that holds keys of the batch.
 
+``--by-command`` prints ringkit's server commands of each counted pass by name, per key.
 ``--retried`` counts, instead, ``set_many`` calls of 100 fresh keys whose first attempt one
 server refuses (a newer view was published on it alone, as a coordinator moving the servers on
 does): round trips and server commands of the whole call, the first attempt, the view read again
@@ -62,6 +63,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,23 +191,27 @@ def counting_sockets() -> Iterator[None]:
 # -- server counters -----------------------------------------------------------------------------
 
 
-def server_commands(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
-    """Return the commands the servers have run so far (this probe's own left out)."""
-    total = 0
+def server_commands_by_name(kind: str, addresses: Sequence[tuple[str, int]]) -> Counter[str]:
+    """Return the commands the servers have run so far, by name (this probe's own left out)."""
+    counts: Counter[str] = Counter()
     for host, port in addresses:
         if kind == "redis":
             stats = redis.Redis(host=host, port=port).info("commandstats")
-            total += sum(
-                int(entry["calls"])
-                for name, entry in stats.items()
-                if name not in ("cmdstat_info", "cmdstat_hello", "cmdstat_client|setinfo")
-            )
+            for name, entry in stats.items():
+                if name not in ("cmdstat_info", "cmdstat_hello", "cmdstat_client|setinfo"):
+                    counts[name.removeprefix("cmdstat_")] += int(entry["calls"])
         else:
             found = _memcached_stats(host, port)
             counted = ("cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses")
             counted += ("incr_hits", "incr_misses", "decr_hits", "decr_misses")
-            total += sum(int(found[name]) for name in counted)
-    return total
+            for name in counted:
+                counts[name] += int(found[name])
+    return counts
+
+
+def server_commands(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
+    """Return the commands the servers have run so far (this probe's own left out)."""
+    return sum(server_commands_by_name(kind, addresses).values())
 
 
 def server_bytes(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
@@ -424,16 +430,29 @@ class Row:
 
 
 def count_pass(
-    kind: str, addresses: Sequence[tuple[str, int]], contender: Contender, op: str, keys: list[str]
+    kind: str,
+    addresses: Sequence[tuple[str, int]],
+    contender: Contender,
+    op: str,
+    keys: list[str],
+    label: str = "",
 ) -> tuple[float, float]:
-    """Run one pass of `op`; return its round trips and server commands per call."""
+    """Run one pass of `op`; return its round trips and server commands per call.
+
+    With ``--by-command``, also print the commands per key (per call for one-key operations)
+    by name.
+    """
     calls = calls_of(op, keys)
-    commands_before = server_commands(kind, addresses)
+    commands_before = server_commands_by_name(kind, addresses)
     trips_before = TRIPS.count
     getattr(contender, op)(keys)
     trips = (TRIPS.count - trips_before) / calls
-    commands = (server_commands(kind, addresses) - commands_before) / calls
-    return trips, commands
+    ran = server_commands_by_name(kind, addresses) - commands_before
+    if ARGS.by_command and label:
+        per = len(keys)
+        named = ", ".join(f"{name} {count / per:.3f}" for name, count in ran.most_common())
+        print(f"{kind} {label} {op}, commands per key by name: {named}")
+    return trips, sum(ran.values()) / calls
 
 
 def _fresh(keys: list[str], fresh: bool) -> list[str]:
@@ -470,7 +489,9 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
             fresh = op == "set_many"
             counts[op] = (
                 count_pass(kind, addresses, counted_plain, op, _fresh(keys_plain, fresh)),
-                count_pass(kind, addresses, ours_c, op, _fresh(keys_ours, fresh)),
+                count_pass(
+                    kind, addresses, ours_c, op, _fresh(keys_ours, fresh), f"R={replicas} ringkit"
+                ),
             )
         # Memory: fresh keys, more of them than the timed passes (used_memory moves by tens of
         # kB on its own), written one by one; every replica's bytes count.
@@ -591,6 +612,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--retried", action="store_true", help="only count set_many calls one server refuses once"
+    )
+    parser.add_argument(
+        "--by-command", action="store_true", help="print ringkit's server commands by name"
     )
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--no-tombstones", action="store_true")
