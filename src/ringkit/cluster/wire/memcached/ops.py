@@ -174,6 +174,10 @@ def swap(url: ServerURL, key: bytes, update: Update, ttl_s: float | None) -> Wir
     return None
 
 
+# What a ``gets`` reply holds for a key it does not carry: no value, no cas token.
+_ABSENT: tuple[bytes | None, bytes] = (None, b"")
+
+
 def _cas_all(reply: Reply, url: ServerURL) -> dict[bytes, tuple[bytes, bytes]]:
     """Return the value and cas token of every key a ``gets`` reply carries."""
     checked(reply, url)
@@ -191,26 +195,23 @@ def repair_many(
     """Store each envelope only where it supersedes what is here; return the keys that landed.
 
     ``add`` where a key is absent and ``cas`` where it is older, after one ``gets`` of every
-    key and its tombstone. A delete may run between the read and an ``add`` (its tombstone
-    first, then the delete of a key not yet there): the tombstones of the keys added are read
-    again after, and a copy taken back if it is still ours, by ``cas`` with a negative exptime
-    (protocol.txt: expired at once). Each step is one round trip for the whole batch, the
-    commands pipelined (memcached answers them in order): at most four, as for one key.
+    key and its tombstone; then the keys added are checked for a delete that ran meanwhile
+    (:func:`_buried_since`). Each step is one round trip for the whole batch, the commands
+    pipelined (memcached answers them in order): at most four, as for one key.
     """
     if not items:
         return []
-    expire = _expire(ttl_s, url)
     tombs = {key: tombstone_key(key) for key in items}
     [reply] = yield Exchange(gets([*items, *tombs.values()]), 1)
     held = _cas_all(reply, url)
-    absent = (None, b"")
     tokens = {  # the keys to write, each with the token it was read at (b"": absent)
-        key: held.get(key, absent)[1]
+        key: held.get(key, _ABSENT)[1]
         for key, value in items.items()
-        if supersedes(value, held.get(key, absent)[0], held.get(tombs[key], absent)[0])
+        if supersedes(value, held.get(key, _ABSENT)[0], held.get(tombs[key], _ABSENT)[0])
     }
     if not tokens:
         return []
+    expire = _expire(ttl_s, url)
     request = b"".join(
         store(b"cas" if token else b"add", key, items[key], expire, token)
         for key, token in tokens.items()
@@ -221,21 +222,32 @@ def repair_many(
         for key, reply in zip(tokens, replies, strict=True)
         if checked(reply, url, {key: items[key]}) == b"STORED"
     ]
-    added = [key for key in landed if not tokens[key]]
-    if not added:
-        return landed
+    added = {key: items[key] for key in landed if not tokens[key]}
+    buried = (yield from _buried_since(url, added, tombs)) if added else set()
+    return [key for key in landed if key not in buried]
+
+
+def _buried_since(
+    url: ServerURL, added: Mapping[bytes, bytes], tombs: Mapping[bytes, bytes]
+) -> Wire[set[bytes]]:
+    """Return the keys of `added` that a delete ran under; take their copies back.
+
+    A delete may run between the read and an ``add`` (its tombstone first, then the delete of a
+    key not yet there): the tombstones are read again, and a copy still ours under a newer one
+    is taken back by ``cas`` with a negative exptime (protocol.txt: expired at once).
+    """
     [reply] = yield Exchange(gets([*added, *(tombs[key] for key in added)]), 1)
     now = _cas_all(reply, url)
     buried = {
         key
-        for key in added
-        if tombs[key] in now and not supersedes(items[key], None, now[tombs[key]][0])
+        for key, value in added.items()
+        if tombs[key] in now and not supersedes(value, None, now[tombs[key]][0])
     }
-    taken = {key: now[key][1] for key in buried if now.get(key, absent)[0] == items[key]}
+    taken = {key: now[key][1] for key in buried if now.get(key, _ABSENT)[0] == added[key]}
     if taken:
-        undo = b"".join(store(b"cas", key, items[key], -1, token) for key, token in taken.items())
+        undo = b"".join(store(b"cas", key, added[key], -1, token) for key, token in taken.items())
         yield Exchange(undo, len(taken))
-    return [key for key in landed if key not in buried]
+    return buried
 
 
 def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:
