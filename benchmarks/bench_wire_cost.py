@@ -5,17 +5,20 @@
     python benchmarks/bench_wire_cost.py --no-index            # one guarantee switched off
     python benchmarks/bench_wire_cost.py --hot-copies          # writes read spread markers
     python benchmarks/bench_wire_cost.py --quick               # 200 keys, 3 repeats (a smoke run)
+    python benchmarks/bench_wire_cost.py --retried             # only: a set_many refused once
 
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
-``set``, ``get``, ``delete`` (one key per call) and ``get_many`` (100 keys per call), with
-``ShardedClient`` defaults and 100-byte values, it prints:
+``set``, ``get``, ``delete`` (one key per call), ``get_many`` and ``set_many`` (100 keys per
+call), with ``ShardedClient`` defaults and 100-byte values, it prints:
 
 - **round trips per call**, counted on the client's sockets: a send that follows a receive (or
   is a socket's first) opens a round trip, so a pipeline of several commands is one, and a
   request written in several pieces is still one;
 - **server commands per call**: Redis ``INFO commandstats`` (which counts the commands a Lua
   script runs, ``EVALSHA`` itself included), memcached ``stats`` (keys asked by ``get`` /
-  ``gets``, stores of any kind, deletes, touches, incr / decr);
+  ``gets``, stores of any kind, deletes, touches, incr / decr); for the batches, per key too.
+  ``set_many`` is counted on fresh keys (each adds an index entry on Redis, as a first write
+  does), the others on the keys the ``set`` pass wrote;
 - **server bytes per key** (``set`` rows): Redis ``used_memory``, memcached ``bytes``, the
   difference over writing 20,000 fresh keys (``--memory-keys``), divided by the keys, every
   replica included;
@@ -28,7 +31,15 @@ Three local redis-servers and three memcached (loopback, free ports, stopped at 
 The plain clients are redis-py ``Redis(host, port)`` (with the hiredis parser when it is
 installed) and ``pymemcache.client.base.Client(addr, no_delay=True, default_noreply=False)``,
 one per server, the keys routed to them by hand before timing; at R = 2 a plain write is one call
-on each of the two servers, one after the other, and a plain read one call on the first.
+on each of the two servers, one after the other, and a plain read one call on the first. A plain
+``set_many`` is one ``MSET`` (pymemcache ``set_many``) per server that holds keys of the batch.
+
+``--by-command`` prints ringkit's server commands of each counted pass by name, per key.
+``--retried`` counts, instead, ``set_many`` calls of 100 fresh keys whose first attempt one
+server refuses (a newer view was published on it alone, as a coordinator moving the servers on
+does): round trips and server commands of the whole call, the first attempt, the view read again
+and the retry, which is a conditional write of each key (``repair_many``: it lands only where no
+newer version is held).
 
 ``--hot-copies`` measures under a view that allows hot-key copies (``HotKeys`` spreading, which
 a spreading client publishes): every write then also reads its keys' spread markers. Guarantees
@@ -43,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import socket
@@ -51,6 +63,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +77,7 @@ from pymemcache.client.base import Client
 
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
+from ringkit.cluster.wire.fence import MEMCACHED_FENCE_CHECK_S
 
 NAMES = ["cache-a", "cache-b", "cache-c"]
 VALUE = "v" * 100  # what ringkit stores (JSON adds its quotes and the envelope its header)
@@ -177,23 +191,27 @@ def counting_sockets() -> Iterator[None]:
 # -- server counters -----------------------------------------------------------------------------
 
 
-def server_commands(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
-    """Return the commands the servers have run so far (this probe's own left out)."""
-    total = 0
+def server_commands_by_name(kind: str, addresses: Sequence[tuple[str, int]]) -> Counter[str]:
+    """Return the commands the servers have run so far, by name (this probe's own left out)."""
+    counts: Counter[str] = Counter()
     for host, port in addresses:
         if kind == "redis":
             stats = redis.Redis(host=host, port=port).info("commandstats")
-            total += sum(
-                int(entry["calls"])
-                for name, entry in stats.items()
-                if name not in ("cmdstat_info", "cmdstat_hello", "cmdstat_client|setinfo")
-            )
+            for name, entry in stats.items():
+                if name not in ("cmdstat_info", "cmdstat_hello", "cmdstat_client|setinfo"):
+                    counts[name.removeprefix("cmdstat_")] += int(entry["calls"])
         else:
             found = _memcached_stats(host, port)
             counted = ("cmd_get", "cmd_set", "cmd_touch", "delete_hits", "delete_misses")
             counted += ("incr_hits", "incr_misses", "decr_hits", "decr_misses")
-            total += sum(int(found[name]) for name in counted)
-    return total
+            for name in counted:
+                counts[name] += int(found[name])
+    return counts
+
+
+def server_commands(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
+    """Return the commands the servers have run so far (this probe's own left out)."""
+    return sum(server_commands_by_name(kind, addresses).values())
 
 
 def server_bytes(kind: str, addresses: Sequence[tuple[str, int]]) -> int:
@@ -219,11 +237,12 @@ def _memcached_stats(host: str, port: int) -> dict[str, str]:
 
 @dataclass
 class Contender:
-    """One client's four operations over a list of keys (each a pass over the keys)."""
+    """One client's operations over a list of keys (each a pass over the keys)."""
 
     set: Callable[[list[str]], object]
     get: Callable[[list[str]], object]
     get_many: Callable[[list[str]], object]
+    set_many: Callable[[list[str]], object]
     delete: Callable[[list[str]], object]
 
 
@@ -240,11 +259,15 @@ def ringkit_contender(client: ShardedClient) -> Contender:
         for at in range(0, len(keys), BATCH):
             client.get_many(keys[at : at + BATCH])
 
+    def set_many_all(keys: list[str]) -> None:
+        for at in range(0, len(keys), BATCH):
+            client.set_many(dict.fromkeys(keys[at : at + BATCH], VALUE))
+
     def delete_all(keys: list[str]) -> None:
         for key in keys:
             client.delete(key)
 
-    return Contender(set_all, get_all, get_many_all, delete_all)
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all)
 
 
 def plain_contender(
@@ -289,6 +312,18 @@ def plain_contender(
                 else:
                     client.get_many(group)
 
+    def set_many_all(keys: list[str]) -> None:
+        for at in range(0, len(keys), BATCH):
+            groups: dict[int, tuple[Any, dict[str, bytes]]] = {}
+            for key in keys[at : at + BATCH]:
+                for client in targets(key):
+                    groups.setdefault(id(client), (client, {}))[1][key] = RAW_VALUE
+            for client, group in groups.values():
+                if kind == "redis":
+                    client.mset(group)
+                else:
+                    client.set_many(group)
+
     def delete_all(keys: list[str]) -> None:
         for key in keys:
             for client in targets(key):
@@ -298,10 +333,16 @@ def plain_contender(
         for client in clients.values():
             client.close()
 
-    return Contender(set_all, get_all, get_many_all, delete_all), close
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all), close
 
 
-OPS = ("set", "get", "get_many", "delete")
+OPS = ("set", "get", "get_many", "set_many", "delete")
+BATCHES = ("get_many", "set_many")  # BATCH keys per call
+
+
+def calls_of(op: str, keys: list[str]) -> int:
+    """Return how many calls a pass of `op` over `keys` makes."""
+    return len(keys) // BATCH if op in BATCHES else len(keys)
 
 
 def open_ringkit(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> ShardedClient:
@@ -389,16 +430,34 @@ class Row:
 
 
 def count_pass(
-    kind: str, addresses: Sequence[tuple[str, int]], contender: Contender, op: str, keys: list[str]
+    kind: str,
+    addresses: Sequence[tuple[str, int]],
+    contender: Contender,
+    op: str,
+    keys: list[str],
+    label: str = "",
 ) -> tuple[float, float]:
-    """Run one pass of `op`; return its round trips and server commands per call."""
-    calls = len(keys) // BATCH if op == "get_many" else len(keys)
-    commands_before = server_commands(kind, addresses)
+    """Run one pass of `op`; return its round trips and server commands per call.
+
+    With ``--by-command``, also print the commands per key (per call for one-key operations)
+    by name.
+    """
+    calls = calls_of(op, keys)
+    commands_before = server_commands_by_name(kind, addresses)
     trips_before = TRIPS.count
     getattr(contender, op)(keys)
     trips = (TRIPS.count - trips_before) / calls
-    commands = (server_commands(kind, addresses) - commands_before) / calls
-    return trips, commands
+    ran = server_commands_by_name(kind, addresses) - commands_before
+    if ARGS.by_command and label:
+        per = len(keys)
+        named = ", ".join(f"{name} {count / per:.3f}" for name, count in ran.most_common())
+        print(f"{kind} {label} {op}, commands per key by name: {named}")
+    return trips, sum(ran.values()) / calls
+
+
+def _fresh(keys: list[str], fresh: bool) -> list[str]:
+    """Return `keys`, or as many keys none of the passes writes otherwise (same length)."""
+    return [key.replace(":", "+", 1) for key in keys] if fresh else keys
 
 
 def bytes_per_key(
@@ -426,9 +485,13 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
                 getattr(contender, op)(warm)
         counts: dict[str, tuple[tuple[float, float], tuple[float, float]]] = {}
         for op in OPS:
+            # A batch write on fresh keys: each adds its index entry, as a first write does.
+            fresh = op == "set_many"
             counts[op] = (
-                count_pass(kind, addresses, counted_plain, op, keys_plain),
-                count_pass(kind, addresses, ours_c, op, keys_ours),
+                count_pass(kind, addresses, counted_plain, op, _fresh(keys_plain, fresh)),
+                count_pass(
+                    kind, addresses, ours_c, op, _fresh(keys_ours, fresh), f"R={replicas} ringkit"
+                ),
             )
         # Memory: fresh keys, more of them than the timed passes (used_memory moves by tens of
         # kB on its own), written one by one; every replica's bytes count.
@@ -452,7 +515,7 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
             for label, contender, keys in (("plain", plain, keys_plain), ("ours", ours, keys_ours)):
                 start, start_cpu = time.perf_counter(), time.process_time()
                 getattr(contender, op)(keys)
-                calls = len(keys) // BATCH if op == "get_many" else len(keys)
+                calls = calls_of(op, keys)
                 samples.setdefault((label, op), []).append((time.perf_counter() - start) / calls)
                 cpu.setdefault((label, op), []).append((time.process_time() - start_cpu) / calls)
     close_plain()
@@ -479,10 +542,37 @@ def measure(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> l
     return rows
 
 
+def count_retried(kind: str, addresses: Sequence[tuple[str, int]], replicas: int) -> str:
+    """Return a table row: round trips and commands per set_many refused once by one server."""
+    calls = 5 if kind == "memcached" else max(1, ARGS.keys // BATCH)
+    trips = commands = 0
+    with counting_sockets():
+        client = open_ringkit(kind, addresses, replicas)
+        client.refresh_view()  # published on every server: the epoch the first attempt carries
+        for call in range(calls):
+            newer = dataclasses.replace(client.view, epoch=client.view.epoch + 1)
+            client.server(NAMES[-1]).backend.publish(newer.epoch, newer.to_json())
+            if kind == "memcached":  # its fence reads the epoch at most this often
+                time.sleep(MEMCACHED_FENCE_CHECK_S + 0.1)
+            keys = [f"retried:{call:04d}:{i:0{ARGS.key_bytes - 13}d}" for i in range(BATCH)]
+            commands_before, trips_before = server_commands(kind, addresses), TRIPS.count
+            client.set_many(dict.fromkeys(keys, VALUE))
+            trips += TRIPS.count - trips_before
+            commands += server_commands(kind, addresses) - commands_before
+            assert client.view.epoch == newer.epoch  # refused once, read again, retried
+        client.close()
+    return (
+        f"| set_many refused once | {replicas} | {trips / calls:.2f} | {commands / calls:.2f} "
+        f"({commands / calls / BATCH:.2f} / key) | {calls} |"
+    )
+
+
 def print_rows(kind: str, rows: list[Row]) -> None:
     plain = "redis-py" if kind == "redis" else "pymemcache"
-    print(f"\n{kind}: {ARGS.keys} keys of {ARGS.key_bytes} bytes, 100-byte values, "
-          f"{ARGS.repeats} interleaved repeats; get_many: {BATCH} keys per call")  # fmt: skip
+    print(
+        f"\n{kind}: {ARGS.keys} keys of {ARGS.key_bytes} bytes, 100-byte values, "
+        f"{ARGS.repeats} interleaved repeats; get_many, set_many: {BATCH} keys per call"
+    )
     print(
         f"| operation | R | round trips / call ({plain} · ringkit) | server commands / call "
         f"| server bytes / key | {plain} µs / call | ringkit µs / call | ringkit ÷ {plain} "
@@ -494,9 +584,12 @@ def print_rows(kind: str, rows: list[Row]) -> None:
         if row.bytes_per_key is not None:
             theirs, mine = row.bytes_per_key
             stored = f"{theirs:.0f} · {mine:.0f} ({mine / theirs:.2f}×)"
+        commands = f"{row.commands[0]:.2f} · {row.commands[1]:.2f}"
+        if row.op in BATCHES:
+            commands += f" ({row.commands[0] / BATCH:.2f} · {row.commands[1] / BATCH:.2f} / key)"
         print(
             f"| {row.op} | {row.replicas} | {row.trips[0]:.2f} · {row.trips[1]:.2f} | "
-            f"{row.commands[0]:.2f} · {row.commands[1]:.2f} | {stored} | {row.plain_us:.1f} | "
+            f"{commands} | {stored} | {row.plain_us:.1f} | "
             f"{row.ours_us:.1f} | **{row.ratio:.2f}×** | {row.plain_cpu_us:.1f} · "
             f"{row.ours_cpu_us:.1f} |"
         )
@@ -517,6 +610,12 @@ def main() -> None:
         action="store_true",
         help="publish a view that allows hot-key copies (writes read their spread markers)",
     )
+    parser.add_argument(
+        "--retried", action="store_true", help="only count set_many calls one server refuses once"
+    )
+    parser.add_argument(
+        "--by-command", action="store_true", help="print ringkit's server commands by name"
+    )
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--no-tombstones", action="store_true")
     parser.add_argument("--no-markers", action="store_true")
@@ -528,6 +627,15 @@ def main() -> None:
     off_text = ", ".join(off) or "none"
     print(f"hiredis parser: {redis.utils.HIREDIS_AVAILABLE}; switched off: {off_text}")
     kinds = ("redis", "memcached") if ARGS.kind == "both" else (ARGS.kind,)
+    if ARGS.retried:
+        for kind in kinds:
+            print(f"\n{kind}: {BATCH} fresh keys per call, 100-byte values")
+            print("| call | R | round trips / call | server commands / call | calls |")
+            print("|---|---:|---:|---:|---:|")
+            for replicas in ARGS.replicas:
+                with local_servers(kind, len(NAMES)) as addresses:
+                    print(count_retried(kind, addresses, replicas))
+        return
     for kind in kinds:
         rows = []
         for replicas in ARGS.replicas:  # fresh servers: a view of another R is refused

@@ -177,6 +177,108 @@ def test_every_backend_repairs_exactly_where_supersedes_says(
         fenced.close()
 
 
+@given(
+    cases=st.lists(st.tuples(_HELD, _TOMB, st.integers(1, 6)), min_size=1, max_size=6),
+    ttl_s=st.sampled_from([None, 600.0]),
+)
+def test_every_backend_repairs_a_batch_key_by_key_where_supersedes_says(
+    redis_trio: list[Any],
+    memcached_trio: list[Any],
+    cases: list[tuple[bytes | None, bytes | None, int]],
+    ttl_s: float | None,
+) -> None:
+    """``repair_many`` is one call per server, and each key in it is its own conditional write."""
+    keys = [b"fare:rule:%d" % at for at in range(len(cases))]
+    values = {
+        key: _CODEC.encode(f"repair {key!r}", version=version, expires_at_ms=0)
+        for key, (_, _, version) in zip(keys, cases, strict=True)
+    }
+    backends = {
+        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
+        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
+        "memcached": open_backend(
+            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
+        ),
+    }
+    for kind, raw in backends.items():
+        fenced = fence(raw, lambda: 0, lambda key: 0)
+        raw.flush()
+        for key, (held, tomb, _) in zip(keys, cases, strict=True):
+            if held is not None:
+                raw.set_many({key: held}, None)
+            if tomb is not None:
+                raw.set_many({tombstone_key(key): tomb}, None)
+        landed = fenced.serve("repair_many", values, ttl_s)
+        expected = [
+            key
+            for key, (held, tomb, _) in zip(keys, cases, strict=True)
+            if supersedes(values[key], held, tomb)
+        ]
+        assert landed == expected, kind
+        found = raw.get_many(keys)
+        for key, (held, _, _) in zip(keys, cases, strict=True):
+            assert found.get(key) == (values[key] if key in expected else held), (kind, key)
+        fenced.close()
+
+
+def test_a_retried_set_many_is_one_conditional_write_per_server(
+    urls: dict[str, str], new: Callable[..., Any]
+) -> None:
+    """A set_many one server refused goes again as one conditional batch per server.
+
+    Each key of the retry lands only where no newer version is held: two keys that another
+    client deleted and wrote again between the first attempt and the retry keep the newer
+    write on both replicas, and every other key lands on the server that refused it. The retry
+    is one call per server, as the first attempt (it was one call per key and server).
+    """
+    other = ShardedClient(HashRing(list(urls)), urls, replicas=2, read="all")
+    keys = [f"fare:{at}" for at in range(60)]
+    events: list[OpEvent] = []
+    raced: list[OpEvent] = []
+
+    def write_meanwhile(event: OpEvent) -> None:
+        # Runs once `first` took the first attempt, before the retry `second`'s refusal makes.
+        if event.op == "set_many":
+            events.append(event)
+        if raced or event.server != first or event.op != "set_many" or event.outcome != "ok":
+            return
+        raced.append(event)
+        other.delete(newer[0])
+        other.set_many(dict.fromkeys(newer, "newer"))
+
+    client = new(HashRing(list(urls)), urls, replicas=2, read="all", hooks=[write_meanwhile])
+    first, second = client.replicas_for(keys[0])
+    # Keys only `first` takes in the first attempt: the newer writes land after it there.
+    newer = [key for key in keys if client.replicas_for(key) == [first, second]][:2]
+    assert len(newer) == 2
+    client.refresh_view()  # a view published on every server: the first attempt's epoch
+    view = dataclasses.replace(client.view, epoch=client.view.epoch + 1)
+    client.server(second).backend.publish(view.epoch, view.to_json())  # only the second
+    let_memcached_fences_look_again(urls)
+    client.set_many(dict.fromkeys(keys, "slow"))  # encoded before the newer writes
+    assert raced, "the hook did not run between the first attempt and the retry"
+    assert client.view.epoch == view.epoch  # refused once, refreshed, retried
+    for key in keys:
+        held = [Codec(JSON).decode(v).value for v in _copies(client, key)]
+        assert held == ["newer" if key in newer else "slow"] * 2, key
+    assert client.get_many(keys) == {key: "newer" if key in newer else "slow" for key in keys}
+    calls: dict[str, int] = {}
+    for event in events:
+        calls[event.server] = calls.get(event.server, 0) + 1
+    # Two attempts of one call per server; the refused call is not counted.
+    assert calls == {name: 1 if name == second else 2 for name in urls}
+    other.close()
+
+
+def _copies(client: Any, key: str) -> list[bytes]:
+    """Return what each replica of `key` holds (a missing copy fails the caller's check)."""
+    data = key.encode()
+    return [
+        client.server(name).backend.get_many([data]).get(data, b"")
+        for name in client.replicas_for(key)
+    ]
+
+
 def let_memcached_fences_look_again(urls: dict[str, str]) -> None:
     """memcached's fence is a read of the epoch at most every MEMCACHED_FENCE_CHECK_S."""
     if any(url.startswith("memcached://") for url in urls.values()):

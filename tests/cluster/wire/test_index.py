@@ -99,6 +99,33 @@ def test_sweep_index_keeps_live_entries(server: Server, raw: redis.Redis, flavor
     client.close()
 
 
+@pytest.mark.parametrize("gone_every", [50, 2])
+def test_a_sweep_finds_every_dead_entry_in_few_commands(
+    server: Server, raw: redis.Redis, gone_every: int
+) -> None:
+    """The sweep asks EXISTS of many keys at once, and of fewer only where some are gone.
+
+    Keys deleted behind ringkit's back (as expiry and eviction do) leave their entries; the
+    sweep drops exactly those, with about one command per thousand live entries and a few per
+    dead one when few are gone (one per entry before), and never many more than one per entry
+    when half are gone.
+    """
+    client = _client(server)
+    keys = [f"fare:{i}" for i in range(3_000)]
+    client.set_many(dict.fromkeys(keys, 1))
+    gone = keys[::gone_every]
+    raw.delete(*gone)
+    raw.config_resetstat()
+    assert client.sweep_index() == len(gone)
+    assert set(index_entries(raw)) == {key.encode() for key in keys} - {k.encode() for k in gone}
+    asked = int(raw.info("commandstats")["cmdstat_exists"]["calls"])
+    if gone_every == 50:  # 60 gone in 3,000
+        assert asked < len(keys) / 4
+    else:
+        assert asked <= 1.1 * len(keys)
+    client.close()
+
+
 def test_a_range_read_drops_the_dead_entries_it_meets(server: Server, raw: redis.Redis) -> None:
     client = _client(server)
     client.set_many({f"seat:{i}": i for i in range(200)}, ttl_s=1)

@@ -197,6 +197,38 @@ def test_a_move_lands_and_leaves_its_index_entries_a_page_at_a_time(
     writer.close()
 
 
+def test_a_batch_write_indexes_its_keys_as_single_writes_do_a_bucket_at_a_time(
+    servers: tuple[Server, Server],
+) -> None:
+    """``set_many`` leaves the index single sets leave, with one HSET per bucket per batch.
+
+    Each server is written the same keys as the only server of its own client: one key per
+    ``set`` on the first, 400 per ``set_many`` on the second.
+    """
+    first, second, urls = _emptied(servers)
+    keys = [f"fare:{i:06d}" for i in range(2_000)] + [f"long:{'q' * 70}{i}" for i in range(20)]
+    singles = ShardedClient(HashRing(["s1"]), {"s1": urls["s1"]}, timeout_s=30.0)
+    batches = ShardedClient(HashRing(["s1"]), {"s1": urls["s2"]}, timeout_s=30.0)
+    for raw in (first, second):
+        raw.config_resetstat()
+    for key in keys:
+        singles.set(key, key)
+    for at in range(0, len(keys), 400):
+        batches.set_many({key: key for key in keys[at : at + 400]})
+    assert index_entries(second) == index_entries(first)
+    assert set(index_entries(second)) == {key.encode() for key in keys}
+    layout = ("level", "split", "entries")
+    assert second.hmget(INDEX_KEY, *layout) == first.hmget(INDEX_KEY, *layout)
+    _check_layout(second)
+    # One entry at a time cost an HSET and an HINCRBY per key; a batch, one HSET per bucket
+    # it meets (about 40 buckets here) and one HINCRBY, plus the splits' HSETs.
+    assert _calls(first, "hset", "hincrby") > 2 * len(keys)
+    assert _calls(second, "hset", "hincrby") < 0.25 * len(keys)
+    assert batches.get_many(keys) == {key: key for key in keys}
+    singles.close()
+    batches.close()
+
+
 def test_top_bits_keep_point_order() -> None:
     assert top_of(0) == 0 and top_of(SPACE - 1) == 2**TOP_BITS - 1
     assert top_of(2**40 - 1) < top_of(2**40)

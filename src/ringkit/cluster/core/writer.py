@@ -64,8 +64,8 @@ def check_ttl(ttl_s: float | None) -> float | None:
 class Writer:
     """Writes of keys to a :class:`ServerSet`, encoded by a :class:`ValueCodec`.
 
-    Encoding: ``encode_many``. Writing: ``set_many``, ``each`` (one key, every target, the
-    replicas' answers). Deciding: ``check_quorum``.
+    Encoding: ``encode_many``. Writing: ``set_many``, ``delete_many``, ``delete``, ``each``
+    (one key, every target, the replicas' answers). Deciding: ``check_quorum``.
     """
 
     def __init__(
@@ -195,9 +195,11 @@ class Writer:
         it: sent again as it was, it would replace that write there, on every replica, and
         ``read="all"`` would find the newer write's tombstone, if it was a delete, over both
         copies (found by the chaos check, ``restart/redis/read_all``). So a retry of versioned
-        values is a conditional write (``repair``, the rule of
-        :func:`~ringkit.cluster.values.codec.supersedes`): it lands only where the server
-        holds no newer version, one key per round.
+        values is a conditional write (``repair_many``, the rule of
+        :func:`~ringkit.cluster.values.codec.supersedes` for each key): a key lands only where
+        the server holds no newer version of it. Still one round trip per server on Redis (one
+        script over the keys) and the memory store; a few on memcached (pipelined ``gets``,
+        then ``cas`` / ``add``), whatever the number of keys.
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
@@ -206,8 +208,8 @@ class Writer:
             return self._copy_of(encoded[data])
 
         conditional = retried and all(version_of(stored) for stored in encoded.values())
-        method = "repair" if conditional else "set_many"
-        yield from self._batch(router, method, encoded, ttl_s, copy_of, ttl_s)
+        method = "repair_many" if conditional else "set_many"
+        yield from self._batch(router, method, encoded, ttl_s, copy_of, ttl_s, op="set_many")
 
     def delete_many(self, router: Router, keys: list[bytes], gone: set[bytes]) -> Steps[None]:
         """Delete every key on its targets and leave tombstones; one round trip per server.
@@ -235,11 +237,14 @@ class Writer:
         ttl_s: float | None,
         copy_of: Callable[[bytes], bytes],
         copy_ttl_s: float | None,
+        *,
+        op: str = "",
     ) -> Steps[dict[str, Any]]:
         """Write `items` to their targets with `method(group, ttl_s)`, one call per server.
 
         Hot keys found spread get ``copy_of(key)`` on their copies (the new value, or an
-        invalidation) before the ack; returns each server's answer.
+        invalidation) before the ack; returns each server's answer. `op` names the calls in
+        counters and hooks (default: `method`): a retried ``set_many`` is still one.
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
@@ -267,17 +272,12 @@ class Writer:
             asks = {
                 name: [data for data in groups[name] if reader[data] == name] for name in usable
             }
+        calls = []
+        for name in usable:
+            call = Call(name, method, (groups[name], ttl_s), epoch, op)
+            calls.append(_marked(call, asks[name]) if asks[name] else call)
+        outcomes = yield tuple(calls)
         unread: set[bytes] = set()
-        if method == "repair":  # a retried write (set_many): conditional, key by key
-            outcomes = yield from self._repair_each(usable, groups, ttl_s, epoch)
-            unread.update(data for name in usable for data in asks[name])
-            asks = {name: [] for name in usable}
-        else:
-            calls = []
-            for name in usable:
-                call = Call(name, method, (groups[name], ttl_s), epoch)
-                calls.append(_marked(call, asks[name]) if asks[name] else call)
-            outcomes = yield tuple(calls)
         acked: set[tuple[str, bytes]] = set()
         holders: dict[bytes, list[str]] = {}
         markers: dict[bytes, int] = {}
@@ -305,30 +305,6 @@ class Writer:
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
         self.check_quorum(replicas, acked)
         return answers
-
-    def _repair_each(
-        self,
-        names: list[str],
-        groups: Mapping[str, Mapping[bytes, bytes]],
-        ttl_s: float | None,
-        epoch: int,
-    ) -> Steps[list[Any]]:
-        """Write each key of `groups` on its servers `names` where it supersedes what they hold.
-
-        One round per key, one call per server in it (a round holds one connection per server).
-        Returns, per server, its first failure, or None when every key's call answered.
-        """
-        failed: dict[str, Failed] = {}
-        for data in dict.fromkeys(data for name in names for data in groups[name]):
-            going = [name for name in names if data in groups[name] and name not in failed]
-            outcomes = yield tuple(
-                Call(name, "repair", (data, groups[name][data], ttl_s), epoch, "set_many")
-                for name in going
-            )
-            for name, outcome in zip(going, outcomes, strict=True):
-                if isinstance(outcome, Failed):
-                    failed[name] = outcome
-        return [failed.get(name) for name in names]
 
     def delete(
         self, router: Router, data: bytes, done: dict[str, Any] | None = None
@@ -429,9 +405,8 @@ def _keepers(
 
 def _marked(call: Call, keys: list[bytes]) -> Call:
     """Return `call` made to read the spread markers of `keys` back after it, on its server."""
-    return Call(
-        call.server, "write_marked", (call.method, call.args, keys), call.epoch, call.method
-    )
+    op = call.op or call.method
+    return Call(call.server, "write_marked", (call.method, call.args, keys), call.epoch, op)
 
 
 def _mark(markers: dict[bytes, int], found: Mapping[bytes, bytes]) -> None:

@@ -1,14 +1,14 @@
 """The server kinds that store plain items (memory, memcached): their bookkeeping, written once.
 
 Such a kind gives four things, as :mod:`~ringkit.cluster.wire.drive` operations: its plain calls
-(``get_many``, ``set_many``, ``add``, ``delete``, ``repair``, ``bury``, ``incr``, ``touch``,
-``ttl_left``, ``ping``, ``flush``), its fence around them, an atomic read-modify-write of one item
-(:meth:`ItemServer.swap`: memcached's ``gets`` / ``cas`` loop, the memory store's lock) and its
-key index for moves. Everything else the client and the coordinator keep on a server is built
+(``get_many``, ``set_many``, ``add``, ``delete``, ``repair``, ``repair_many``, ``bury``, ``incr``,
+``touch``, ``ttl_left``, ``ping``, ``flush``), its fence around them, an atomic read-modify-write of
+one item (:meth:`ItemServer.swap`: memcached's ``gets`` / ``cas`` loop, the memory store's lock) and
+its key index for moves. Everything else the client and the coordinator keep on a server is built
 here from those, the same for both kinds: the hints for a down server and its re-admission stamp,
-hot-key copies and their spread markers (:mod:`ringkit.cluster.wire.redis.handoff` holds the
-rules), the view and its epoch, the audit log and the rebalance checkpoint. Redis does all of it
-in Lua instead (:mod:`ringkit.cluster.wire.redis`).
+hot-key copies and their spread markers (:mod:`ringkit.cluster.wire.redis.handoff` holds the rules),
+the view and its epoch, the audit log and the rebalance checkpoint. Redis does all of it in Lua
+instead (:mod:`ringkit.cluster.wire.redis`).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ Update = Callable[[bytes | None], tuple[bytes | None, Any]]
 Hinted = tuple[int, int]
 # The calls that carry the routed epoch; the others are bookkeeping, no data of the view.
 FENCED_CALLS = frozenset(
-    {"get_many", "set_many", "add", "delete", "repair", "bury", "bury_many", "incr", "touch"}
-    | {"ttl_left"}
+    {"get_many", "set_many", "add", "delete", "repair", "repair_many", "bury", "bury_many"}
+    | {"incr", "touch", "ttl_left"}
 )
 # Calls that change nothing: a server that lost its epoch still answers them (it misses).
 READS = frozenset({"get_many", "ttl_left"})

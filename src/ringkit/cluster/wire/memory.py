@@ -144,6 +144,10 @@ class MemoryBackend:
 
         return self._locked(action)
 
+    def repair_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> list[bytes]:
+        """:meth:`repair` each key with its envelope; return the keys that landed."""
+        return [key for key, value in items.items() if self.repair(key, value, ttl_s)]
+
     def bury(self, key: bytes, tombstone: bytes, ttl_s: float) -> bool:
         """Delete `key` unless newer, keep `tombstone` beside it for `ttl_s`; True if it went."""
 

@@ -174,32 +174,80 @@ def swap(url: ServerURL, key: bytes, update: Update, ttl_s: float | None) -> Wir
     return None
 
 
-def repair(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
-    """Store envelope `value` only where it supersedes what is here (``gets`` + ``cas``).
+# What a ``gets`` reply holds for a key it does not carry: no value, no cas token.
+_ABSENT: tuple[bytes | None, bytes] = (None, b"")
 
-    ``add`` where the key is absent and ``cas`` where it is older. A delete may run between
-    the read and an ``add`` (its tombstone first, then the delete of a key not yet there): the
-    tombstone is read again after it, and the copy taken back if it is still ours, by ``cas``
-    with a negative exptime (protocol.txt: expired at once).
+
+def _cas_all(reply: Reply, url: ServerURL) -> dict[bytes, tuple[bytes, bytes]]:
+    """Return the value and cas token of every key a ``gets`` reply carries."""
+    checked(reply, url)
+    return {key: (data, token) for key, data, token in reply[1]}
+
+
+def repair(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
+    """Store envelope `value` only where it supersedes what is here (see :func:`repair_many`)."""
+    return key in (yield from repair_many(url, {key: value}, ttl_s))
+
+
+def repair_many(
+    url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None
+) -> Wire[list[bytes]]:
+    """Store each envelope only where it supersedes what is here; return the keys that landed.
+
+    ``add`` where a key is absent and ``cas`` where it is older, after one ``gets`` of every
+    key and its tombstone; then the keys added are checked for a delete that ran meanwhile
+    (:func:`_buried_since`). Each step is one round trip for the whole batch, the commands
+    pipelined (memcached answers them in order): at most four, as for one key.
     """
-    tomb_key, expire = tombstone_key(key), _expire(ttl_s, url)
-    [reply] = yield Exchange(gets([key, tomb_key]), 1)
-    there, token = _cas_of(reply, url, key)
-    tomb, _ = _cas_of(reply, url, tomb_key)
-    if not supersedes(value, there, tomb):
-        return False
-    if there is not None:
-        return (yield from _store_unchanged(url, key, value, token, expire))
-    if not (yield from _store_unchanged(url, key, value, b"", expire)):
-        return False
-    [reply] = yield Exchange(gets([key, tomb_key]), 1)
-    now, token = _cas_of(reply, url, key)
-    tomb, _ = _cas_of(reply, url, tomb_key)
-    if tomb is not None and not supersedes(value, None, tomb):
-        if now == value:
-            yield from _store_unchanged(url, key, value, token, -1)
-        return False
-    return True
+    if not items:
+        return []
+    tombs = {key: tombstone_key(key) for key in items}
+    [reply] = yield Exchange(gets([*items, *tombs.values()]), 1)
+    held = _cas_all(reply, url)
+    tokens = {  # the keys to write, each with the token it was read at (b"": absent)
+        key: held.get(key, _ABSENT)[1]
+        for key, value in items.items()
+        if supersedes(value, held.get(key, _ABSENT)[0], held.get(tombs[key], _ABSENT)[0])
+    }
+    if not tokens:
+        return []
+    expire = _expire(ttl_s, url)
+    request = b"".join(
+        store(b"cas" if token else b"add", key, items[key], expire, token)
+        for key, token in tokens.items()
+    )
+    replies = yield Exchange(request, len(tokens))
+    landed = [
+        key
+        for key, reply in zip(tokens, replies, strict=True)
+        if checked(reply, url, {key: items[key]}) == b"STORED"
+    ]
+    added = {key: items[key] for key in landed if not tokens[key]}
+    buried = (yield from _buried_since(url, added, tombs)) if added else set()
+    return [key for key in landed if key not in buried]
+
+
+def _buried_since(
+    url: ServerURL, added: Mapping[bytes, bytes], tombs: Mapping[bytes, bytes]
+) -> Wire[set[bytes]]:
+    """Return the keys of `added` that a delete ran under; take their copies back.
+
+    A delete may run between the read and an ``add`` (its tombstone first, then the delete of a
+    key not yet there): the tombstones are read again, and a copy still ours under a newer one
+    is taken back by ``cas`` with a negative exptime (protocol.txt: expired at once).
+    """
+    [reply] = yield Exchange(gets([*added, *(tombs[key] for key in added)]), 1)
+    now = _cas_all(reply, url)
+    buried = {
+        key
+        for key, value in added.items()
+        if tombs[key] in now and not supersedes(value, None, now[tombs[key]][0])
+    }
+    taken = {key: now[key][1] for key in buried if now.get(key, _ABSENT)[0] == added[key]}
+    if taken:
+        undo = b"".join(store(b"cas", key, added[key], -1, token) for key, token in taken.items())
+        yield Exchange(undo, len(taken))
+    return buried
 
 
 def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:
@@ -235,6 +283,7 @@ _PLAIN: dict[str, Callable[..., Wire[Any]]] = {
     "add": add,
     "delete": delete,
     "repair": repair,
+    "repair_many": repair_many,
     "bury": bury,
     "bury_many": bury_many,
     "incr": incr,

@@ -67,8 +67,8 @@ _SOURCES = {**SCRIPTS, **HANDOFF_SCRIPTS, **INDEX_SCRIPTS, "plain_incr": _INCR_S
 _SHAS = {name: hashlib.sha1(source.encode()).hexdigest() for name, source in _SOURCES.items()}
 # The calls that run as scripts fenced by the routed epoch (redis_scripts encodes them).
 _FENCED = frozenset(
-    {"get_many", "set_many", "add", "delete", "repair", "bury", "bury_many", "incr", "touch"}
-    | {"ttl_left", "sweep_index"}
+    {"get_many", "set_many", "add", "delete", "repair", "repair_many", "bury", "bury_many"}
+    | {"incr", "touch", "ttl_left", "sweep_index"}
 )
 
 

@@ -2,13 +2,13 @@
 
 A fenced read on Redis is one ``MGET`` of the server's epoch and the keys (atomic, as a script
 is), checked here, client side, before the values are used (:func:`redis_answer`).
-A fenced write on Redis checks the server's epoch (``ringkit:epoch``) and writes in one script,
-so no write routed by an old view can land after the coordinator moved the server on, and the
-same script records the key in the index (:mod:`ringkit.cluster.wire.index`). :func:`redis_scripts`
-encodes one backend call (``set_many``, ``add``, ``delete``, ``repair``, ``bury``, ``incr``,
-``touch``, ``get_many``) into its scripts' keys and arguments, :func:`redis_answer` decodes the
-replies into what the call answers, and :func:`redis_error` turns a script's refusal into
-:class:`~ringkit.errors.StaleViewError`, :class:`~ringkit.errors.EpochLostError` or a
+A fenced write on Redis checks the server's epoch (``ringkit:epoch``) and writes in one script, so
+no write routed by an old view can land after the coordinator moved the server on, and the same
+script records the key in the index (:mod:`ringkit.cluster.wire.index`). :func:`redis_scripts`
+encodes one backend call (``set_many``, ``add``, ``delete``, ``repair``, ``repair_many``, ``bury``,
+``incr``, ``touch``, ``get_many``) into its scripts' keys and arguments, :func:`redis_answer`
+decodes the replies into what the call answers, and :func:`redis_error` turns a script's refusal
+into :class:`~ringkit.errors.StaleViewError`, :class:`~ringkit.errors.EpochLostError` or a
 ``ConfigError`` (Redis scripting: ``EVALSHA``, ``redis.error_reply``). The operations of
 :mod:`ringkit.cluster.wire.redis.ops` send them, for the blocking and the asyncio client alike.
 """
@@ -70,17 +70,21 @@ if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOC
 """
 )
 # KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
-# (an empty member: do not index).
+# (an empty member: do not index). The entries are indexed as one batch after the writes (one
+# HSET per bucket, one HINCRBY of the count), as a move's page lands: one entry at a time cost
+# an HSET and an HINCRBY per key.
 _SET = (
     INDEX_LUA
     + _CHECK_WRITE
     + """
+local entries = {}
 for i = 3, #KEYS do
   local value = ARGV[2 * i - 2]
   if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
   else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
-  if ARGV[2 * i - 3] ~= '' then ix_add(KEYS[2], ARGV[2 * i - 3]) end
+  if ARGV[2 * i - 3] ~= '' then entries[#entries + 1] = ARGV[2 * i - 3] end
 end
+ix_add_many(KEYS[2], entries)
 return #KEYS - 2
 """
 )
@@ -99,28 +103,37 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = INDEX_LUA + _CHECK_WRITE + "ix_rem(KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
-# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value (an envelope). Read
-# repair as a conditional write (serializers.supersedes): lands where the key is absent and
-# not deleted at a newer version, or holds an older ringkit version; never over a newer one.
+# KEYS: epoch, index, then key_i, tombstone_i pairs; ARGV: epoch, px, then member_i, value_i
+# pairs (an envelope each). Read repair, and a retried batch write, as conditional writes
+# (codec.supersedes): each value lands where its key is absent and not deleted at a newer
+# version, or holds an older ringkit version; never over a newer one. The entries of the keys
+# that landed are indexed as one batch. Returns 1 or 0 per key: whether it landed.
 _REPAIR = (
     INDEX_LUA
     + _CHECK_WRITE
     + """
-local ours = string.sub(ARGV[4], 2, 9)
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  if redis.call('TYPE', KEYS[3]).ok ~= 'string' then return 0 end
-  local head = redis.call('GETRANGE', KEYS[3], 0, 8)
-  if #head < 9 or string.byte(head, 1) ~= 254 or string.sub(head, 2, 9) >= ours then
-    return 0
+local function supersedes(key, tomb, value)
+  local ours = string.sub(value, 2, 9)
+  if redis.call('EXISTS', key) == 1 then
+    if redis.call('TYPE', key).ok ~= 'string' then return false end
+    local head = redis.call('GETRANGE', key, 0, 8)
+    return #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) < ours
   end
-else
-  local tomb = redis.call('GET', KEYS[4])
-  if tomb and string.sub(tomb, 2, 9) >= ours then return 0 end
+  local held = redis.call('GET', tomb)
+  return not held or string.sub(held, 2, 9) < ours
 end
-if ARGV[2] == '' then redis.call('SET', KEYS[3], ARGV[4])
-else redis.call('SET', KEYS[3], ARGV[4], 'PX', ARGV[2]) end
-if ARGV[3] ~= '' then ix_add(KEYS[2], ARGV[3]) end
-return 1
+local landed, entries = {}, {}
+for i = 3, #KEYS, 2 do
+  local go = supersedes(KEYS[i], KEYS[i + 1], ARGV[i + 1])
+  if go then
+    if ARGV[2] == '' then redis.call('SET', KEYS[i], ARGV[i + 1])
+    else redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
+    if ARGV[i] ~= '' then entries[#entries + 1] = ARGV[i] end
+  end
+  landed[#landed + 1] = go and 1 or 0
+end
+ix_add_many(KEYS[2], entries)
+return landed
 """
 )
 # KEYS: epoch, index, key, tombstone; ARGV: epoch, member, tombstone value, px. A delete: the
@@ -262,10 +275,14 @@ def redis_scripts(
     if op == "delete":
         (key,) = args
         return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
-    if op == "repair":
-        key, value, ttl_s = args
-        guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
-        return [Script("repair", guarded, (epoch, px_argument(ttl_s), member_of(key), value))]
+    if op in ("repair", "repair_many"):  # one script: a key, or a batch
+        items, ttl_s = ({args[0]: args[1]}, args[2]) if op == "repair" else args
+        touched: list[bytes] = [EPOCH_KEY, INDEX_KEY]
+        values = [epoch, px_argument(ttl_s)]
+        for key, value in items.items():
+            touched += [key, tombstone_key(key)]
+            values += [member_of(key), value]
+        return [Script("repair", tuple(touched), tuple(values))]
     if op == "bury":
         key, tomb, ttl_s = args
         guarded = (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key))
@@ -328,6 +345,10 @@ def redis_answer(
     [answer] = answers
     if op == "set_many":
         return None
+    if op == "repair":
+        return bool(answer[0])
+    if op == "repair_many":  # the keys that landed
+        return [key for key, went in zip(args[0], answer, strict=True) if went]
     if op == "ttl_left":
         return ttl_of_pttl(answer)
     if op == "incr":
