@@ -115,21 +115,21 @@ class Server(Protocol):
 Lookup = Callable[[str], Server]
 
 
-def _hits(call: Call, result: Any) -> tuple[int, int] | None:
-    if call.method != "get_many":
-        return None
-    found = len(result)
-    return found, len(call.args[0]) - found
-
-
 def _finish(call: Call, server: Server, start: float, result: Any) -> Any:
-    """Count the call on its server; a failure marks the server down and becomes Failed."""
+    """Count the call on its server; a failure marks the server down and becomes Failed.
+
+    A ``get_many`` counts its hits and misses (the keys found, the keys asked but not found).
+    """
     elapsed = time.perf_counter() - start
     op = call.op or call.method
     if isinstance(result, BackendError):
         server.failed(op, elapsed, result)
         return Failed(result)
-    server.answered(op, elapsed, _hits(call, result))
+    hits = None
+    if call.method == "get_many":
+        found = len(result)
+        hits = found, len(call.args[0]) - found
+    server.answered(op, elapsed, hits)
     return result
 
 
