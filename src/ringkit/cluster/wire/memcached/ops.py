@@ -56,6 +56,9 @@ def _all_stored(replies: Sequence[Reply], url: ServerURL, items: Mapping[bytes, 
 
 
 def _sets(items: Mapping[bytes, bytes], expire: int) -> bytes:
+    if len(items) == 1:  # most writes are of one key: its command, no list to build and join
+        [(key, value)] = items.items()
+        return store(b"set", key, value, expire)
     return b"".join([store(b"set", key, value, expire) for key, value in items.items()])
 
 
