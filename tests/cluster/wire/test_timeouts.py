@@ -13,7 +13,7 @@ import pytest
 from ringkit import HashRing
 from ringkit.cluster import ShardedClient
 from ringkit.cluster.wire.memcached.protocol import Exchange
-from ringkit.cluster.wire.memcached.transports import SocketTransport
+from ringkit.cluster.wire.memcached.transports import SocketTransport, _time_out
 from ringkit.cluster.wire.urls import ServerURL, parse_url
 from ringkit.errors import BackendError
 
@@ -68,3 +68,17 @@ def test_each_send_and_receive_waits_at_most_the_timeout(timeout_s: float) -> No
                 assert seconds + micros / 1e6 == pytest.approx(timeout_s, abs=0.011)
         finally:
             sock.close()
+
+
+def test_a_green_socket_keeps_its_own_timeout() -> None:
+    # gevent's and eventlet's sockets are non-blocking underneath and wait in their event loop,
+    # where the kernel's timeouts never fire: a hung server would hang the call for ever.
+    class GreenSocket:  # not a _socket.socket, as theirs are not
+        timeout_s: float | None = None
+
+        def settimeout(self, timeout_s: float | None) -> None:
+            self.timeout_s = timeout_s
+
+    green = GreenSocket()
+    _time_out(green, 0.2)  # type: ignore[arg-type]
+    assert green.timeout_s == 0.2

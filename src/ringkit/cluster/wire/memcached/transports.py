@@ -11,6 +11,7 @@ never held back waiting for the previous reply's ACK.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import os
 import socket
@@ -91,9 +92,11 @@ def _time_out(sock: socket.socket, timeout_s: float) -> None:
     ``SO_SNDTIMEO``; an expired one fails with ``EAGAIN``): a round trip is then one ``send``
     and one ``recv`` system call, as pymemcache's untimed socket makes. Python's own timeout
     (``settimeout``) polls before each of them, two more system calls per round trip. The
-    timeout is per call either way: one receive waits at most `timeout_s`.
+    timeout is per call either way: one receive waits at most `timeout_s`. A green socket
+    (gevent's, eventlet's: not a ``_socket.socket``) is non-blocking underneath and waits in its
+    event loop, where the kernel's timeouts never fire: it keeps ``settimeout``.
     """
-    if not _KERNEL_TIMEOUTS:
+    if not _KERNEL_TIMEOUTS or not isinstance(sock, _socket.socket):
         sock.settimeout(timeout_s)
         return
     seconds = int(timeout_s)
