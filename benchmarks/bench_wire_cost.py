@@ -386,28 +386,28 @@ def switch_off_guarantees() -> list[str]:
     if ARGS.no_markers:
 
         def markerless(original: Callable[..., Any]) -> Callable[..., Any]:
-            def serve(self: Any, op: str, *args: Any) -> Any:
+            def serve_at(self: Any, epoch: int, op: str, args: Any) -> Any:
                 if op == "write_marked":  # (write, its args, the keys whose markers to read)
                     write, write_args, _ = args
-                    return original(self, write, *write_args), {}
-                return original(self, op, *args)
+                    return original(self, epoch, write, write_args), {}
+                return original(self, epoch, op, args)
 
-            return serve
+            return serve_at
 
-        handles.FencedBackend.serve = markerless(handles.FencedBackend.serve)  # type: ignore[method-assign]
+        handles.FencedBackend.serve_at = markerless(handles.FencedBackend.serve_at)  # type: ignore[method-assign]
         off.append("hot-copy markers (writes read none)")
     if ARGS.no_fence:
-        plain_serve = handles.FencedBackend.serve
+        plain_serve = handles.FencedBackend.serve_at
 
         def unfenced(original: Callable[..., Any]) -> Callable[..., Any]:
-            def serve(self: Any, op: str, *args: Any) -> Any:
+            def serve_at(self: Any, epoch: int, op: str, args: Any) -> Any:
                 if hasattr(self.inner, op):
                     return getattr(self.inner, op)(*args)
-                return original(self, op, *args)
+                return original(self, epoch, op, args)
 
-            return serve
+            return serve_at
 
-        handles.FencedBackend.serve = unfenced(plain_serve)  # type: ignore[method-assign]
+        handles.FencedBackend.serve_at = unfenced(plain_serve)  # type: ignore[method-assign]
         off.append("fence (no epoch check where a plain call exists)")
     return off
 

@@ -91,7 +91,7 @@ class ServerStats:
         self._latency_max_s = 0.0
 
     def record(
-        self, elapsed_s: float, *, hits: int = 0, misses: int = 0, error: bool = False
+        self, elapsed_s: float, hits: int = 0, misses: int = 0, *, error: bool = False
     ) -> None:
         """Count one call with its latency and outcome."""
         with self._lock:

@@ -79,7 +79,7 @@ class Server(Generic[B]):
     def answered(self, op: str, elapsed_s: float, hits: tuple[int, int] | None) -> None:
         """Count a call that answered; `hits` is (hits, misses) for reads."""
         hit, miss = hits if hits is not None else (0, 0)
-        self.stats.record(elapsed_s, hits=hit, misses=miss)
+        self.stats.record(elapsed_s, hit, miss)
         if self.hooks:
             outcome = "ok" if hits is None else ("hit" if hit else "miss")
             self._tell(OpEvent(self.name, op, outcome, elapsed_s))

@@ -13,7 +13,8 @@ stores), runs in the calling thread: a thread handoff costs more than such a cal
 The pool starts its threads only when a round needs them and never more than
 `max_threads` (the per-server connection pool size: one thread per connection the client may
 hold to a server). Each call runs in a copy of the caller's context (as ``asyncio.to_thread``),
-so the epoch it is routed by (:func:`~ringkit.cluster.wire.fence.routed_by`) is the caller's.
+so the context variables the caller set (:func:`~ringkit.cluster.wire.fence.routed_by`) are
+the caller's.
 After a fork the child starts a pool of its own (the parent's threads are not in it);
 :meth:`close` stops the threads, and the rounds after it run in turn.
 """

@@ -11,9 +11,11 @@ has no scripts, as a read of the epoch before the write, at most every
 :data:`MEMCACHED_FENCE_CHECK_S` (:class:`EpochGate`: best effort, see docs/rebalance.md). The
 decision itself is :func:`check_epoch`, for all three.
 
-The epoch a call was routed by travels in a context variable (:func:`routed_by`), set by the
-client's driver around each backend call: it is per thread and per asyncio task, so the plain
-backend interface stays the same.
+The client's drivers hand each call's epoch to the fenced handle with the call itself
+(``serve_at``). A call made through the plain backend interface (``get_many``, ``serve``: the
+coordinator's reads, :func:`~ringkit.cluster.drivers.steps.run_plain`) finds the epoch it was
+routed by in a context variable (:func:`routed_by`), per thread and per asyncio task, so that
+interface stays the same.
 
 >>> with routed_by(7):
 ...     routed_epoch(lambda: 0)()
@@ -104,7 +106,12 @@ class EpochGate:
         self.checked_at = -MEMCACHED_FENCE_CHECK_S
 
     def due(self, sent: int, now: float) -> bool:
-        """Return True when the server's epoch should be read before a call sent at `sent`."""
+        """Return True when the server's epoch should be read before a call sent at `sent`.
+
+        False only when :meth:`check` would let that call through: the fence's hot path
+        (:meth:`MemcachedServer.fenced <ringkit.cluster.wire.memcached.ops.MemcachedServer.fenced>`)
+        relies on it to skip the check between reads.
+        """
         stale = now - self.checked_at >= MEMCACHED_FENCE_CHECK_S
         return stale or self.known > sent or (self.known == 0 and sent >= 1)
 

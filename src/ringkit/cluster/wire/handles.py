@@ -4,9 +4,10 @@ A handle pairs a server kind's operations (memcached's :class:`MemcachedServer`,
 store's, Redis's) with a transport and runs each call's operation with the one drive function
 of its I/O (:mod:`ringkit.cluster.wire.drive`). :class:`FencedBackend` blocks; it is also the
 coordinator's handle on a server (the view, the audit log, the checkpoint, the key index).
-:class:`AsyncFencedServer` awaits; the async client only calls its ``serve``. Both send every
-call with the epoch it was routed by (:func:`~ringkit.cluster.wire.fence.routed_by`); neither
-holds a decision of its own.
+:class:`AsyncFencedServer` awaits; the async client only calls its ``serve_at``. Both send
+every call with the epoch it was routed by: the one a driver's call carries (``serve_at``), else
+the one :func:`~ringkit.cluster.wire.fence.routed_by` set (``serve``, the plain interface);
+neither holds a decision of its own.
 """
 
 from __future__ import annotations
@@ -138,10 +139,10 @@ class _Fenced:
 class FencedBackend(_Fenced, _BackendVerbs):
     """A blocking server handle whose every call carries its routed epoch.
 
-    The client's drivers make every call through :meth:`serve`, by name, as the async handle's
-    drivers do. The typed methods below are for the callers that name a call in their code: the
-    plain :class:`~ringkit.cluster.wire.backends.Backend` interface, and the coordinator's view,
-    audit log and checkpoint.
+    The client's drivers make every call through :meth:`serve_at`, by name and with its epoch,
+    as the async handle's drivers do. The typed methods below are for the callers that name a
+    call in their code: the plain :class:`~ringkit.cluster.wire.backends.Backend` interface, and
+    the coordinator's view, audit log and checkpoint.
     """
 
     def __init__(self, inner: Connection, epoch_of: EpochOf, point_of: PointOf) -> None:
@@ -151,7 +152,11 @@ class FencedBackend(_Fenced, _BackendVerbs):
 
     def serve(self, method: str, *args: Any) -> Any:
         """Run call `method(*args)`, fenced by the routed epoch."""
-        operation = self.kind.steps(method, args, self.epoch_of(), self.point_of)
+        return self.serve_at(self.epoch_of(), method, args)
+
+    def serve_at(self, epoch: int, method: str, args: Sequence[Any]) -> Any:
+        """Run call `method(*args)`, fenced by `epoch`: the drivers' calls, which carry theirs."""
+        operation = self.kind.steps(method, args, epoch, self.point_of)
         return drive_sync(operation, self._transport)
 
     def close(self) -> None:
@@ -201,7 +206,11 @@ class AsyncFencedServer(_Fenced):
 
     async def serve(self, method: str, *args: Any) -> Any:
         """Await call `method(*args)`, fenced by the routed epoch."""
-        operation = self.kind.steps(method, args, self.epoch_of(), self.point_of)
+        return await self.serve_at(self.epoch_of(), method, args)
+
+    async def serve_at(self, epoch: int, method: str, args: Sequence[Any]) -> Any:
+        """Await call `method(*args)`, fenced by `epoch`: the drivers' calls, which carry theirs."""
+        operation = self.kind.steps(method, args, epoch, self.point_of)
         return await drive_async(operation, self._transport)
 
     async def close(self) -> None:

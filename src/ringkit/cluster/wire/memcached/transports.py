@@ -11,9 +11,12 @@ never held back waiting for the previous reply's ACK.
 
 from __future__ import annotations
 
+import _socket
 import asyncio
 import os
 import socket
+import struct
+import sys
 from typing import NoReturn
 
 from ringkit.cluster.wire.failures import server_failed
@@ -46,7 +49,7 @@ class SocketTransport:
         address = (self.url.host, self.url.port)
         sock = socket.create_connection(address, timeout=self._connect_timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self._timeout_s)
+        _time_out(sock, self._timeout_s)
         return sock
 
     def exchange(self, request: Exchange) -> list[Reply]:
@@ -65,6 +68,8 @@ class SocketTransport:
         except (OSError, ValueError) as error:  # a timeout; a reply that is not memcached's
             if sock is not None:
                 sock.close()
+            if isinstance(error, BlockingIOError):  # the kernel's timeout (_time_out): say so
+                error = TimeoutError("timed out")
             raise server_failed(self.url, error) from None
         if not self._idle.give(sock):
             sock.close()
@@ -74,6 +79,32 @@ class SocketTransport:
         """Close the idle connections (one in use closes when its call ends)."""
         for sock in self._idle.drain():
             sock.close()
+
+
+# Linux's struct timeval is two C longs; elsewhere its layout differs (Windows takes a DWORD).
+_KERNEL_TIMEOUTS = sys.platform.startswith("linux")
+
+
+def _time_out(sock: socket.socket, timeout_s: float) -> None:
+    """Make each send and each receive on `sock` give up after `timeout_s` seconds.
+
+    On Linux the kernel keeps the timeout of a blocking socket (``SO_RCVTIMEO``,
+    ``SO_SNDTIMEO``; an expired one fails with ``EAGAIN``): a round trip is then one ``send``
+    and one ``recv`` system call, as pymemcache's untimed socket makes. Python's own timeout
+    (``settimeout``) polls before each of them, two more system calls per round trip. The
+    timeout is per call either way: one receive waits at most `timeout_s`. A green socket
+    (gevent's, eventlet's: not a ``_socket.socket``) is non-blocking underneath and waits in its
+    event loop, where the kernel's timeouts never fire: it keeps ``settimeout``.
+    """
+    if not _KERNEL_TIMEOUTS or not isinstance(sock, _socket.socket):
+        sock.settimeout(timeout_s)
+        return
+    seconds = int(timeout_s)
+    micros = max(int((timeout_s - seconds) * 1_000_000), 0 if seconds else 1)  # 0: no limit
+    timeval = struct.pack("@ll", seconds, micros)
+    sock.settimeout(None)  # blocking: the kernel times each call out
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, timeval)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, timeval)
 
 
 def _closed() -> NoReturn:
