@@ -171,6 +171,57 @@ def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
     admin.close()
 
 
+@pytest.mark.parametrize("kind", ["memory", "redis"])  # memcached cannot move data online
+def test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_move(
+    kind: str, new: New, request: pytest.FixtureRequest
+) -> None:
+    """Re-admission reads the key's versions on its current replicas, not only on its hint holder.
+
+    A write acknowledged by one replica while this client had marked the other down leaves a
+    hint on the replica that took it. A move then takes the key from that holder (the copy
+    goes to the new server) and its cleanup deletes the holder's copy; another client's write
+    is acknowledged on both current replicas, the re-admitted server among them. When this
+    client re-admits that server it finds the hint, but no version on its holder: it used to
+    delete the key outright there, removing the newer acknowledged write from one replica.
+    """
+    names = ("s1", "s2", "s3", "s4")
+    if kind == "memory":
+        urls = memory_urls(4)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
+    base = {name: urls[name] for name in names[:3]}
+    before, after = HashRing(list(base)), HashRing(list(urls))
+
+    def moves_from_one_replica(key: str) -> bool:  # one replica stays, the other loses the key
+        return len(set(before.nodes_for(key, 2)) & set(after.nodes_for(key, 2))) == 1
+
+    key = next(f"seat:{n}" for n in range(1000) if moves_from_one_replica(f"seat:{n}"))
+    [down] = set(before.nodes_for(key, 2)) & set(after.nodes_for(key, 2))
+    [holder] = set(before.nodes_for(key, 2)) - {down}
+    current = after.nodes_for(key, 2)
+    admin = ShardedClient(before, base, replicas=2)
+    behind = new(before, base, replicas=2, read="all", dead_timeout_s=60.0)
+    other = ShardedClient(before, base, replicas=2, read="all")
+    admin.set(key, "old")
+    behind.server(down).health.mark_down(now=time.monotonic())  # as a timeout would
+    behind.set(key, "hinted")  # acknowledged by the holder alone, which keeps the hint
+    assert _held(behind, holder, key) == "hinted" and _held(behind, down, key) == "old"
+    admin.add_server("s4", urls["s4"])  # the holder loses the key; the cleanup deletes its copy
+    assert _held(admin, holder, key) is None
+    other.refresh_view()
+    other.set(key, "acknowledged")  # on both current replicas, the server still down above
+    behind.refresh_view()
+    _readmit(behind, [down])
+    assert [_held(behind, name, key) for name in current] == ["acknowledged"] * 2
+    assert behind.get(key) == other.get(key) == "acknowledged"
+    first = ShardedClient(after, urls, replicas=2)  # read="first": whichever replica it asks
+    assert first.get(key) == "acknowledged"
+    first.close()
+    other.close()
+    behind.close()
+    admin.close()
+
+
 class _ClockBehind(VersionClock):
     """A writer's clock that counts on from `version` (behind the others', as a slow machine's)."""
 
