@@ -323,9 +323,10 @@ class ServerSet(Generic[B]):
         holder's copy when a move takes the key from the holder: the move's cleanup deletes
         that copy, and the hint, stored before the move by a write that the holder kept as a
         replica then, is read afterwards. Only the current replicas then know the key's
-        versions (the new owner was copied the hinted write, and a newer write acknowledged
-        since is on every replica, `name` included); without them the re-admission found no
-        version and deleted the key outright on `name`, newer write and all (regression:
+        versions (the move copied the hinted write to the new owner, and a newer write
+        acknowledged since is on every replica, `name` included); without them the
+        re-admission found no version and deleted the key outright on `name`, newer write and
+        all (regression:
         ``test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_move``).
         None when one of the servers asked failed (the probe fails, as when the hints could
         not be read).
@@ -340,8 +341,8 @@ class ServerSet(Generic[B]):
                     asks.setdefault(replica, {})[key] = None
         # In pages: a server may hold up to `max_hints` (100,000 by default) for one name.
         pages = [
-            (server, asked[start : start + _VERSION_PAGE])
-            for server, held in asks.items()
+            (other, asked[start : start + _VERSION_PAGE])
+            for other, held in asks.items()
             if (asked := list(held))
             for start in range(0, len(asked), _VERSION_PAGE)
         ]
@@ -349,8 +350,8 @@ class ServerSet(Generic[B]):
             return {}
         epoch = router.view.epoch
         answers = yield tuple(
-            Call(server, "get_many", ([*page, *map(tombstone_key, page)],), epoch, "hints")
-            for server, page in pages
+            Call(other, "get_many", ([*page, *map(tombstone_key, page)],), epoch, "hints")
+            for other, page in pages
         )
         if failed_any(answers):
             return None
@@ -407,8 +408,9 @@ class ServerSet(Generic[B]):
     def attempt(
         self, router: Router, name: str, call: Call, keys: Sequence[bytes], *, hint: bool = True
     ) -> Steps[tuple[bool, object]]:
-        """Run write `call`, routed by `router`, on `name`; on failure or when it is down, hint
-        `keys` in memory.
+        """Run write `call` (routed by `router`) on `name`; hint `keys` in memory if it fails.
+
+        A server that is down and not due for a probe counts as failed.
 
         With `hint` off the caller leaves the hints (on the servers, :meth:`hand_over`).
         Return (True, answer) when the server answered, else (False, None).
