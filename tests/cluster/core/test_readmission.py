@@ -26,6 +26,7 @@ from ringkit.cluster.values.codec import (
     Codec,
     VersionClock,
     is_readmission_tombstone,
+    readmission_tombstone,
     stored_version,
 )
 from ringkit.cluster.values.keys import tombstone_key
@@ -273,3 +274,43 @@ def test_an_older_version_written_after_a_readmission_is_read_back() -> None:
             assert late.get(KEY) == "late"
         late.close()
         client.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_a_replicas_readmission_tombstone_never_deletes_the_write_it_holds(
+    kind: str, new: New, request: pytest.FixtureRequest
+) -> None:
+    """The other replica's versions count as its value's, not an earlier re-admission's mark.
+
+    That replica holds a tombstone an earlier re-admission left just below a write it missed
+    (here planted), and an acknowledged write with an older version that landed after it (a
+    set retried after a server restarted empty keeps the version it was encoded with). This
+    client re-admits the other server with a hint it kept in memory for an older write: the
+    key is invalidated there below the newest *write* the replica holds, so both keep the
+    acknowledged value; below the tombstone it would go from the re-admitted server.
+    """
+    names = ("s1", "s2")
+    if kind == "memory":
+        urls = memory_urls(2)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet")[:2])
+    ring = HashRing(list(urls))
+    client = new(ring, urls, replicas=2, read="all", dead_timeout_s=60.0)
+    late = ShardedClient(ring, urls, replicas=2, read="all")
+    client.set(KEY, "old")
+    assert late.get(KEY) == "old"  # settled: its backends send the view's epoch
+    missed, replica = client.replicas_for(KEY)
+    older = stored_version(late.server(replica).backend.get_many([KEY.encode()])[KEY.encode()])
+    mark = int.from_bytes(older, "big") + 1_000_000  # far above any write in this test
+    late.server(replica).backend.set_many(
+        {tombstone_key(KEY.encode()): readmission_tombstone(mark)}, 60.0
+    )
+    late.writer._clock = _ClockBehind(mark - 1000)
+    late.set(KEY, "acknowledged")  # older than the mark, on both replicas
+    client.server(missed).health.mark_down(now=time.monotonic())
+    client.server(missed).health.hint(KEY.encode(), int.from_bytes(older, "big"))
+    _readmit(client, [missed])
+    assert [_held(client, name) for name in (missed, replica)] == ["acknowledged"] * 2
+    assert client.get(KEY) == late.get(KEY) == "acknowledged"
+    late.close()
+    client.close()

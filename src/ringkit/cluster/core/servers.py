@@ -27,7 +27,11 @@ from ringkit.cluster.checks import mapping
 from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
-from ringkit.cluster.values.codec import readmission_tombstone, stored_version
+from ringkit.cluster.values.codec import (
+    is_readmission_tombstone,
+    readmission_tombstone,
+    stored_version,
+)
 from ringkit.cluster.values.keys import (
     DELETE_TOMBSTONE_TTL_S,
     tombstone_key,
@@ -328,12 +332,17 @@ class ServerSet(Generic[B]):
         re-admission found no version and deleted the key outright on `name`, newer write and
         all (regression:
         ``test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_move``).
+        A current replica's versions count as its value's and a delete's: a tombstone that an
+        earlier re-admission left there is no write (``read="all"`` does not take it for a
+        delete either), and a write acknowledged since with an older version (a set retried
+        after a server restarted empty refused it) may be the newest one the replicas hold.
         None when one of the servers asked failed (the probe fails, as when the hints could
         not be read).
         """
         asks: dict[str, dict[bytes, None]] = {
             holder: dict.fromkeys(held) for holder, held in hinted.items()
         }
+        holding = {(holder, key) for holder, held in hinted.items() for key in held}
         for key in keys:
             for replica in router.replica_names(key):
                 server = self._servers.get(replica)
@@ -356,10 +365,12 @@ class ServerSet(Generic[B]):
         if failed_any(answers):
             return None
         versions: dict[bytes, int] = {}
-        for (_, page), found in zip(pages, answers, strict=True):
+        for (other, page), found in zip(pages, answers, strict=True):
             for key in page:
-                held = [found.get(key), found.get(tombstone_key(key))]
-                newest = max(map(version_of, held))
+                tomb = found.get(tombstone_key(key))
+                if tomb is not None and (other, key) not in holding:
+                    tomb = None if is_readmission_tombstone(tomb) else tomb
+                newest = max(version_of(found.get(key)), version_of(tomb))
                 if newest:
                     versions[key] = max(versions.get(key, 0), newest)
         return versions
