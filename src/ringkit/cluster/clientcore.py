@@ -357,7 +357,7 @@ class ClientCore(Generic[B]):
             # A key left the hot set: delete its extra copies so they never serve stale values.
             for name in router.extra_copies(data):
                 call = Call(name, "delete", (data,), router.view.epoch)
-                yield from self._servers.attempt(name, call, [data])
+                yield from self._servers.attempt(router, name, call, [data])
 
     def _get(self, data: bytes) -> Steps[Any]:
         """Read `data` with the whole steps: through the near-cache, else from its servers."""
@@ -586,7 +586,7 @@ class ClientCore(Generic[B]):
     def _check_health(self) -> Steps[list[str]]:
         for name in self._servers.names:
             try:
-                yield from self._servers.usable(name, self._epoch())
+                yield from self._servers.usable(name, self._tracker.router)
             except EpochLostError as lost:  # restarted empty: re-stamped, probed again later
                 yield from self._tracker.restamp(lost.server)
         return self.down_servers

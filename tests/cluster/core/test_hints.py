@@ -138,7 +138,7 @@ def test_a_hint_written_while_another_process_readmits_is_not_lost() -> None:
     assert p2.get(key) == "old" and p2.down_servers == ["s1"]
     p1.set(warm, "warm")  # P1 fails on s1 too, and hints `warm`
     store.unavailable = False
-    probe = p2._servers.usable("s1", p2.epoch)
+    probe = p2._servers.usable("s1", p2.router)
     paused = _drive(probe, p2, stop="bury")  # P2 has read the hints (warm), not applied them
     p1.set(key, "new")  # P1 skips s1 and hints `key` on s2: too late for P2's read
     outcomes = [_call_sync(call, p2.server(call.server)) for call in paused]

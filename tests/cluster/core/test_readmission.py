@@ -26,6 +26,7 @@ from ringkit.cluster.values.codec import (
     Codec,
     VersionClock,
     is_readmission_tombstone,
+    readmission_tombstone,
     stored_version,
 )
 from ringkit.cluster.values.keys import tombstone_key
@@ -171,6 +172,57 @@ def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
     admin.close()
 
 
+@pytest.mark.parametrize("kind", ["memory", "redis"])  # memcached cannot move data online
+def test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_move(
+    kind: str, new: New, request: pytest.FixtureRequest
+) -> None:
+    """Re-admission reads the key's versions on its current replicas, not only on its hint holder.
+
+    A write acknowledged by one replica while this client had marked the other down leaves a
+    hint on the replica that took it. A move then takes the key from that holder (the copy
+    goes to the new server) and its cleanup deletes the holder's copy; another client's write
+    is acknowledged on both current replicas, the re-admitted server among them. When this
+    client re-admits that server it finds the hint, but no version on its holder: it used to
+    delete the key outright there, removing the newer acknowledged write from one replica.
+    """
+    names = ("s1", "s2", "s3", "s4")
+    if kind == "memory":
+        urls = memory_urls(4)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
+    base = {name: urls[name] for name in names[:3]}
+    before, after = HashRing(list(base)), HashRing(list(urls))
+
+    def moves_from_one_replica(key: str) -> bool:  # one replica stays, the other loses the key
+        return len(set(before.nodes_for(key, 2)) & set(after.nodes_for(key, 2))) == 1
+
+    key = next(f"seat:{n}" for n in range(1000) if moves_from_one_replica(f"seat:{n}"))
+    [down] = set(before.nodes_for(key, 2)) & set(after.nodes_for(key, 2))
+    [holder] = set(before.nodes_for(key, 2)) - {down}
+    current = after.nodes_for(key, 2)
+    admin = ShardedClient(before, base, replicas=2)
+    behind = new(before, base, replicas=2, read="all", dead_timeout_s=60.0)
+    other = ShardedClient(before, base, replicas=2, read="all")
+    admin.set(key, "old")
+    behind.server(down).health.mark_down(now=time.monotonic())  # as a timeout would
+    behind.set(key, "hinted")  # acknowledged by the holder alone, which keeps the hint
+    assert _held(behind, holder, key) == "hinted" and _held(behind, down, key) == "old"
+    admin.add_server("s4", urls["s4"])  # the holder loses the key; the cleanup deletes its copy
+    assert _held(admin, holder, key) is None
+    other.refresh_view()
+    other.set(key, "acknowledged")  # on both current replicas, the server still down above
+    behind.refresh_view()
+    _readmit(behind, [down])
+    assert [_held(behind, name, key) for name in current] == ["acknowledged"] * 2
+    assert behind.get(key) == other.get(key) == "acknowledged"
+    first = ShardedClient(after, urls, replicas=2)  # read="first": whichever replica it asks
+    assert first.get(key) == "acknowledged"
+    first.close()
+    other.close()
+    behind.close()
+    admin.close()
+
+
 class _ClockBehind(VersionClock):
     """A writer's clock that counts on from `version` (behind the others', as a slow machine's)."""
 
@@ -222,3 +274,43 @@ def test_an_older_version_written_after_a_readmission_is_read_back() -> None:
             assert late.get(KEY) == "late"
         late.close()
         client.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+def test_a_replicas_readmission_tombstone_never_deletes_the_write_it_holds(
+    kind: str, new: New, request: pytest.FixtureRequest
+) -> None:
+    """The other replica's versions count as its value's, not an earlier re-admission's mark.
+
+    That replica holds a tombstone an earlier re-admission left just below a write it missed
+    (here planted), and an acknowledged write with an older version that landed after it (a
+    set retried after a server restarted empty keeps the version it was encoded with). This
+    client re-admits the other server with a hint it kept in memory for an older write: the
+    key is invalidated there below the newest *write* the replica holds, so both keep the
+    acknowledged value; below the tombstone it would go from the re-admitted server.
+    """
+    names = ("s1", "s2")
+    if kind == "memory":
+        urls = memory_urls(2)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet")[:2])
+    ring = HashRing(list(urls))
+    client = new(ring, urls, replicas=2, read="all", dead_timeout_s=60.0)
+    late = ShardedClient(ring, urls, replicas=2, read="all")
+    client.set(KEY, "old")
+    assert late.get(KEY) == "old"  # settled: its backends send the view's epoch
+    missed, replica = client.replicas_for(KEY)
+    older = stored_version(late.server(replica).backend.get_many([KEY.encode()])[KEY.encode()])
+    mark = int.from_bytes(older, "big") + 1_000_000  # far above any write in this test
+    late.server(replica).backend.set_many(
+        {tombstone_key(KEY.encode()): readmission_tombstone(mark)}, 60.0
+    )
+    late.writer._clock = _ClockBehind(mark - 1000)
+    late.set(KEY, "acknowledged")  # older than the mark, on both replicas
+    client.server(missed).health.mark_down(now=time.monotonic())
+    client.server(missed).health.hint(KEY.encode(), int.from_bytes(older, "big"))
+    _readmit(client, [missed])
+    assert [_held(client, name) for name in (missed, replica)] == ["acknowledged"] * 2
+    assert client.get(KEY) == late.get(KEY) == "acknowledged"
+    late.close()
+    client.close()

@@ -91,7 +91,7 @@ class HotCopies:
             if outcome is None or isinstance(outcome, Failed):
                 missed.setdefault(name, []).append(data)
         if missed:
-            yield from self.servers.hand_over(missed, holders, epoch)
+            yield from self.servers.hand_over(missed, holders, router)
 
     def _newest(self, router: Router, key: bytes, replicas: list[str]) -> Steps[bytes | None]:
         """Return the newest stored value of `key` on its replicas; None if absent or failed."""

@@ -71,9 +71,9 @@ class Reader:
         """Return why the servers of `key` failed last."""
         return self.servers.causes(router.read_order(key))
 
-    def _usable(self, name: str, epoch: int) -> Steps[bool]:
+    def _usable(self, name: str, router: Router) -> Steps[bool]:
         server = self.servers.server(name)
-        return server.health.up or (yield from self.servers.usable(name, epoch))
+        return server.health.up or (yield from self.servers.usable(name, router))
 
     def get(self, router: Router, key: bytes) -> Steps[Decoded | None]:
         """Return one key read from its first replica that hits, or None.
@@ -86,7 +86,7 @@ class Reader:
         missed: list[str] = []
         answered = False
         for name in router.read_order(key):
-            if not (yield from self._usable(name, epoch)):
+            if not (yield from self._usable(name, router)):
                 continue
             [found] = yield (Call(name, "get_many", ((key,),), epoch, "get"),)
             if isinstance(found, Failed):
@@ -131,7 +131,6 @@ class Reader:
     def _read_first(
         self, router: Router, keys: list[bytes], partial: bool
     ) -> Steps[dict[bytes, Decoded]]:
-        epoch = router.view.epoch
         # Keys with the same read order move together, round after round: each round asks the
         # same servers whether they are usable and sends them to the same one, and those that
         # miss go on to the same next server. So the rounds route groups of keys, not keys.
@@ -152,7 +151,7 @@ class Reader:
                     name = order[position]
                     position += 1
                     if name not in usable:
-                        usable[name] = yield from self._usable(name, epoch)
+                        usable[name] = yield from self._usable(name, router)
                     if usable[name]:
                         groups.setdefault(name, []).extend(group)
                         sent.setdefault(name, []).append((order, position, group))
@@ -196,11 +195,10 @@ class Reader:
         that missed a write, :func:`~ringkit.cluster.values.codec.readmission_tombstone`), so
         it takes no part.
         """
-        epoch = router.view.epoch
         groups: dict[str, list[bytes]] = {}
         for key in keys:
             for name in dict.fromkeys(router.read_order(key)):
-                if (yield from self._usable(name, epoch)):
+                if (yield from self._usable(name, router)):
                     groups.setdefault(name, []).extend((key, tombstone_key(key)))
         answers: dict[bytes, dict[str, bytes | None]] = {}
         tombs: dict[bytes, bytes] = {}
@@ -248,7 +246,7 @@ class Reader:
         epoch = router.view.epoch
         for name in names:
             call = Call(name, "bury", (key, tomb, DELETE_TOMBSTONE_TTL_S), epoch)
-            yield from self.servers.attempt(name, call, [key])
+            yield from self.servers.attempt(router, name, call, [key])
 
     def _repair(
         self, router: Router, key: bytes, stored: bytes, decoded: Decoded, names: list[str]
@@ -271,7 +269,7 @@ class Reader:
                 call = Call(name, "repair", (key, stored, ttl_s), epoch)
             else:  # a hot-key copy: version-checked, never over a newer write's copy
                 call = Call(name, "set_copy", (key, stored, copy_ttl(ttl_s)), epoch, "repair")
-            yield from self.servers.attempt(name, call, [key])
+            yield from self.servers.attempt(router, name, call, [key])
 
 
 def _live(found: dict[bytes, bytes]) -> dict[bytes, bytes]:

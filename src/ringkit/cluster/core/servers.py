@@ -9,7 +9,8 @@ report it with :meth:`Server.answered` or :meth:`Server.failed` (which marks the
 :class:`ServerSet` holds a client's servers and makes the decisions about them, once for the
 sync and the async client: whether a server is usable (a down server is skipped until its dead
 timeout passes, then probed), what a probe does (a ping, then the keys hinted for it on every
-other server, by any process, are deleted there, then re-admission and removal of exactly the
+other server, by any process, are invalidated there below the newest version that the hints'
+holders and the keys' current replicas hold, then re-admission and removal of exactly the
 hints applied: hinted handoff as invalidation, after DeCandia et al. 2007, Dynamo, section 4.6;
 see :mod:`ringkit.cluster.wire.redis.handoff`), and how a write that a server missed is remembered:
 on the servers that took it (:meth:`hand_over`), in memory when none could keep the hint.
@@ -24,8 +25,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from ringkit.cluster.checks import mapping
 from ringkit.cluster.core.health import Hook, OpEvent, ServerHealth, ServerStats
+from ringkit.cluster.core.routing import Router
 from ringkit.cluster.drivers.steps import Call, Failed, Steps, failed_any
-from ringkit.cluster.values.codec import readmission_tombstone, stored_version
+from ringkit.cluster.values.codec import (
+    is_readmission_tombstone,
+    readmission_tombstone,
+    stored_version,
+)
 from ringkit.cluster.values.keys import (
     DELETE_TOMBSTONE_TTL_S,
     tombstone_key,
@@ -145,8 +151,13 @@ class ServerSet(Generic[B]):
             # A new dict, not an update: other threads may be iterating the old one.
             self._servers = {**self._servers, **joining}
 
-    def usable(self, name: str, epoch: int) -> Steps[bool]:
-        """Return True if `name` is up, probing (and re-admitting) it when it is due."""
+    def usable(self, name: str, router: Router) -> Steps[bool]:
+        """Return True if `name` is up, probing (and re-admitting) it when it is due.
+
+        The re-admission routes by `router`, the view of the call that wants the server: its
+        epoch fences every call, and its replicas of each hinted key are asked for the
+        newest version before the key is invalidated (:meth:`_newest_versions`).
+        """
         server = self._servers[name]
         health = server.health
         if health.up:
@@ -154,8 +165,9 @@ class ServerSet(Generic[B]):
         if not health.claim_probe(now=time.monotonic()):
             server.stats.bump("skipped")
             return False
+        epoch = router.view.epoch
         [answer] = yield (Call(name, "ping", (), epoch),)
-        applied = None if isinstance(answer, Failed) else (yield from self._hand_off(name, epoch))
+        applied = None if isinstance(answer, Failed) else (yield from self._hand_off(name, router))
         if applied is None:
             health.probe_failed(now=time.monotonic())
             server.stats.bump("skipped")
@@ -176,12 +188,13 @@ class ServerSet(Generic[B]):
             )
         return True
 
-    def _hand_off(self, name: str, epoch: int) -> Steps[dict[str, list[bytes]] | None]:
+    def _hand_off(self, name: str, router: Router) -> Steps[dict[str, list[bytes]] | None]:
         """Delete on `name` every key hinted for it, on the other servers and in memory.
 
         Return the hints applied per server that held them, or None when a server holding
         hints or `name` itself failed (the memory hints are kept for the next probe).
         """
+        epoch = router.view.epoch
         holders = [
             other for other, server in self._servers.items() if server.health.up and other != name
         ]
@@ -199,35 +212,35 @@ class ServerSet(Generic[B]):
         if failed_any(outcomes):
             return None
         applied = dict(zip(holders, outcomes, strict=True))
-        versions = yield from self._hinted_versions(applied, epoch)
-        if versions is None:
-            return None
         health = self._servers[name].health
         remembered = health.take_hints()
-        for key, version in remembered.items():  # the write this client saw the server miss
-            versions[key] = max(versions.get(key, 0), version)
         hinted = list(dict.fromkeys([*remembered, *(k for keys in outcomes for k in keys)]))
-        if hinted:
-            try:
+        if not hinted:
+            return applied
+        try:
+            versions = yield from self._newest_versions(name, hinted, applied, router)
+            if versions is not None:
+                for key, version in remembered.items():  # the write this client saw it miss
+                    versions[key] = max(versions.get(key, 0), version)
                 outcomes = yield tuple(
                     self._invalidation(name, key, versions.get(key), epoch) for key in hinted
                 )
-            except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
-                for key, version in remembered.items():
-                    health.hint(key, version)
-                health.probe_failed(now=time.monotonic())
-                raise
-            if failed_any(outcomes):
-                for key, version in remembered.items():  # kept for the next probe
-                    health.hint(key, version)
-                return None
+        except (EpochLostError, StaleViewError):  # the caller re-stamps or refreshes
+            for key, version in remembered.items():
+                health.hint(key, version)
+            health.probe_failed(now=time.monotonic())
+            raise
+        if versions is None or failed_any(outcomes):
+            for key, version in remembered.items():  # kept for the next probe
+                health.hint(key, version)
+            return None
         return applied
 
     def hand_over(
         self,
         missed: Mapping[str, Sequence[bytes]],
         holders: Mapping[bytes, Sequence[str]],
-        epoch: int,
+        router: Router,
         versions: Mapping[bytes, int] | None = None,
     ) -> Steps[None]:
         """Leave hints for the writes the servers of `missed` did not take, on the `holders`.
@@ -260,6 +273,7 @@ class ServerSet(Generic[B]):
         if not calls:
             return
         max_hints = {name: self._servers[name].health.max_hints for name in missed}
+        epoch = router.view.epoch
         pairs = list(calls)
         outcomes = yield tuple(
             Call(holder, "add_hints", (name, calls[holder, name], max_hints[name]), epoch, "hints")
@@ -277,10 +291,10 @@ class ServerSet(Generic[B]):
                 for key in calls[holder, name]:
                     health.hint(key, versions.get(key, 0))
         for name, by_holder in readmitted.items():
-            yield from self._invalidate(name, by_holder, epoch)
+            yield from self._invalidate(name, by_holder, router)
 
     def _invalidate(
-        self, name: str, by_holder: Mapping[str, Sequence[bytes]], epoch: int
+        self, name: str, by_holder: Mapping[str, Sequence[bytes]], router: Router
     ) -> Steps[None]:
         """Delete on `name` the keys `by_holder` took, as another process re-admits `name`.
 
@@ -288,8 +302,9 @@ class ServerSet(Generic[B]):
         here before the write is acknowledged, and this client probes it at its next use.
         """
         health = self._servers[name].health
-        versions = yield from self._hinted_versions(by_holder, epoch)
-        keys = dict.fromkeys(key for keys in by_holder.values() for key in keys)
+        epoch = router.view.epoch
+        keys = list(dict.fromkeys(key for keys in by_holder.values() for key in keys))
+        versions = yield from self._newest_versions(name, keys, by_holder, router)
         known = versions or {}  # a holder that failed since: invalidate without a tombstone
         outcomes = yield tuple(self._invalidation(name, key, known.get(key), epoch) for key in keys)
         if failed_any(outcomes):  # still failing: wait for a stamp newer than this failure
@@ -297,34 +312,65 @@ class ServerSet(Generic[B]):
         else:
             health.probe_soon()
 
-    def _hinted_versions(
-        self, applied: Mapping[str, Sequence[bytes]], epoch: int
+    def _newest_versions(
+        self,
+        name: str,
+        keys: Sequence[bytes],
+        hinted: Mapping[str, Sequence[bytes]],
+        router: Router,
     ) -> Steps[dict[bytes, int] | None]:
-        """Return the newest version each hinted key has on the servers that hinted it.
+        """Return the newest version each of `keys`, which `name` missed, has elsewhere.
 
-        They took the write the hint stands for, so they hold it, or something newer: a value,
-        or a delete's tombstone. None when one of them failed (the probe fails, as when the
-        hints could not be read).
+        Asked of the servers that hinted a key (`hinted`: they took the write the hint stands
+        for, so they hold it or something newer, a value or a delete's tombstone) and of the
+        key's replicas under `router`'s view other than `name`, those up. A hint outlives its
+        holder's copy when a move takes the key from the holder: the move's cleanup deletes
+        that copy, and the hint, stored before the move by a write that the holder kept as a
+        replica then, is read afterwards. Only the current replicas then know the key's
+        versions (the move copied the hinted write to the new owner, and a newer write
+        acknowledged since is on every replica, `name` included); without them the
+        re-admission found no version and deleted the key outright on `name`, newer write and
+        all (regression:
+        ``test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_move``).
+        A current replica's versions count as its value's and a delete's: a tombstone that an
+        earlier re-admission left there is no write (``read="all"`` does not take it for a
+        delete either), and a write acknowledged since with an older version (a set retried
+        after a server restarted empty refused it) may be the newest one the replicas hold.
+        None when one of the servers asked failed (the probe fails, as when the hints could
+        not be read).
         """
+        asks: dict[str, dict[bytes, None]] = {
+            holder: dict.fromkeys(held) for holder, held in hinted.items()
+        }
+        holding = {(holder, key) for holder, held in hinted.items() for key in held}
+        for key in keys:
+            for replica in router.replica_names(key):
+                server = self._servers.get(replica)
+                if replica != name and server is not None and server.health.up:
+                    asks.setdefault(replica, {})[key] = None
         # In pages: a server may hold up to `max_hints` (100,000 by default) for one name.
         pages = [
-            (holder, list(keys[start : start + _VERSION_PAGE]))
-            for holder, keys in applied.items()
-            for start in range(0, len(keys), _VERSION_PAGE)
+            (other, asked[start : start + _VERSION_PAGE])
+            for other, held in asks.items()
+            if (asked := list(held))
+            for start in range(0, len(asked), _VERSION_PAGE)
         ]
         if not pages:
             return {}
+        epoch = router.view.epoch
         answers = yield tuple(
-            Call(holder, "get_many", ([*keys, *map(tombstone_key, keys)],), epoch, "hints")
-            for holder, keys in pages
+            Call(other, "get_many", ([*page, *map(tombstone_key, page)],), epoch, "hints")
+            for other, page in pages
         )
         if failed_any(answers):
             return None
         versions: dict[bytes, int] = {}
-        for (_, keys), found in zip(pages, answers, strict=True):
-            for key in keys:
-                held = [found.get(key), found.get(tombstone_key(key))]
-                newest = max(map(version_of, held))
+        for (other, page), found in zip(pages, answers, strict=True):
+            for key in page:
+                tomb = found.get(tombstone_key(key))
+                if tomb is not None and (other, key) not in holding:
+                    tomb = None if is_readmission_tombstone(tomb) else tomb
+                newest = max(version_of(found.get(key)), version_of(tomb))
                 if newest:
                     versions[key] = max(versions.get(key, 0), newest)
         return versions
@@ -371,15 +417,17 @@ class ServerSet(Generic[B]):
         return "".join(f"; cause: {error}" for error in errors)
 
     def attempt(
-        self, name: str, call: Call, keys: Sequence[bytes], *, hint: bool = True
+        self, router: Router, name: str, call: Call, keys: Sequence[bytes], *, hint: bool = True
     ) -> Steps[tuple[bool, object]]:
-        """Run write `call` on `name`; on failure or when it is down, hint `keys` in memory.
+        """Run write `call` (routed by `router`) on `name`; hint `keys` in memory if it fails.
+
+        A server that is down and not due for a probe counts as failed.
 
         With `hint` off the caller leaves the hints (on the servers, :meth:`hand_over`).
         Return (True, answer) when the server answered, else (False, None).
         """
         server = self._servers[name]
-        if server.health.up or (yield from self.usable(name, call.epoch)):
+        if server.health.up or (yield from self.usable(name, router)):
             [answer] = yield (call,)
             if not isinstance(answer, Failed):
                 return True, answer

@@ -259,7 +259,7 @@ class Writer:
         missed: dict[str, list[bytes]] = {}
         for name, group in groups.items():
             server = self.servers.server(name)
-            if server.health.up or (yield from self.servers.usable(name, epoch)):
+            if server.health.up or (yield from self.servers.usable(name, router)):
                 usable.append(name)
             else:
                 missed[name] = list(group)
@@ -299,7 +299,7 @@ class Writer:
         if missed:
             versions = {data: version_of(stored) for data, stored in items.items()}
             keepers = _keepers(holders, replicas)
-            yield from self.servers.hand_over(missed, keepers, epoch, versions)
+            yield from self.servers.hand_over(missed, keepers, router, versions)
         if markers:  # spread hot keys: their copies take the new values before the ack
             follow = {data: copy_of(data) for data in markers}
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
@@ -356,7 +356,7 @@ class Writer:
                 call = Call(name, method, args, epoch)
                 asked = not marked
                 ok, outcome = yield from self.servers.attempt(
-                    name, _marked(call, [data]) if asked else call, [data], hint=False
+                    router, name, _marked(call, [data]) if asked else call, [data], hint=False
                 )
                 answer = outcome
                 if ok and asked:
@@ -376,7 +376,7 @@ class Writer:
         if missed:
             versions = {data: carried_version(args)}
             keepers = _keepers(holders, {data: replicas})
-            yield from self.servers.hand_over(missed, keepers, epoch, versions)
+            yield from self.servers.hand_over(missed, keepers, router, versions)
         if markers:  # a spread hot key: its copies are invalidated before the ack
             copies = {data: copy_tombstone(self._clock.next())}
             yield from self.copies.follow(router, markers, copies, None, holders)
