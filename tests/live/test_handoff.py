@@ -7,9 +7,10 @@ the default mode does not have (there the gainer owns as soon as its own watch d
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -49,6 +50,17 @@ def reported_up_to(member: ringkit.live.Member, epoch: int) -> bool:
     handoff = member._handoff
     assert handoff is not None
     return handoff._floor >= epoch
+
+
+@contextlib.contextmanager
+def three_stores(url: str) -> Iterator[tuple[ringkit.live.Store, ...]]:
+    """Three stores on `url`, as three processes would hold them."""
+    with (
+        ringkit.live.connect(url) as first,
+        ringkit.live.connect(url) as second,
+        ringkit.live.connect(url) as third,
+    ):
+        yield first, second, third
 
 
 def hold(gate: threading.Event, change: MemberChange) -> None:
@@ -96,11 +108,7 @@ def test_an_arc_is_owned_only_once_on_change_has_been_told(store_url: str) -> No
     waited behind the store's other subscribers: an arc taken away again meanwhile was owned
     without its member's callback ever hearing of it.
     """
-    with (
-        ringkit.live.connect(store_url) as store_a,
-        ringkit.live.connect(store_url) as store_b,
-        ringkit.live.connect(store_url) as store_c,
-    ):
+    with three_stores(store_url) as (store_a, store_b, store_c):
         a = store_a.join("a", ttl_s=5, handoff="exclusive")
         release = threading.Event()
         a.on_change(lambda change: hold(release, change))
@@ -128,11 +136,7 @@ def test_an_arc_is_owned_only_once_on_change_has_been_told(store_url: str) -> No
 
 def test_every_other_member_must_release_not_only_the_loser(store_url: str) -> None:
     """A → B at E1, B → C at E2: C must not own while a slow A has not released E1 or E2."""
-    with (
-        ringkit.live.connect(store_url) as store_a,
-        ringkit.live.connect(store_url) as store_b,
-        ringkit.live.connect(store_url) as store_c,
-    ):
+    with three_stores(store_url) as (store_a, store_b, store_c):
         a = store_a.join("a", ttl_s=5, handoff="exclusive")
         release = threading.Event()
         a.on_change(lambda change: hold(release, change))
@@ -431,11 +435,7 @@ def test_a_mark_written_before_the_wait_began_is_seen_by_the_read(store_url: str
     in etcd, so only the read that begins c's wait can show it: a watch from then on never
     would, and c would wait for the next change.
     """
-    with (
-        ringkit.live.connect(store_url) as store_a,
-        ringkit.live.connect(store_url) as store_b,
-        ringkit.live.connect(store_url) as store_c,
-    ):
+    with three_stores(store_url) as (store_a, store_b, store_c):
         gate = threading.Event()
         gate.set()
         store_c.subscribe(lambda change: gate.wait(10))  # called before c's handoff

@@ -115,6 +115,18 @@ def quartet() -> Iterator[list[Server]]:
         yield servers
 
 
+def three_servers_and_a_fourth(
+    kind: str, request: pytest.FixtureRequest
+) -> tuple[dict[str, str], dict[str, str]]:
+    """URLs of four empty servers of `kind` (s1-s4), and of the three a cluster starts with."""
+    names = ("s1", "s2", "s3", "s4")
+    if kind == "memory":
+        urls = memory_urls(4)
+    else:
+        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
+    return urls, {name: urls[name] for name in names[:3]}
+
+
 @pytest.mark.parametrize("write", ["set", "add"])  # a batch write, and a single-key one
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
@@ -131,12 +143,7 @@ def test_a_hint_an_old_owner_kept_never_deletes_a_write_after_the_move(
     key outright on each new replica (the chaos check lost a write so, adding a server under
     ``read="all"``).
     """
-    names = ("s1", "s2", "s3", "s4")
-    if kind == "memory":
-        urls = memory_urls(4)
-    else:
-        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
-    base = {name: urls[name] for name in names[:3]}
+    urls, base = three_servers_and_a_fourth(kind, request)
     before, after = HashRing(list(base)), HashRing(list(urls))
     key = next(  # a key that one of its replicas loses to the new server
         f"seat:{n}"
@@ -185,12 +192,7 @@ def test_a_hint_a_replica_kept_before_a_move_never_deletes_a_write_after_the_mov
     client re-admits that server it finds the hint, but no version on its holder: it used to
     delete the key outright there, removing the newer acknowledged write from one replica.
     """
-    names = ("s1", "s2", "s3", "s4")
-    if kind == "memory":
-        urls = memory_urls(4)
-    else:
-        urls = flushed_redis_urls(names, request.getfixturevalue("quartet"))
-    base = {name: urls[name] for name in names[:3]}
+    urls, base = three_servers_and_a_fourth(kind, request)
     before, after = HashRing(list(base)), HashRing(list(urls))
 
     def moves_from_one_replica(key: str) -> bool:  # one replica stays, the other loses the key

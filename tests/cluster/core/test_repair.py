@@ -137,6 +137,19 @@ def test_repair_still_fixes_a_replica_behind(
 
 
 _CODEC = Codec(JSON)
+
+
+def one_of_each_backend(redis_trio: list[Any], memcached_trio: list[Any]) -> dict[str, Any]:
+    """A raw connection to one server of each kind (memory, redis, memcached), by kind."""
+    return {
+        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
+        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
+        "memcached": open_backend(
+            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
+        ),
+    }
+
+
 # What a server may hold under a key before a repair: nothing, an envelope of some version, a
 # counter or a foreign value (no version); and beside it, maybe a tombstone of some version.
 _HELD = st.one_of(
@@ -157,13 +170,7 @@ def test_every_backend_repairs_exactly_where_supersedes_says(
 ) -> None:
     key = b"fare:rule"
     value = _CODEC.encode("repair", version=version, expires_at_ms=0)
-    backends = {
-        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
-        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
-        "memcached": open_backend(
-            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
-        ),
-    }
+    backends = one_of_each_backend(redis_trio, memcached_trio)
     for kind, raw in backends.items():
         fenced = fence(raw, lambda: 0, lambda key: 0)
         raw.flush()
@@ -193,13 +200,7 @@ def test_every_backend_repairs_a_batch_key_by_key_where_supersedes_says(
         key: _CODEC.encode(f"repair {key!r}", version=version, expires_at_ms=0)
         for key, (_, _, version) in zip(keys, cases, strict=True)
     }
-    backends = {
-        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
-        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
-        "memcached": open_backend(
-            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
-        ),
-    }
+    backends = one_of_each_backend(redis_trio, memcached_trio)
     for kind, raw in backends.items():
         fenced = fence(raw, lambda: 0, lambda key: 0)
         raw.flush()
