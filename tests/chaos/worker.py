@@ -3,8 +3,9 @@
 Run as ``python -m tests.chaos.worker CONFIG.json``. It builds its own ``ShardedClient`` (its
 own connections, health, hints and view: another process in every sense), prints ``ready``,
 waits for the stop time (on the shared clock of ``history.now_ns``) on stdin, runs operations
-until then and writes its history to the path the config names. Values are unique per run
-(``p<process>-<n>``), which is what lets the checker tell which write a read saw.
+until then, re-admits the servers it marked down, and writes its history to the path the config
+names. Values are unique per run (``p<process>-<n>``), which is what lets the checker tell which
+write a read saw.
 """
 
 from __future__ import annotations
@@ -171,8 +172,33 @@ def run(config: WorkerConfig, stop_ns: int, errors: dict[str, int]) -> list[Op]:
         )
         n += 1
         time.sleep(rng.random() * config.pause_s)
+    _repair(client, config.client.get("dead_timeout_s", 1.0))
     client.close()
     return ops
+
+
+#: How long a worker keeps re-admitting the servers it marked down once its operations stop.
+REPAIR_S = 10.0
+
+
+def _repair(client: ShardedClient, dead_timeout_s: float) -> None:
+    """Re-admit every server this process marked down (its hints applied) before it leaves.
+
+    The final reads are made by a fresh client, which never noticed any failure, after every
+    fault healed and the servers were repaired: docs/cluster.md lets a process that never
+    noticed a failure read a server's stale values until some process repairs it. A fault that
+    ended just before the stop used to leave that repair to chance (the processes that marked
+    the server down stopped before its dead timeout passed, and a paused server kept its old
+    values for the final reads).
+    """
+    deadline = time.monotonic() + REPAIR_S
+    while time.monotonic() < deadline:
+        try:
+            if not client.check_health():
+                return
+        except RingkitError:
+            pass  # a server still unreachable: probed again after its dead timeout
+        time.sleep(dead_timeout_s)
 
 
 def main(argv: list[str]) -> int:
