@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 
 import pytest
 
 import ringkit.live
 from ringkit.errors import ConfigError, DuplicateNodeError, ViewConflictError
 from ringkit.live import Change, MemberChange
+from ringkit.live.backend import Event
 from ringkit.movement import diff
 from ringkit.nodes import Node
 from ringkit.ring import HashRing
@@ -283,3 +285,26 @@ def test_async_iteration_ends_when_the_store_closes(store_url: str) -> None:
         return seen
 
     assert [("a" in c.new.members) for c in asyncio.run(main())][:1] == [True]
+
+
+def test_a_watch_from_now_hands_over_only_the_changes_made_after_it(store_url: str) -> None:
+    """``watch(prefix, 0, ...)`` starts at the service's current revision (what a follower of
+    release marks opens before its read: etcd syncs such a watch at once)."""
+    with ringkit.live.connect(store_url) as store:
+        backend, folder = store.backend, store.mark_key("") + "watch-from-now/"
+        lease, _ = backend.grant(30)
+        assert backend.create(folder + "before", b"1", lease)[0]
+        seen: list[str] = []
+        arrived = threading.Event()
+
+        def on_events(events: Sequence[Event]) -> None:
+            seen.extend(event.key for event in events)
+            arrived.set()
+
+        handle = backend.watch(folder, 0, on_events, lambda error: None)
+        assert backend.create(folder + "after", b"2", lease)[0]
+        assert arrived.wait(10)
+        time.sleep(0.2)  # anything else it would hand over has come by now
+        assert seen == [folder + "after"]
+        handle.cancel()
+        backend.revoke(lease)

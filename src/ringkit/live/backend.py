@@ -148,6 +148,11 @@ class Backend(Protocol):
     ) -> WatchHandle:
         """Call `on_events` with every change under `prefix` from `start_revision` on, in order.
 
+        `start_revision` 0 means from now: every change after the watch was created, which it
+        is when this returns. (etcd serves a watch that starts in the past from its unsynced
+        group, caught up every 100 ms: a change made between a read and a watch from the read's
+        revision may reach the watch 100 ms late; a watch from now is synced at once.)
+
         With `range_end`, the changes to the keys from `prefix` up to `range_end` (excluded)
         instead, as etcd's watch of a key range.
 

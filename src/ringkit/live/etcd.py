@@ -507,16 +507,18 @@ class EtcdBackend:
                 on_events(batch)
 
         def create() -> int:
+            # 0: from now (no start revision: etcd syncs the watcher at once).
+            first = max(1, start_revision) if start_revision > 0 else None
             try:
                 watcher = self._client.watcher
                 handle.endpoint = self._client._current_endpoint_label
                 if range_end is None:
                     watch_id: int = self._client.add_watch_prefix_callback(
-                        prefix, callback, start_revision=max(1, start_revision)
+                        prefix, callback, start_revision=first
                     )
                 else:
                     watch_id = self._client.add_watch_callback(
-                        prefix, callback, range_end=range_end, start_revision=max(1, start_revision)
+                        prefix, callback, range_end=range_end, start_revision=first
                     )
             except self._errors:
                 # NOTE: pyetcd keeps one watch stream per client and reuses it; after a failed

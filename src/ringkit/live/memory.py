@@ -252,7 +252,9 @@ class MemoryBackend:
     ) -> _Watch:
         if replacing is not None:
             replacing.cancel()
-        watch = _Watch(prefix, range_end, max(1, start_revision), on_events, self._lock)
+        with self._lock:
+            first = start_revision if start_revision > 0 else self._revision + 1  # 0: from now
+        watch = _Watch(prefix, range_end, max(1, first), on_events, self._lock)
         watch.thread = threading.Thread(target=self._deliver, args=(watch,), name="memory-watch")
         watch.thread.daemon = True
         watch.thread.start()
