@@ -1,7 +1,8 @@
 """The writer: how a client stores keys on their replicas, with a write quorum and hints.
 
-Every value is validated and encoded before anything is written (size, TTL, serializer), with
-a version from the writer's clock so that ``read="all"`` can reconcile copies. A write goes to
+Every value is validated and encoded before anything is written (size, TTL, serializer), and
+given a version from the writer's clock just before it is sent (:meth:`Writer.set_many`), so
+that ``read="all"`` can reconcile copies. A write goes to
 every target of its key (:meth:`~ringkit.cluster.core.routing.Router.write_names`: the replicas,
 hot-key spread copies, and both sides while data moves), grouped per server: one round trip per
 server, sent at once by the async client. For a server that is down or fails, the servers that
