@@ -33,7 +33,7 @@ from ringkit.cluster.core.hotcopies import HotCopies, spread_of
 from ringkit.cluster.core.routing import Router
 from ringkit.cluster.core.servers import ServerSet, carried_version, version_of
 from ringkit.cluster.drivers.steps import Call, Failed, Steps
-from ringkit.cluster.values.codec import ValueCodec, VersionClock, stamped, tombstone
+from ringkit.cluster.values.codec import ValueCodec, VersionClock, tombstone
 from ringkit.cluster.values.expiry import refuse_ttl
 from ringkit.cluster.values.keys import DELETE_TOMBSTONE_TTL_S, user_key
 from ringkit.cluster.wire.redis.handoff import copy_tombstone, copy_version
@@ -219,7 +219,7 @@ class Writer:
             return self._copy_of(stored)
 
         def fresh(stored: bytes) -> bytes:
-            return stamped(stored, self._clock.next())
+            return self.codec.stamp(stored, self._clock.next())
 
         conditional = retried and all(version_of(stored) for stored in encoded.values())
         method = "repair_many" if conditional else "set_many"

@@ -200,6 +200,10 @@ class ValueCodec(Protocol):
         """Return :meth:`decode` of each of `datas`, in order (a multi-key read's values)."""
         ...  # pragma: no cover
 
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return `data`, which :meth:`encode` returned, carrying `version` instead of its own."""
+        ...  # pragma: no cover
+
     def decode_value(self, data: bytes) -> Any:
         """Return ``decode(data).value``: the value alone (a single-key read's)."""
         ...  # pragma: no cover
@@ -228,6 +232,10 @@ class Codec:
         else:
             kind, payload = self.serializer.tag, self._dumps(value)
         return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
+
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return envelope `data` at `version` (an int stored as digits carries none)."""
+        return stamped(data, version)
 
     def _dumps(self, value: object) -> bytes:
         try:
@@ -459,4 +467,8 @@ class RawCodec:
 
     def decode_value(self, data: bytes) -> bytes:
         """Return the stored bytes themselves."""
+        return data
+
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return `data` unchanged: raw bytes carry no version (one may look like an envelope)."""
         return data
