@@ -1,7 +1,8 @@
 """The writer: how a client stores keys on their replicas, with a write quorum and hints.
 
-Every value is validated and encoded before anything is written (size, TTL, serializer), with
-a version from the writer's clock so that ``read="all"`` can reconcile copies. A write goes to
+Every value is validated and encoded before anything is written (size, TTL, serializer), and
+given a version from the writer's clock just before it is sent (:meth:`Writer.set_many`), so
+that ``read="all"`` can reconcile copies. A write goes to
 every target of its key (:meth:`~ringkit.cluster.core.routing.Router.write_names`: the replicas,
 hot-key spread copies, and both sides while data moves), grouped per server: one round trip per
 server, sent at once by the async client. For a server that is down or fails, the servers that
@@ -201,15 +202,30 @@ class Writer:
         script over the keys) and the memory store; a few on memcached (pipelined ``gets``,
         then ``cas`` / ``add``), whatever the number of keys.
 
+        Each attempt gives the values a fresh version from the writer's clock just before it
+        sends them, after the steps that may take long (a view refresh, a probe re-admitting a
+        server, a refusal and its re-stamp): a plain ``set`` replaces whatever the server
+        holds, so a version stamped before those steps could land after a delete and a newer
+        write that other clients made meanwhile, replace that write and sit below the delete's
+        tombstone, and ``read="all"`` would then read the key as deleted on every replica
+        (found by the chaos check, ``kill/memcached/read_all`` under load: a ``set`` encoded
+        before a 160 ms view refresh, during which another process deleted the key and wrote
+        it again, reached memcached after both).
+
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
 
-        def copy_of(data: bytes) -> bytes:  # asked only for the keys found spread
-            return self._copy_of(encoded[data])
+        def copy_of(data: bytes, stored: bytes) -> bytes:  # asked only for the keys found spread
+            return self._copy_of(stored)
+
+        def fresh(stored: bytes) -> bytes:
+            return self.codec.stamp(stored, self._clock.next())
 
         conditional = retried and all(version_of(stored) for stored in encoded.values())
         method = "repair_many" if conditional else "set_many"
-        yield from self._batch(router, method, encoded, ttl_s, copy_of, ttl_s, op="set_many")
+        yield from self._batch(
+            router, method, encoded, ttl_s, copy_of, ttl_s, op="set_many", fresh=fresh
+        )
 
     def delete_many(self, router: Router, keys: list[bytes], gone: set[bytes]) -> Steps[None]:
         """Delete every key on its targets and leave tombstones; one round trip per server.
@@ -222,7 +238,7 @@ class Writer:
         ttl_s = TOMBSTONE_TTL_S if router.view.transitional else DELETE_TOMBSTONE_TTL_S
         tombs = {data: tombstone(self._clock.next()) for data in keys}
 
-        def copy_of(data: bytes) -> bytes:
+        def copy_of(data: bytes, stored: bytes) -> bytes:
             return copy_tombstone(self._clock.next())
 
         answers = yield from self._batch(router, "bury_many", tombs, ttl_s, copy_of, None)
@@ -235,16 +251,18 @@ class Writer:
         method: str,
         items: Mapping[bytes, bytes],
         ttl_s: float | None,
-        copy_of: Callable[[bytes], bytes],
+        copy_of: Callable[[bytes, bytes], bytes],
         copy_ttl_s: float | None,
         *,
         op: str = "",
+        fresh: Callable[[bytes], bytes] | None = None,
     ) -> Steps[dict[str, Any]]:
         """Write `items` to their targets with `method(group, ttl_s)`, one call per server.
 
-        Hot keys found spread get ``copy_of(key)`` on their copies (the new value, or an
-        invalidation) before the ack; returns each server's answer. `op` names the calls in
-        counters and hooks (default: `method`): a retried ``set_many`` is still one.
+        Hot keys found spread get ``copy_of(key, stored)`` on their copies (the new value, or
+        an invalidation) before the ack; returns each server's answer. `op` names the calls in
+        counters and hooks (default: `method`): a retried ``set_many`` is still one. `fresh`
+        gives each item what is sent instead, once the servers to send to are known (probed).
 
         :raises QuorumError: listing the keys that fewer than `write_quorum` replicas took
         """
@@ -263,6 +281,9 @@ class Writer:
                 usable.append(name)
             else:
                 missed[name] = list(group)
+        if fresh is not None:
+            items = {data: fresh(stored) for data, stored in items.items()}
+            groups = {name: {data: items[data] for data in group} for name, group in groups.items()}
         # Each key's spread marker is read back from one server that takes the write (a marker
         # is on every replica); from another that took it if that one fails. None at all while
         # the view says no key is spread: then no client makes copies (HotCopies.spread).
@@ -301,7 +322,7 @@ class Writer:
             keepers = _keepers(holders, replicas)
             yield from self.servers.hand_over(missed, keepers, router, versions)
         if markers:  # spread hot keys: their copies take the new values before the ack
-            follow = {data: copy_of(data) for data in markers}
+            follow = {data: copy_of(data, items[data]) for data in markers}
             yield from self.copies.follow(router, markers, follow, copy_ttl_s, holders)
         self.check_quorum(replicas, acked)
         return answers

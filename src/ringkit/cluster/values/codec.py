@@ -50,6 +50,7 @@ __all__ = [
     "get_serializer",
     "is_readmission_tombstone",
     "readmission_tombstone",
+    "stamped",
     "stored_version",
     "supersedes",
     "tombstone",
@@ -199,6 +200,10 @@ class ValueCodec(Protocol):
         """Return :meth:`decode` of each of `datas`, in order (a multi-key read's values)."""
         ...  # pragma: no cover
 
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return `data`, which :meth:`encode` returned, carrying `version` instead of its own."""
+        ...  # pragma: no cover
+
     def decode_value(self, data: bytes) -> Any:
         """Return ``decode(data).value``: the value alone (a single-key read's)."""
         ...  # pragma: no cover
@@ -227,6 +232,10 @@ class Codec:
         else:
             kind, payload = self.serializer.tag, self._dumps(value)
         return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
+
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return envelope `data` at `version` (an int stored as digits carries none)."""
+        return stamped(data, version)
 
     def _dumps(self, value: object) -> bytes:
         try:
@@ -357,6 +366,17 @@ def stored_version(data: bytes | None) -> bytes:
     return data[1:9]
 
 
+def stamped(data: bytes, version: int) -> bytes:
+    """Return envelope `data` carrying `version` instead of its own; anything else as it is.
+
+    >>> stored_version(stamped(tombstone(7), 9)).hex(), stamped(b"41", 9)
+    ('0000000000000009', b'41')
+    """
+    if not stored_version(data):  # a counter's digits or a foreign value: no version to give
+        return data
+    return data[:1] + version.to_bytes(8, "big") + data[9:]
+
+
 def buries(tomb: bytes, there: bytes | None) -> bool:
     """Return True if tombstone `tomb` deletes what a server holds under the key: a conditional
     delete, the rule of ``bury``.
@@ -447,4 +467,8 @@ class RawCodec:
 
     def decode_value(self, data: bytes) -> bytes:
         """Return the stored bytes themselves."""
+        return data
+
+    def stamp(self, data: bytes, version: int) -> bytes:
+        """Return `data` unchanged: raw bytes carry no version (one may look like an envelope)."""
         return data
