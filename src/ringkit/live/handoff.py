@@ -296,12 +296,10 @@ class Handoff:
         self._settle_queued = False
         self._settled_at: tuple[int, int] = (-1, -1)  # (settled epoch, latest epoch) last done
         # The highest epoch at which this member owned every arc it held (see the module
-        # docstring): it owns from its rings since then without the others' marks.
+        # docstring): it owns from its rings since then without the others' marks. It moves
+        # only on the dispatcher thread, in the call that reports the arcs it makes owned, so
+        # every arc ``owns`` answers True for is reported to ``on_change`` first.
         self._floor = -1
-        # The settled epoch ``owns`` answers from: published by ``settle`` on the dispatcher
-        # thread just before it reports the arcs that became owned, so every arc ``owns``
-        # answers True for is reported to ``on_change`` (never only briefly owned, unreported).
-        self._owned_from = -1
         self._following = False  # whether it asked its store to follow every mark
         self._follow_lock = threading.Lock()
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
@@ -311,7 +309,7 @@ class Handoff:
     # -- owning ----------------------------------------------------------------------------------
 
     def settled_epoch(self, epoch: int) -> int:
-        """The epoch from which this member's rings must all hold a key for it to own it.
+        """The epoch ``settle`` moves this member's floor to (``owns`` answers from the floor).
 
         Its floor, or the lowest other member's mark if higher while its store follows every
         mark (the marks it holds otherwise may lack a member that joined since: not enough to
@@ -324,11 +322,11 @@ class Handoff:
 
     def settled_rings(self, snapshot: Snapshot) -> list[Snapshot] | None:
         """The snapshots from the settled epoch to `snapshot`, or None when nothing is owned."""
-        key = (snapshot.epoch, self._owned_from, self._store.blind_s() > 0)
+        key = (snapshot.epoch, self._floor, self._store.blind_s() > 0)
         if key != self._cache:
             rings = None
             if not key[2]:
-                settled = min(self._owned_from, snapshot.epoch)
+                settled = min(self._floor, snapshot.epoch)
                 rings = self._store.history_since(settled)
                 if rings is not None:
                     rings = [ring for ring in rings if ring.epoch <= snapshot.epoch]
@@ -405,14 +403,13 @@ class Handoff:
         if change is None or self._store.blind_s() > 0 or not self._regions:
             return
         settled = self.settled_epoch(change.new.epoch)
+        # Owned from here on, and reported below before any later change is relayed: the
+        # dispatcher thread runs both, so a gain is never taken away unreported.
         self._floor = max(self._floor, settled)
         if (settled, change.new.epoch) == self._settled_at:
             return  # nothing new: N members' marks each wake every member once per change
         self._settled_at = (settled, change.new.epoch)
         held = [epoch for epoch in self._regions if epoch <= settled]
-        # Owned from here on, and reported below before any later change is relayed: the
-        # dispatcher thread runs both, so a gain is never taken away unreported.
-        self._owned_from = max(self._owned_from, settled)
         if not held:
             return
         start = max(held)
@@ -612,8 +609,7 @@ class Handoff:
             with contextlib.suppress(BackendError):
                 self.write_mark(self._target())
             self._follow(wanted=self._waits(), wait=False)  # read on the marks thread
-            latest = self._latest
-            if latest is not None and self._owned_from < latest.new.epoch:
+            if self._waits():
                 # Not owned yet: look again on the dispatcher (a wait for departures this store
                 # did not see ends with time, not with a mark or a change that would wake it).
                 self._queue_settle()
