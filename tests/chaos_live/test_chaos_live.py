@@ -152,3 +152,22 @@ def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) 
     assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
     assert result.verdict.token_errors == [], result.line
     assert result.verdict.longest_gap_s <= settings.ttl_s + 1, result.line
+
+
+@pytest.mark.timeout(150)
+def test_a_member_paused_past_its_lease_overlaps_no_longer_than_the_default_bound(
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP of a member process past its TTL, in the default mode: after waking it registers
+    again and owns at once, in a new interval with a new token, never in the one from before
+    the pause (which would span the time the next owner held the key)."""
+    require_binary("etcd", "etcd-server")
+    settings = Settings(load_s=8.0, tail_s=3.0, etcd_members=1)
+    result = run_once("default", "worker_stop", 3, settings, tmp_path)
+    print(result.line)
+    assert result.faults and result.verdict.runs > 0, result.line
+    current_within_s = settings.ttl_s / 2  # the default: half the smallest TTL
+    assert result.verdict.longest_overlap_s <= current_within_s, result.line
+    assert all(o.seconds <= current_within_s for o in result.verdict.transition_overlaps)
+    assert result.verdict.token_errors == [], result.line
+    assert result.verdict.transition_token_errors == [], result.line
