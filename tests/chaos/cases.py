@@ -28,6 +28,8 @@ CI_CASES: list[Case] = [
     Case("coordinator_rollback", "redis", "defaults"),
     Case("kill", "redis", "near_quorum"),
     Case("pause", "memcached", "split"),
+    # Where a set stamped before a slow view refresh lost a write under read="all".
+    Case("kill", "memcached", "read_all"),
 ]
 
 TOLERATED: dict[str, str] = {}  # every category the chaos runs found is fixed; keep it empty
