@@ -69,14 +69,23 @@ if kind in ("ringkit", "exclusive"):
                 note("applied", store.snapshot().epoch)
         store._apply = applied
         store.dispatcher.after_delivery(lambda epoch: note("delivered", epoch))
-        write_mark = member._handoff.write_mark
-        def marked(epoch):
-            if epoch <= member._handoff._mark:
-                return
-            note("mark_sent", epoch)
-            write_mark(epoch)
+        # A mark is sent by the thread that applied the change (start_swap) or, when that
+        # cannot, by the release thread (swap); either way it is noted once written (_wrote).
+        from ringkit.live.handoff import decode_mark
+        mark_key, backend, handoff = store.mark_key(name), store.backend, member._handoff
+        def sending(call):
+            def send(key, value, *args, **options):
+                if key == mark_key:
+                    note("mark_sent", decode_mark(value, name))
+                return call(key, value, *args, **options)
+            return send
+        backend.start_swap = sending(backend.start_swap)
+        backend.swap = sending(backend.swap)
+        wrote = handoff._wrote
+        def written(epoch, *args):
+            wrote(epoch, *args)
             note("mark_acked", epoch)
-        member._handoff.write_mark = marked
+        handoff._wrote = written
     os.write(1, b"ready\n")
     while True:
         time.sleep(3600)
@@ -216,7 +225,9 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         joined = time.time()
         ring = store.snapshot().ring
         epoch = store.snapshot().epoch
-        gained = [key for key in keys if ring.node_for(key) == "probe"]
+        gained = [
+            key for key, node in zip(keys, ring.node_for_many(keys), strict=True) if node == "probe"
+        ]
         deadline = time.monotonic() + 10
         while not all(member.owns_many(gained)):
             if time.monotonic() > deadline:

@@ -4,6 +4,8 @@ whose answer such a loss swallowed."""
 from __future__ import annotations
 
 import itertools
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -11,10 +13,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ringkit.live
+from ringkit.errors import BackendError
 from ringkit.live import Snapshot, Store
 from ringkit.live.backend import Record
+from ringkit.live.etcd import RPC_TIMEOUT_S
 from ringkit.live.memory import MemoryBackend
-from tests.servers import EtcdCluster, etcd_cluster, stop
+from tests.servers import EtcdCluster, etcd_cluster, etcd_server, sigstop, stop
 
 pytestmark = pytest.mark.timeout(240)
 TTL_S = 2
@@ -162,3 +166,23 @@ def test_a_leave_whose_answer_was_lost_in_an_election_still_leaves() -> None:
         member.leave()
         store.wait_for(lambda s: "a" not in s.members)
         store.join("a", ttl_s=5).close()  # the name is free again
+
+
+def test_a_swap_sent_to_an_etcd_that_stopped_answering_ends_in_an_error() -> None:
+    """A release mark sent without waiting (one attempt) to a hung etcd is answered with a
+    BackendError within the call's timeout, so the release thread can take over."""
+    with etcd_server() as cluster, ringkit.live.connect(cluster.url("hung")) as store:
+        answers: list[tuple[bool, Record] | BackendError] = []
+        done = threading.Event()
+
+        def answered(result: tuple[bool, Record] | BackendError) -> None:
+            answers.append(result)
+            done.set()
+
+        sigstop(cluster.processes[0].pid)
+        try:
+            store.backend.start_swap(store.mark_key("m"), b"v", 0, 0, answered)
+            assert done.wait(RPC_TIMEOUT_S + 5)
+        finally:
+            os.kill(cluster.processes[0].pid, signal.SIGCONT)
+        assert len(answers) == 1 and isinstance(answers[0], BackendError), answers

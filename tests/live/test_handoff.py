@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import ringkit.live
-from ringkit.errors import ConfigError
-from ringkit.live import MemberChange
+from ringkit.errors import BackendError, ConfigError
+from ringkit.live import MemberChange, Store
 from ringkit.live.backend import Event, Record
 from ringkit.live.handoff import decode_mark, encode_mark
+from ringkit.live.memory import MemoryBackend
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -276,14 +277,19 @@ def test_a_member_that_keeps_releasing_under_steady_changes_keeps_its_lease(
     """
     with ringkit.live.connect(store_url) as store_a, ringkit.live.connect(store_url) as store_b:
         a = store_a.join("a", ttl_s=5, handoff="exclusive", release_timeout_s=1.5)
-        swap = store_a.backend.swap
+        swap, start_swap = store_a.backend.swap, store_a.backend.start_swap
 
         def slow_swap(key: str, value: bytes, lease: int, mod_revision: int) -> object:
             if key == store_a.mark_key("a"):
                 time.sleep(0.3)
             return swap(key, value, lease, mod_revision)
 
+        def slow_start_swap(key: str, *args: object) -> None:
+            # A mark sent where the change was applied: its answer comes 0.3 s later.
+            threading.Timer(0.3, start_swap, (key, *args)).start()
+
         monkeypatch.setattr(store_a.backend, "swap", slow_swap)
+        monkeypatch.setattr(store_a.backend, "start_swap", slow_start_swap)
         trailed = 0
         ends = time.monotonic() + 4
         while time.monotonic() < ends:
@@ -502,6 +508,99 @@ def test_the_stored_mark_never_decreases(store_url: str, monkeypatch: pytest.Mon
         assert written == sorted(written), repr(written)
         assert written and written[-1] >= applied, repr(written)
         a.close()
+
+
+class HeldAnswers(MemoryBackend):
+    """memory:// whose release marks sent without waiting are answered only once `answer` is
+    set (a slow etcd), or refused (`refuse`) as by an endpoint that stopped answering."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.answer = threading.Event()
+        self.refuse = False
+        self.sent: list[int] = []  # the epochs of the marks sent without waiting
+
+    def start_swap(
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        mod_revision: int,
+        done: Callable[[tuple[bool, Record] | BackendError], None],
+    ) -> None:
+        self.sent.append(decode_mark(value, key.rsplit("/", 1)[-1]))
+        if self.refuse:
+            raise BackendError("etcd at 127.0.0.1:1 did not take the write")
+
+        def later() -> None:
+            self.answer.wait(10)
+            super(HeldAnswers, self).start_swap(key, value, lease, mod_revision, done)
+
+        threading.Thread(target=later, daemon=True).start()
+
+
+def test_the_store_applies_changes_while_a_marks_answer_is_on_its_way() -> None:
+    """A member without callbacks sends its mark where the change is applied, and the store
+    goes on applying later changes before etcd answers; once it does, the mark is the latest."""
+    backend = HeldAnswers("held-answers")
+    with Store(backend, "/held/") as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        wait_until(lambda: bool(backend.sent))  # the mark of a's own join: its answer is held
+        b, c = store.join("b", ttl_s=5), store.join("c", ttl_s=5)
+        latest = store.wait_for(lambda s: "c" in s.members).epoch  # applied meanwhile
+        assert stored_marks(store)["a"] < latest
+        backend.answer.set()
+        wait_until(lambda: stored_marks(store).get("a", -1) == latest, what=stored_marks)
+        assert sorted(backend.sent) == backend.sent, backend.sent  # the mark only grew
+        for member in (c, b, a):
+            member.close()
+
+
+def test_a_mark_that_could_not_be_sent_is_written_by_the_release_thread() -> None:
+    """The one attempt made where the change was applied fails: the release thread writes it."""
+    backend = HeldAnswers("refused-sends")
+    backend.refuse = True
+    with Store(backend, "/refused/") as store:
+        a = store.join("a", ttl_s=5, handoff="exclusive")
+        b = store.join("b", ttl_s=5)
+        epoch = store.wait_for(lambda s: "b" in s.members).epoch
+        wait_until(lambda: stored_marks(store).get("a", -1) == epoch, what=stored_marks)
+        assert backend.sent, "no mark was sent where the change was applied"
+        backend.refuse, sent = False, len(backend.sent)
+        backend.answer.set()
+        c = store.join("c", ttl_s=5)
+        latest = store.wait_for(lambda s: "c" in s.members).epoch
+        wait_until(lambda: stored_marks(store).get("a", -1) == latest, what=stored_marks)
+        # A successful write by the release thread lets the next mark be sent at once again.
+        assert latest in backend.sent[sent:], backend.sent
+        for member in (c, b, a):
+            member.close()
+
+
+def test_a_swap_sent_without_waiting_answers_as_a_swap_does(store_url: str) -> None:
+    """``start_swap``: (True, the write) when the revision holds, else (False, what is there)."""
+    with ringkit.live.connect(store_url) as store:
+        backend = store.backend
+        answers: list[tuple[bool, Record] | BackendError] = []
+        done = threading.Event()
+
+        def answered(result: tuple[bool, Record] | BackendError) -> None:
+            answers.append(result)
+            done.set()
+
+        key = store.mark_key("probe")
+        for mod_revision in (0, 0):  # absent: written; then absent no more: refused
+            done.clear()
+            backend.start_swap(key, b"v", 0, mod_revision, answered)
+            assert done.wait(5)
+        wrote, refused = answers
+        assert not isinstance(wrote, BackendError) and wrote[0], wrote
+        assert not isinstance(refused, BackendError) and not refused[0], refused
+        assert refused[1].value == b"v" and refused[1].mod_revision == wrote[1].mod_revision
+        assert len(answers) == 2  # each answered once
+    if store_url.startswith("etcd"):  # memory:// lives as long as the process
+        with pytest.raises(BackendError, match="closed"):
+            backend.start_swap(key, b"w", 0, wrote[1].mod_revision, answered)
 
 
 def test_a_published_table_is_handed_over_exclusively_too(store_url: str) -> None:

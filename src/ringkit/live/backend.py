@@ -14,6 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from ringkit.errors import BackendError
+
 __all__ = ["Backend", "Event", "Record", "WatchHandle"]
 
 
@@ -122,6 +124,23 @@ class Backend(Protocol):
 
         Return (True, the record written) or (False, the record there: ``mod_revision`` 0 when
         the key is absent).
+        """
+        ...
+
+    def start_swap(
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        mod_revision: int,
+        done: Callable[[tuple[bool, Record] | BackendError], None],
+    ) -> None:
+        """Send ``swap`` and return without waiting: `done` gets its answer, or the error.
+
+        One attempt at the endpoint in use, no failover (for a thread that must not wait out
+        an election). `done` may run on another thread, or on this one before this returns.
+
+        :raises BackendError: when the call cannot be sent (`done` is then never called)
         """
         ...
 

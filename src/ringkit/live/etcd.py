@@ -98,6 +98,19 @@ def _tls_credentials(grpc: Any, url: StoreURL) -> Any:
     )
 
 
+def _swapped(response: Any, key: str, value: bytes, lease: int) -> tuple[bool, Record]:
+    """The answer to a compare-and-swap transaction: (True, what it wrote) or (False, what is)."""
+    if response.succeeded:
+        return True, Record(key, value, int(response.header.revision), 0, lease)
+    kvs = response.responses[0].response_range.kvs if response.responses else []
+    if not kvs:
+        return False, Record(key, b"", 0, 0, 0)
+    kv = kvs[0]
+    return False, Record(
+        kv.key.decode(), kv.value, int(kv.mod_revision), int(kv.create_revision), int(kv.lease)
+    )
+
+
 def _details(error: BaseException) -> str:
     """The server's own words for a gRPC error, else the error's text."""
     details = getattr(error, "details", None)
@@ -440,6 +453,55 @@ class EtcdBackend:
 
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         return self._txn(self._tx.mod(key) == mod_revision, key, value, lease)
+
+    def start_swap(
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        mod_revision: int,
+        done: Callable[[tuple[bool, Record] | BackendError], None],
+    ) -> None:
+        from pyetcd import etcdrpc
+
+        client = self._client
+        request = etcdrpc.TxnRequest(
+            compare=[(self._tx.mod(key) == mod_revision).build_message()],
+            success=client._ops_to_requests([self._tx.put(key, value, lease=lease or None)]),
+            failure=client._ops_to_requests([self._tx.get(key)]),
+        )
+        with self._state:
+            if self._closed:
+                raise BackendError(f"{self.describe()}: the client was closed")
+            self._in_flight += 1  # ``close`` waits for the answer, as for a call
+
+        def answered(future: Any) -> None:
+            result: tuple[bool, Record] | BackendError
+            try:
+                result = _swapped(future.result(), key, value, lease)
+            except Exception as error:  # grpc.RpcError, or the future cancelled at close
+                result = BackendError(f"{self.describe()} did not write {key!r}: {error!r}")
+            finally:
+                with self._state:
+                    self._in_flight -= 1
+                    self._state.notify_all()
+            done(result)
+
+        try:
+            future = client.kvstub.Txn.future(
+                request,
+                client.timeout,
+                credentials=client.call_credentials,
+                metadata=client.metadata,
+            )
+        except self._errors as error:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+            raise BackendError(
+                f"{self.describe()} did not take {key!r}: {_details(error)}"
+            ) from error
+        future.add_done_callback(answered)
 
     def put_unless_newer(self, key: str, value: bytes, revision: int) -> tuple[bool, Record]:
         return self._txn(self._tx.mod(key) < revision + 1, key, value, 0)

@@ -167,6 +167,21 @@ class MemoryBackend:
     def swap(self, key: str, value: bytes, lease: int, mod_revision: int) -> tuple[bool, Record]:
         return self._swap(key, value, lease, mod_revision, None)
 
+    def start_swap(
+        self,
+        key: str,
+        value: bytes,
+        lease: int,
+        mod_revision: int,
+        done: Callable[[tuple[bool, Record] | BackendError], None],
+    ) -> None:
+        result: tuple[bool, Record] | BackendError
+        try:
+            result = self.swap(key, value, lease, mod_revision)
+        except BackendError as error:
+            result = error
+        done(result)
+
     def _swap(
         self,
         key: str,
