@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live.backend import Event, Record
 from ringkit.live.change import Change, MemberChange, movement_between
+from ringkit.live.regions import SPACE, Region
 from ringkit.live.snapshot import SkippedRecord
 from ringkit.ring import Arc, HashRing
 
@@ -72,7 +73,6 @@ HANDOFFS = ("default", "exclusive")
 #: Where release marks live under a store's prefix: first in key order, so the ring's watch
 #: (a key range) leaves them out (see :mod:`ringkit.live.markwatch`).
 MARKS_FOLDER = "_released/"
-_SPACE = 2**64
 #: How often a member looks at its pending release (and writes its mark if it lags).
 _RELEASE_POLL_S = 0.05
 
@@ -196,76 +196,6 @@ class ReleaseMarks:
         return settled
 
 
-# -- regions of the key space: sorted, disjoint (lo, hi] intervals --------------------------------
-
-Region = list[tuple[int, int]]
-
-
-def _region(arcs: Iterable[Arc]) -> Region:
-    intervals: Region = []
-    for arc in arcs:
-        if arc.length >= _SPACE or (arc.start == arc.end and arc.length):
-            return [(-1, _SPACE - 1)]
-        if arc.start < arc.end:
-            intervals.append((arc.start, arc.end))
-        else:  # wraps past the top of the circle
-            intervals += [(arc.start, _SPACE - 1), (-1, arc.end)]
-    return _union(intervals)
-
-
-def _union(intervals: Region) -> Region:
-    merged: Region = []
-    for lo, hi in sorted(i for i in intervals if i[0] < i[1]):
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(hi, merged[-1][1]))
-        else:
-            merged.append((lo, hi))
-    return merged
-
-
-def _intersect(one: Region, other: Region) -> Region:
-    found: Region = []
-    i = j = 0
-    while i < len(one) and j < len(other):
-        lo, hi = max(one[i][0], other[j][0]), min(one[i][1], other[j][1])
-        if lo < hi:
-            found.append((lo, hi))
-        if one[i][1] < other[j][1]:
-            i += 1
-        else:
-            j += 1
-    return found
-
-
-def _subtract(one: Region, other: Region) -> Region:
-    return _intersect(one, _complement(other))
-
-
-def _complement(region: Region) -> Region:
-    gaps: Region = []
-    start = -1
-    for lo, hi in region:
-        if lo > start:
-            gaps.append((start, lo))
-        start = hi
-    if start < _SPACE - 1:
-        gaps.append((start, _SPACE - 1))
-    return gaps
-
-
-def _arcs(region: Region, name: str) -> tuple[Arc, ...]:
-    """The region as arcs of `name`, one arc where it wraps past the top of the circle."""
-    if region == [(-1, _SPACE - 1)]:
-        return (Arc(0, 0, name, _SPACE),)
-    parts = list(region)
-    if len(parts) > 1 and parts[0][0] == -1 and parts[-1][1] == _SPACE - 1:
-        (_, end), (start, _) = parts.pop(0), parts.pop()
-        parts.append((start, end - _SPACE))
-    return tuple(
-        Arc(lo % _SPACE, hi % _SPACE, name, hi - lo) for lo, hi in sorted(parts, key=lambda p: p[1])
-    )
-
-
 class Handoff:
     """One exclusive member's side of the handoff: ownership, its mark, its callbacks.
 
@@ -303,7 +233,7 @@ class Handoff:
         self._stopped = threading.Event()
         self._callbacks: list[Callable[[MemberChange], None]] = []
         self._regions: dict[int, Region] = {}
-        self._reported: Region = []
+        self._reported = Region.empty()
         self._latest: Change | None = None
         self._settle_queued = False
         self._settled_at: tuple[int, int] = (-1, -1)  # (settled epoch, latest epoch) last done
@@ -397,15 +327,15 @@ class Handoff:
         # Only a hash ring's regions are exact: a table's may come out empty (its diff cannot
         # segment), so a change of or to a table counts as a gain, and the marks decide.
         exact = isinstance(change.old.ring, HashRing) and isinstance(change.new.ring, HashRing)
-        grew = not exact or previous is None or bool(_subtract(region, previous))
+        grew = not exact or previous is None or bool(region.subtract(previous))
         if not grew and self._floor >= change.old.epoch:
             self._floor = max(self._floor, change.new.epoch)  # nothing gained: nothing to wait
         elif self._floor < change.new.epoch:
             self._wake.set()  # it waits for the marks: its release thread follows them
-        lost = _intersect(self._reported, _complement(region))
+        lost = self._reported.subtract(region)
         if lost:
-            self._reported = _subtract(self._reported, lost)
-            self._report(change, (), _arcs(lost, self.name))
+            self._reported = self._reported.subtract(lost)
+            self._report(change, (), lost.arcs(self.name))
         self.settle()
 
     def settle(self) -> None:
@@ -430,33 +360,37 @@ class Handoff:
         owned = self._regions[start]
         for epoch, region in self._regions.items():
             if epoch > start:
-                owned = _intersect(owned, region)
-        gained = _subtract(owned, self._reported)
+                owned = owned.intersect(region)
+        gained = owned.subtract(self._reported)
         if gained:
-            self._reported = _union(self._reported + gained)
-            self._report(change, _arcs(gained, self.name), ())
+            self._reported = self._reported.union(gained)
+            self._report(change, gained.arcs(self.name), ())
 
     def _region_of(self, snapshot: Snapshot) -> Region:
         ring = snapshot.ring
         if self.name not in {node.name for node in ring.nodes}:
-            return []
+            return Region.empty()
         if isinstance(ring, HashRing) and self.replicas == 1:
-            return _region(ring.arcs(self.name))
-        empty = HashRing.from_tokens({}, space=ring.space if isinstance(ring, HashRing) else _SPACE)
+            return Region.of_member(ring, self.name)
+        empty = HashRing.from_tokens({}, space=ring.space if isinstance(ring, HashRing) else SPACE)
         try:
-            return _region(movement_between(empty, ring, replicas=self.replicas).gained(self.name))
+            gained = movement_between(empty, ring, replicas=self.replicas).gained(self.name)
         except ConfigError:  # a table diff cannot segment: its arcs come with each change
-            return []
+            return Region.empty()
+        return Region.of_arcs(gained)
 
     def _region_after(self, previous: Region, change: Change) -> Region:
         if self.name not in {node.name for node in change.new.ring.nodes}:
-            return []
+            return Region.empty()
         movement = change.movement_for(self.replicas)
         names = set(movement.nodes_before) | set(movement.nodes_after)
         if self.name not in names:
             return previous
-        gained, lost = _region(movement.gained(self.name)), _region(movement.lost(self.name))
-        return _union(_subtract(previous, lost) + gained)
+        gained, lost = (
+            Region.of_arcs(movement.gained(self.name)),
+            Region.of_arcs(movement.lost(self.name)),
+        )
+        return previous.subtract(lost).union(gained)
 
     def _report(self, change: Change, gained: tuple[Arc, ...], lost: tuple[Arc, ...]) -> None:
         report = MemberChange(
