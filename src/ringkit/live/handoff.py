@@ -418,7 +418,11 @@ class Handoff:
             # release is not pending again (its epochs stay released).
             self._rewrite = True
             self._wake.set()
-        self._queue_settle()
+        if self._waits():
+            # Only a member holding arcs it does not own yet needs a look: the echo of each
+            # member's own mark write would otherwise wake its dispatcher once per change
+            # (a change relayed later ends with a look of its own).
+            self._queue_settle()
 
     def _queue_settle(self) -> None:
         if not self._settle_queued:  # one look per burst of marks is enough

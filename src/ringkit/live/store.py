@@ -305,9 +305,11 @@ class Store:
                     [*(f"{name} joined" for name in joined), *(f"{name} left" for name in left)]
                 ),
             )
-        self._dispatcher.put(change)
-        for member in list(self._members):  # a member with no callback marks it now
+        # A member with no callback sends its release mark first: the gainers wait for it,
+        # while this store's subscribers wait only for the dispatcher.
+        for member in list(self._members):
             member._applied()
+        self._dispatcher.put(change)
 
     # -- currency --------------------------------------------------------------------------------
 
