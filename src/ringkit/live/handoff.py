@@ -226,7 +226,9 @@ class Handoff:
         # One mark write at a time: the release thread's, or one sent where a change was
         # applied (held until its answer arrives, on whichever thread that is).
         self._writing = threading.Lock()
-        self._sent_failed = False  # the last write sent without waiting failed: leave them
+        # A mark sent without waiting failed: the release thread writes the marks until one of
+        # its writes gets through.
+        self._sent_failed = False
         self._cache: tuple[object, ...] = ()
         self._rings: list[Snapshot] | None = None
         self._wake = threading.Event()
