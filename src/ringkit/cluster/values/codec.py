@@ -4,12 +4,38 @@ Every stored value is one of two forms, so that any backend can hold it as plain
 
 - an ``int`` is stored as its decimal digits, so the servers' own ``incr`` / ``decr`` work on it
   (memcached and Redis both count in decimal text);
-- anything else is an *envelope*: a marker byte ``0xfe``, an 8-byte version, an 8-byte expiry
-  (Unix milliseconds, 0 = never), a kind byte (``b`` bytes, ``s`` str, or the serializer's tag)
-  and the payload. The version lets replicas be reconciled (highest wins); the expiry lets a
-  read repair copy a value with the TTL it has left.
+- anything else is an *envelope*: a header with the value's version and expiry (Unix
+  milliseconds, 0 = never), then the payload. The version lets replicas be reconciled (highest
+  wins); the expiry lets a read repair copy a value with the TTL it has left.
 
-A value written by another program (neither form) reads back as raw bytes. :class:`RawCodec`
+An envelope is written in its *compact* form: one marker byte that also says the value's kind
+and whether an expiry follows (``0xf5`` bytes, ``0xf6`` str, ``0xf7`` serialized, followed by
+the serializer's tag; ``0xf8``, ``0xf9``, ``0xfa`` the same with an expiry), the version in 7
+bytes, then the expiry in 6 bytes when there is one:
+
+    marker (1) | version (7) | [expiry (6)] | [tag (1)] | payload
+
+So a str or bytes value without a TTL costs 8 bytes over its payload (18 in the wide form), 14
+with one. What a server saves is those bytes rounded to its allocator's size classes: Redis keeps
+a 100-byte value with 8 more in jemalloc's 112-byte class, the bare value's, where 18 more took
+it to 128; classes are 16 bytes apart up to 128 and wider above, so the gain in a given class
+depends on the value's size. Versions are wall-clock microseconds (:class:`VersionClock`), below
+``2**56`` until the year 4254, and expiries below ``2**48`` ms until the year 10889. A version
+or expiry past those, and every tombstone (:func:`tombstone`), use the *wide* form that every
+earlier ringkit wrote, which stays readable: a marker byte ``0xfe``, an 8-byte version, an
+8-byte expiry, a kind byte (``b``, ``s``, the serializer's tag, or ``t`` / ``r`` for the
+tombstones) and the payload. :func:`stored_version` gives the version of either form as the same
+8 big-endian bytes, in Python as in the Redis scripts (:data:`VERSION_LUA`), so versions of both
+forms compare as byte strings everywhere. A client older than this form reads a compact value
+as raw bytes, and its scripts take it for a value without a version (never repaired over, always
+deleted by a tombstone): upgrade every client before any writes the compact form.
+
+A value written by another program (neither form) reads back as raw bytes. The false positive
+the wide form always had is kept, with more markers: bytes that start with ``0xf5``-``0xfa`` or
+``0xfe`` and are at least as long as that marker's header are read as an envelope, so another
+program's binary value of that shape comes back wrong (or, with an unknown tag, refused). None
+of those bytes ever starts UTF-8 text, so text values are safe; keep foreign binary values under
+keys ringkit does not read, or read them with ``serializer="raw"``. :class:`RawCodec`
 (``serializer="raw"``) writes no envelope at all, so that clients in other languages sharing the
 servers read the values too; it gives up the version and expiry. Objects go through a
 :class:`Serializer`: JSON by default; pickle only when asked for, because unpickling runs code
@@ -20,6 +46,9 @@ uses another, never guessed at.
 >>> stored = codec.encode({"seat": "12A"}, version=7, expires_at_ms=0)
 >>> codec.decode(stored).value, codec.decode(stored).version
 ({'seat': '12A'}, 7)
+>>> compact = codec.encode("12A", version=7, expires_at_ms=0)
+>>> compact[:1].hex(), compact[1:8].hex(), compact[8:]
+('f6', '00000000000007', b'12A')
 >>> codec.encode(41, version=1, expires_at_ms=0)
 b'41'
 """
@@ -38,9 +67,11 @@ from typing import Any, NamedTuple, Protocol
 from ringkit.errors import ConfigError
 
 __all__ = [
+    "HEAD_BYTES",
     "JSON",
     "PICKLE",
     "RAW",
+    "VERSION_LUA",
     "Codec",
     "Decoded",
     "RawCodec",
@@ -56,11 +87,31 @@ __all__ = [
     "tombstone",
 ]
 
+# The wide envelope (every tombstone, and a version or expiry too large for the compact form).
 _MARK = 0xFE
 _HEADER = struct.Struct(">BQQc")  # marker, version, expires_at_ms, kind
 _RESERVED_TAGS = (b"b", b"s")
 _HEADER_SIZE = _HEADER.size
 _KIND_AT, _STR, _BYTES = _HEADER_SIZE - 1, ord("s"), ord("b")
+# The compact envelope: a marker per kind, then the same three plus _WITH_EXPIRY with an expiry.
+_BYTES_MARK, _STR_MARK, _TAGGED_MARK = 0xF5, 0xF6, 0xF7
+_WITH_EXPIRY = 3
+_FIRST_MARK, _LAST_MARK = _BYTES_MARK, _TAGGED_MARK + _WITH_EXPIRY
+_KIND_MARKS = {b"b": _BYTES_MARK, b"s": _STR_MARK}
+_VERSION_BYTES, _EXPIRY_BYTES = 7, 6
+_COMPACT_VERSIONS, _COMPACT_EXPIRIES = 1 << (8 * _VERSION_BYTES), 1 << (8 * _EXPIRY_BYTES)
+_COMPACT_SIZE = 1 + _VERSION_BYTES  # a str or bytes value without an expiry: its payload here
+_EXPIRY_END = _COMPACT_SIZE + _EXPIRY_BYTES
+# The header size of each compact marker, from _FIRST_MARK on.
+_COMPACT_SIZES = (8, 8, 9, 14, 14, 15)
+_FIRST_WORD = struct.Struct(">Q")  # the marker and the version, one integer
+_VERSION_MASK = _COMPACT_VERSIONS - 1
+_STR_FIRST, _BYTES_FIRST = _STR_MARK << 56, _BYTES_MARK << 56
+# Every marker's header size: what stored_version checks a value's length against.
+_SIZES = {
+    **dict(zip(range(_FIRST_MARK, _LAST_MARK + 1), _COMPACT_SIZES, strict=True)),
+    _MARK: _HEADER_SIZE,
+}
 # Ints the servers can count with are stored as digits; larger ones go through the serializer.
 _INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
@@ -231,7 +282,12 @@ class Codec:
             kind, payload = b"s", value.encode("utf-8", "surrogatepass")
         else:
             kind, payload = self.serializer.tag, self._dumps(value)
-        return _HEADER.pack(_MARK, version, expires_at_ms, kind) + payload
+        if not expires_at_ms and 0 <= version < _COMPACT_VERSIONS:  # the common header, inline
+            if kind == b"s":
+                return _FIRST_WORD.pack(_STR_FIRST | version) + payload
+            if kind == b"b":
+                return _FIRST_WORD.pack(_BYTES_FIRST | version) + payload
+        return _header(kind, version, expires_at_ms) + payload
 
     def stamp(self, data: bytes, version: int) -> bytes:
         """Return envelope `data` at `version` (an int stored as digits carries none)."""
@@ -257,10 +313,15 @@ class Codec:
 
         :raises ConfigError: when the value was stored by another serializer
         """
-        if len(data) >= _HEADER.size and data[0] == _MARK:
-            _, version, expires_at_ms, kind = _HEADER.unpack_from(data)
-            payload = data[_HEADER.size :]
-            return Decoded(self._load(kind, payload), version, expires_at_ms)
+        if len(data) >= _COMPACT_SIZE:
+            mark = data[0]
+            if mark == _STR_MARK:  # the common envelope, opened inline
+                value = data[_COMPACT_SIZE:].decode("utf-8", "surrogatepass")
+                return Decoded(value, _FIRST_WORD.unpack_from(data)[0] & _VERSION_MASK, 0)
+            opened = _opened(data)
+            if opened is not None:
+                kind, version, expires_at_ms, at = opened
+                return Decoded(self._load(kind, data[at:]), version, expires_at_ms)
         # memcached's decr keeps the value's length and pads it with spaces ("10" -> "9 ").
         digits = data.rstrip(b" ")
         if _is_decimal(digits):
@@ -272,36 +333,44 @@ class Codec:
 
         :raises ConfigError: when the value was stored by another serializer
         """
-        if len(data) >= _HEADER_SIZE and data[0] == _MARK:
-            kind = data[_KIND_AT]  # an int: no slice to compare
-            if kind == _STR:
-                return data[_HEADER_SIZE:].decode("utf-8", "surrogatepass")
-            if kind == _BYTES:
-                return data[_HEADER_SIZE:]
+        if len(data) >= _COMPACT_SIZE:
+            mark = data[0]  # an int: no slice to compare
+            if mark == _STR_MARK:
+                return data[_COMPACT_SIZE:].decode("utf-8", "surrogatepass")
+            if mark == _BYTES_MARK:
+                return data[_COMPACT_SIZE:]
+            if mark == _MARK and len(data) >= _HEADER_SIZE:
+                kind = data[_KIND_AT]
+                if kind == _STR:
+                    return data[_HEADER_SIZE:].decode("utf-8", "surrogatepass")
+                if kind == _BYTES:
+                    return data[_HEADER_SIZE:]
         return self.decode(data).value
 
     def decode_many(self, datas: list[bytes]) -> list[Decoded]:
         """Return :meth:`decode` of each of `datas`, in order.
 
-        The envelopes of str and bytes values are opened inline, with the struct and the
-        constants bound once for the batch; anything else goes through :meth:`decode`.
+        The compact envelopes of str and bytes values without an expiry are opened inline, with
+        the struct and the constants bound once for the batch; anything else goes through
+        :meth:`decode`.
 
         :raises ConfigError: when a value was stored by another serializer
         """
-        size, unpack, decode = _HEADER.size, _HEADER.unpack_from, self.decode
+        size, unpack, mask = _COMPACT_SIZE, _FIRST_WORD.unpack_from, _VERSION_MASK
+        decode = self.decode
         # tuple.__new__ itself: a NamedTuple's own __new__ is a Python function, a frame a value.
         new = tuple.__new__
         decoded: list[Decoded] = []
         append = decoded.append
         for data in datas:
-            if len(data) >= size and data[0] == _MARK:
-                _, version, expires_at_ms, kind = unpack(data)
-                if kind == b"s":
+            if len(data) >= size:
+                mark = data[0]
+                if mark == _STR_MARK:
                     value = data[size:].decode(errors="surrogatepass")
-                    append(new(Decoded, (value, version, expires_at_ms)))
+                    append(new(Decoded, (value, unpack(data)[0] & mask, 0)))
                     continue
-                if kind == b"b":
-                    append(new(Decoded, (data[size:], version, expires_at_ms)))
+                if mark == _BYTES_MARK:
+                    append(new(Decoded, (data[size:], unpack(data)[0] & mask, 0)))
                     continue
             append(decode(data))
         return decoded
@@ -359,22 +428,97 @@ def is_readmission_tombstone(stored: bytes) -> bool:
 def stored_version(data: bytes | None) -> bytes:
     """Return the 8 version bytes of an envelope, or b"" (a counter, a foreign value, None).
 
-    Big-endian, so comparing the bytes compares the versions, in Python as in a Lua script.
+    Big-endian and 8 bytes for both forms (a compact envelope's 7 with a zero byte before), so
+    comparing the bytes compares the versions, in Python as in a Lua script (:data:`VERSION_LUA`).
+
+    >>> stored_version(Codec(JSON).encode("fare", version=7, expires_at_ms=0)).hex()
+    '0000000000000007'
     """
-    if data is None or len(data) < _HEADER.size or data[0] != _MARK:
+    if not data:
         return b""
-    return data[1:9]
+    size = _SIZES.get(data[0])
+    if size is None or len(data) < size:
+        return b""
+    return data[1:9] if size == _HEADER_SIZE else b"\0" + data[1:_COMPACT_SIZE]
+
+
+#: The most leading bytes of a stored value that :func:`stored_version` reads: a script reads
+#: this much of a value (``GETRANGE key 0 HEAD_BYTES-1``), not the whole value, for its version.
+HEAD_BYTES = _HEADER_SIZE
+
+#: :func:`stored_version` for the Redis scripts: ``env_version(stored)`` is the 8 version bytes
+#: of an envelope of either form, or '' (nil, a counter, a foreign value), from the whole value
+#: or its first :data:`HEAD_BYTES` bytes; so scripts compare versions as byte strings.
+VERSION_LUA = f"""
+local ENV_SIZES = {{{", ".join(f"[{mark}] = {size}" for mark, size in _SIZES.items())}}}
+local function env_version(stored)
+  if not stored or #stored == 0 then return '' end
+  local mark = string.byte(stored, 1)
+  local size = ENV_SIZES[mark]
+  if not size or #stored < size then return '' end
+  if mark == {_MARK} then return string.sub(stored, 2, 9) end
+  return '\\0' .. string.sub(stored, 2, {_COMPACT_SIZE})
+end
+"""
 
 
 def stamped(data: bytes, version: int) -> bytes:
     """Return envelope `data` carrying `version` instead of its own; anything else as it is.
 
+    A compact envelope stays compact while `version` fits in it, and becomes wide otherwise.
+
     >>> stored_version(stamped(tombstone(7), 9)).hex(), stamped(b"41", 9)
     ('0000000000000009', b'41')
     """
-    if not stored_version(data):  # a counter's digits or a foreign value: no version to give
+    opened = _opened(data)
+    if opened is None:  # a counter's digits or a foreign value: no version to give
         return data
-    return data[:1] + version.to_bytes(8, "big") + data[9:]
+    if data[0] == _MARK:
+        return data[:1] + version.to_bytes(8, "big") + data[9:]
+    if 0 <= version < _COMPACT_VERSIONS:
+        return data[:1] + version.to_bytes(_VERSION_BYTES, "big") + data[_COMPACT_SIZE:]
+    kind, _, expires_at_ms, at = opened
+    return _HEADER.pack(_MARK, version, expires_at_ms, kind) + data[at:]
+
+
+def _header(kind: bytes, version: int, expires_at_ms: int) -> bytes:
+    """Return the envelope header of a value of `kind` (``b``, ``s`` or a serializer's tag).
+
+    Compact when the version and the expiry fit in it, wide otherwise.
+    """
+    if 0 <= version < _COMPACT_VERSIONS and 0 <= expires_at_ms < _COMPACT_EXPIRIES:
+        mark = _KIND_MARKS.get(kind, _TAGGED_MARK)
+        tag = kind if mark == _TAGGED_MARK else b""
+        if not expires_at_ms:
+            return _FIRST_WORD.pack(mark << 56 | version) + tag
+        first = _FIRST_WORD.pack((mark + _WITH_EXPIRY) << 56 | version)
+        return first + expires_at_ms.to_bytes(_EXPIRY_BYTES, "big") + tag
+    return _HEADER.pack(_MARK, version, expires_at_ms, kind)
+
+
+def _opened(data: bytes) -> tuple[bytes, int, int, int] | None:
+    """Return an envelope's kind, version, expiry and where its payload starts (None: none)."""
+    if not data:
+        return None
+    mark = data[0]
+    if _FIRST_MARK <= mark <= _LAST_MARK:
+        at = _COMPACT_SIZES[mark - _FIRST_MARK]
+        if len(data) < at:
+            return None
+        version = _FIRST_WORD.unpack_from(data)[0] & _VERSION_MASK
+        expires_at_ms = 0
+        if mark >= _FIRST_MARK + _WITH_EXPIRY:
+            mark -= _WITH_EXPIRY
+            expires_at_ms = int.from_bytes(data[_COMPACT_SIZE:_EXPIRY_END], "big")
+        if mark == _BYTES_MARK:
+            return b"b", version, expires_at_ms, at
+        if mark == _STR_MARK:
+            return b"s", version, expires_at_ms, at
+        return data[at - 1 : at], version, expires_at_ms, at
+    if mark == _MARK and len(data) >= _HEADER_SIZE:
+        _, version, expires_at_ms, kind = _HEADER.unpack_from(data)
+        return kind, version, expires_at_ms, _HEADER_SIZE
+    return None
 
 
 def buries(tomb: bytes, there: bytes | None) -> bool:

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from ringkit.cluster.values.buckets import INDEX_LUA
+from ringkit.cluster.values.codec import HEAD_BYTES, VERSION_LUA, stored_version
 from ringkit.cluster.values.keys import MAX_KEY_BYTES, TOMBSTONE_PREFIX, tombstone_key
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
 
 _RECORD = ">I4c0BI4c0dc8"  # the Lua struct format of one record (see the module docstring)
 _KIND_STRING, _KIND_DUMP = 1, 2
-_MARK = 0xFE
 # Keys longer than this have a digest for a tombstone name (keys.tombstone_key).
 _LONGEST_PREFIXED = MAX_KEY_BYTES - len(TOMBSTONE_PREFIX)
 
@@ -110,8 +110,8 @@ class PackedRecords(Sequence[Record]):
 
 
 def version_of(head: bytes) -> bytes:
-    """Return the ringkit version in the first 9 bytes of a value (b"": it has none)."""
-    return head[1:9] if len(head) >= 9 and head[0] == _MARK else b""
+    """Return the ringkit version in a value or its first :data:`HEAD_BYTES` (b"": none)."""
+    return stored_version(head)
 
 
 def _unpack(blob: bytes) -> Iterator[Record]:
@@ -216,6 +216,7 @@ return {{table.concat(parts), n, size, after, at_edges, unpack(long)}}
 # without a TTL with one MSET.
 RESTORE_PAGE = (
     INDEX_LUA
+    + VERSION_LUA
     + f"""
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 if current > tonumber(ARGV[1]) then return redis.error_reply('STALEVIEW ' .. current) end
@@ -235,18 +236,15 @@ for i = 1, #names, 1000 do
 end
 local function lands(i)
   local key, version = keys[i], ''
-  local value = values[i]
-  if kinds[i] == {_KIND_STRING} and #value >= 9 and string.byte(value, 1) == {_MARK} then
-    version = string.sub(value, 2, 9)
-  end
+  if kinds[i] == {_KIND_STRING} then version = env_version(values[i]) end
   if redis.call('EXISTS', key) == 0 then
     local dead = redis.call('GET', names[2 * i])
-    return not dead or (version ~= '' and string.sub(dead, 2, 9) < version)
+    return not dead or (version ~= '' and env_version(dead) < version)
   end
-  local head = ''
-  if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
   local theirs = ''
-  if #head == 9 and string.byte(head, 1) == {_MARK} then theirs = string.sub(head, 2, 9) end
+  if redis.call('TYPE', key).ok == 'string' then
+    theirs = env_version(redis.call('GETRANGE', key, 0, {HEAD_BYTES - 1}))
+  end
   local go
   if version ~= '' and theirs ~= '' then go = theirs < version else go = ARGV[2] == '1' end
   if go then redis.call('DEL', key) end

@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ringkit.cluster.values.buckets import INDEX_LUA, top_of, window
+from ringkit.cluster.values.codec import HEAD_BYTES
 from ringkit.cluster.values.keys import (
     EPOCH_KEY,
     INDEX_KEY,
@@ -173,16 +174,18 @@ class Index(Protocol):
     ) -> int: ...
 
 
-# KEYS: keys. Returns payload, pttl, first 9 bytes of a string (for the version), per key.
-_DUMP = """
-local out = {}
+# KEYS: keys. Returns payload, pttl, the head of a string (its version's bytes), per key.
+_DUMP = f"""
+local out = {{}}
 for _, key in ipairs(KEYS) do
   local payload = redis.call('DUMP', key)
   if payload then
     out[#out + 1] = payload
     out[#out + 1] = redis.call('PTTL', key)
     local head = ''
-    if redis.call('TYPE', key).ok == 'string' then head = redis.call('GETRANGE', key, 0, 8) end
+    if redis.call('TYPE', key).ok == 'string' then
+      head = redis.call('GETRANGE', key, 0, {HEAD_BYTES - 1})
+    end
     out[#out + 1] = head
   else
     out[#out + 1] = ''; out[#out + 1] = -2; out[#out + 1] = ''
@@ -713,7 +716,7 @@ class ScanIndex:
                 if value is not None:
                     expiry = self._store.data[key][1]
                     pttl = max(1, int((expiry - now) * 1000)) if expiry else -1
-                    records.append(Record(key, value, pttl, version_of(value[:9])))
+                    records.append(Record(key, value, pttl, version_of(value[:HEAD_BYTES])))
         return records
 
     def dump_arc(

@@ -36,6 +36,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
+from ringkit.cluster.values.codec import VERSION_LUA, stored_version
+
 __all__ = [
     "COPY_TOMBSTONE",
     "HANDOFF_SCRIPTS",
@@ -54,7 +56,6 @@ __all__ = [
 MAX_HINTS_BYTES = 900_000
 # Compare-and-swap rounds before a bookkeeping update gives up (counted as a failure).
 MAX_CAS_TRIES = 16
-_ENVELOPE = 0xFE
 # A copy invalidated by a newer write: a marker byte and the 8-byte version of that write.
 COPY_TOMBSTONE = 0xFD
 _VERSION = struct.Struct(">Q")
@@ -105,10 +106,10 @@ def copy_version(stored: bytes | None) -> int:
     """Return the version of a stored value: -1 when absent, 0 without an envelope."""
     if stored is None:
         return -1
-    if len(stored) >= 9 and stored[0] in (_ENVELOPE, COPY_TOMBSTONE):
+    if len(stored) >= 9 and stored[0] == COPY_TOMBSTONE:
         version: int = _VERSION.unpack_from(stored, 1)[0]
         return version
-    return 0
+    return int.from_bytes(stored_version(stored), "big")
 
 
 def copy_is_newer(held: bytes | None, copy: bytes) -> bool:
@@ -129,14 +130,19 @@ end
 return {dropped, tonumber(redis.call('GET', KEYS[2]) or '0')}
 """
 # KEYS: key; ARGV: copy, px ('' = none). Stores the copy only over a strictly older version
-# (bytes 2..9 of an envelope or a tombstone, big-endian; anything else is version 0).
-_SET_COPY = """
+# (an envelope's, codec.stored_version, or a copy tombstone's bytes 2..9, big-endian; anything
+# else is version 0).
+_SET_COPY = (
+    VERSION_LUA
+    + f"""
 local function version(value)
   if not value then return -1 end
-  local mark = string.byte(value, 1)
-  if #value < 9 or (mark ~= 254 and mark ~= 253) then return 0 end
+  local bytes = env_version(value)
+  if #value >= 9 and string.byte(value, 1) == {COPY_TOMBSTONE} then
+    bytes = string.sub(value, 2, 9)
+  end
   local n = 0
-  for i = 2, 9 do n = n * 256 + string.byte(value, i) end
+  for i = 1, #bytes do n = n * 256 + string.byte(bytes, i) end
   return n
 end
 if version(redis.call('GET', KEYS[1])) >= version(ARGV[1]) then return 0 end
@@ -144,4 +150,5 @@ if ARGV[2] == '' then redis.call('SET', KEYS[1], ARGV[1])
 else redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) end
 return 1
 """
+)
 HANDOFF_SCRIPTS = {"add_hints": _ADD_HINTS, "set_copy": _SET_COPY}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ringkit.cluster.values.buckets import INDEX_LUA
+from ringkit.cluster.values.codec import HEAD_BYTES, VERSION_LUA
 from ringkit.cluster.values.expiry import redis_px
 from ringkit.cluster.values.keys import (
     EPOCH_KEY,
@@ -103,6 +104,9 @@ return 1
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = INDEX_LUA + _CHECK_WRITE + "ix_rem(KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
+# The version of a stored value or tombstone, of either envelope form (codec.stored_version),
+# and the last byte of a value's head that it needs.
+_VERSIONS = VERSION_LUA + f"local HEAD_END = {HEAD_BYTES - 1}\n"
 # KEYS: epoch, index, then key_i, tombstone_i pairs; ARGV: epoch, px, then member_i, value_i
 # pairs (an envelope each). Read repair, and a retried batch write, as conditional writes
 # (codec.supersedes): each value lands where its key is absent and not deleted at a newer
@@ -110,17 +114,19 @@ _DELETE = INDEX_LUA + _CHECK_WRITE + "ix_rem(KEYS[2], ARGV[2]) return redis.call
 # that landed are indexed as one batch. Returns 1 or 0 per key: whether it landed.
 _REPAIR = (
     INDEX_LUA
+    + _VERSIONS
     + _CHECK_WRITE
     + """
 local function supersedes(key, tomb, value)
-  local ours = string.sub(value, 2, 9)
+  local ours = env_version(value)
+  if ours == '' then return false end
   if redis.call('EXISTS', key) == 1 then
     if redis.call('TYPE', key).ok ~= 'string' then return false end
-    local head = redis.call('GETRANGE', key, 0, 8)
-    return #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) < ours
+    local theirs = env_version(redis.call('GETRANGE', key, 0, HEAD_END))
+    return theirs ~= '' and theirs < ours
   end
   local held = redis.call('GET', tomb)
-  return not held or string.sub(held, 2, 9) < ours
+  return not held or env_version(held) < ours
 end
 local landed, entries = {}, {}
 for i = 3, #KEYS, 2 do
@@ -141,15 +147,16 @@ return landed
 # unless a newer one is there, so no older copy or repair lands after it.
 _BURY = (
     INDEX_LUA
+    + _VERSIONS
     + _CHECK_WRITE
     + """
-local theirs = string.sub(ARGV[3], 2, 9)
+local theirs = env_version(ARGV[3])
 local gone = 0
 if redis.call('EXISTS', KEYS[3]) == 1 then
   local keep = false
   if redis.call('TYPE', KEYS[3]).ok == 'string' then
-    local head = redis.call('GETRANGE', KEYS[3], 0, 8)
-    keep = #head == 9 and string.byte(head, 1) == 254 and string.sub(head, 2, 9) >= theirs
+    local held = env_version(redis.call('GETRANGE', KEYS[3], 0, HEAD_END))
+    keep = held ~= '' and held >= theirs
   end
   if not keep then
     ix_rem(KEYS[2], ARGV[2])
@@ -157,7 +164,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   end
 end
 local tomb = redis.call('GET', KEYS[4])
-if not tomb or string.sub(tomb, 2, 9) < theirs then
+if not tomb or env_version(tomb) < theirs then
   redis.call('SET', KEYS[4], ARGV[3], 'PX', ARGV[4])
 end
 return gone
