@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ringkit.cluster.values.codec import buries, supersedes
+from ringkit.cluster.values.codec import buries, lifts, stored_version, supersedes
 from ringkit.cluster.values.expiry import memcached_exptime
 from ringkit.cluster.values.keys import EPOCH_KEY, spread_key, tombstone_key
 from ringkit.cluster.wire.drive import Wire
@@ -71,22 +71,64 @@ def get_many(url: ServerURL, keys: Sequence[bytes]) -> Wire[dict[bytes, bytes]]:
     return values(reply)
 
 
+def _tombs_of(items: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
+    """Return the tombstone key of each item that carries a version, to the item's key."""
+    return {tombstone_key(key): key for key, value in items.items() if stored_version(value)}
+
+
 def set_many(url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None) -> Wire[None]:
-    """Store every item, expiring after `ttl_s`: the ``set`` commands in one round trip."""
+    """Store every item, expiring after `ttl_s`, and lift the older deletes beside them.
+
+    The ``set`` commands and a ``gets`` of the values' tombstones are one round trip; a
+    tombstone older than the value set is then taken away (:func:`_lift`), which costs a
+    second one only where such a tombstone is found (a key deleted, then written again).
+    """
     if items:
-        replies = yield Exchange(_sets(items, _expire(ttl_s, url)), len(items))
-        _all_stored(replies, url, items)
+        yield from set_many_then_get(url, items, ttl_s, ())
 
 
 def set_many_then_get(
     url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None, keys: Sequence[bytes]
 ) -> Wire[dict[bytes, bytes]]:
-    """Store every item, then read `keys`, in one round trip (the get sees the stores)."""
-    request = _sets(items, _expire(ttl_s, url)) + get(keys)
-    *stored, found = yield Exchange(request, len(items) + 1)
+    """Store every item, then read `keys`, in one round trip (the get sees the stores).
+
+    The read also takes the tombstones of the items (:func:`set_many`), lifted after it.
+    """
+    tombs = _tombs_of(items)
+    asked = [*keys, *tombs]
+    request = _sets(items, _expire(ttl_s, url))
+    if not asked:
+        stored = yield Exchange(request, len(items))
+        _all_stored(stored, url, items)
+        return {}
+    *stored, found = yield Exchange(request + gets(asked), len(items) + 1)
     _all_stored(stored, url, items)
     checked(found, url)
-    return values(found)
+    if not found[1]:  # nothing held under `keys`, no tombstone: the common write
+        return {}
+    held = _cas_all(found, url)
+    lifted = {
+        tomb: held[tomb]
+        for tomb, key in tombs.items()
+        if tomb in held and lifts(items[key], held[tomb][0])
+    }
+    if lifted:
+        yield from _lift(url, lifted)
+    return {key: held[key][0] for key in keys if key in held}
+
+
+def _lift(url: ServerURL, tombs: Mapping[bytes, tuple[bytes, bytes]]) -> Wire[None]:
+    """Take away delete tombstones ``{key: (tombstone, cas token)}`` the values set outdate.
+
+    By ``cas`` with a negative exptime (expired at once, as :func:`bury` deletes): a newer
+    delete that ran since the ``gets`` changed the tombstone, and it stays.
+    """
+    request = b"".join(
+        store(b"cas", tomb, data, -1, token) for tomb, (data, token) in tombs.items()
+    )
+    replies = yield Exchange(request, len(tombs))
+    for reply in replies:
+        checked(reply, url)
 
 
 def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
@@ -95,9 +137,22 @@ def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = N
 
 
 def add(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
-    """Store `value` only if `key` is absent; return whether it was stored."""
+    """Store `value` only if `key` is absent; return whether it was stored.
+
+    A value with a version lifts an older delete beside it, as :func:`set_many` does: the
+    ``add`` and a ``gets`` of the tombstone are one round trip.
+    """
     request = store(b"add", key, value, _expire(ttl_s, url))
-    return (yield from _one(url, request, {key: value})) == b"STORED"
+    if not stored_version(value):
+        return (yield from _one(url, request, {key: value})) == b"STORED"
+    tomb = tombstone_key(key)
+    stored, found = yield Exchange(request + gets([tomb]), 2)
+    if checked(stored, url, {key: value}) != b"STORED":
+        return False
+    held = _cas_all(found, url)
+    if tomb in held and lifts(value, held[tomb][0]):
+        yield from _lift(url, {tomb: held[tomb]})
+    return True
 
 
 def delete(url: ServerURL, key: bytes) -> Wire[bool]:
@@ -229,14 +284,24 @@ def repair_many(
         if checked(reply, url, {key: items[key]}) == b"STORED"
     ]
     added = {key: items[key] for key in landed if not tokens[key]}
-    buried = (yield from _buried_since(url, added, tombs)) if added else set()
-    return [key for key in landed if key not in buried]
+    buried, since = (yield from _buried_since(url, added, tombs)) if added else (set(), {})
+    kept = [key for key in landed if key not in buried]
+    # Each tombstone as last read (again after an add), lifted where the value is newer.
+    lifted = {
+        tombs[key]: read[tombs[key]]
+        for key in kept
+        for read in [since if key in added else held]
+        if tombs[key] in read and lifts(items[key], read[tombs[key]][0])
+    }
+    if lifted:
+        yield from _lift(url, lifted)
+    return kept
 
 
 def _buried_since(
     url: ServerURL, added: Mapping[bytes, bytes], tombs: Mapping[bytes, bytes]
-) -> Wire[set[bytes]]:
-    """Return the keys of `added` that a delete ran under; take their copies back.
+) -> Wire[tuple[set[bytes], dict[bytes, tuple[bytes, bytes]]]]:
+    """Return the keys of `added` that a delete ran under, and what was read; take them back.
 
     A delete may run between the read and an ``add`` (its tombstone first, then the delete of a
     key not yet there): the tombstones are read again, and a copy still ours under a newer one
@@ -253,7 +318,7 @@ def _buried_since(
     if taken:
         undo = b"".join(store(b"cas", key, added[key], -1, token) for key, token in taken.items())
         yield Exchange(undo, len(taken))
-    return buried
+    return buried, now
 
 
 def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:
