@@ -73,6 +73,9 @@ def get_many(url: ServerURL, keys: Sequence[bytes]) -> Wire[dict[bytes, bytes]]:
 
 def _tombs_of(items: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
     """Return the tombstone key of each item that carries a version, to the item's key."""
+    if len(items) == 1:  # most writes are of one key: no comprehension to run
+        [(key, value)] = items.items()
+        return {tombstone_key(key): key} if stored_version(value) else {}
     return {tombstone_key(key): key for key, value in items.items() if stored_version(value)}
 
 
@@ -80,11 +83,23 @@ def set_many(url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None) 
     """Store every item, expiring after `ttl_s`, and lift the older deletes beside them.
 
     The ``set`` commands and a ``gets`` of the values' tombstones are one round trip; a
-    tombstone older than the value set is then taken away (:func:`_lift`), which costs a
-    second one only where such a tombstone is found (a key deleted, then written again).
+    tombstone older than the value set is then taken away (:func:`_lift`, sent without waiting
+    for its answer), only where one is found (a key deleted, then written again).
     """
-    if items:
-        yield from set_many_then_get(url, items, ttl_s, ())
+    if not items:
+        return
+    tombs = _tombs_of(items)
+    request = _sets(items, _expire(ttl_s, url))
+    if not tombs:
+        replies = yield Exchange(request, len(items))
+        _all_stored(replies, url, items)
+        return
+    *stored, found = yield Exchange(request + gets(list(tombs)), len(items) + 1)
+    _all_stored(stored, url, items)
+    if found[1]:  # a tombstone is held: most writes find none
+        yield from _lift_older(url, items, tombs, _cas_all(found, url))
+    else:
+        checked(found, url)
 
 
 def set_many_then_get(
@@ -92,21 +107,24 @@ def set_many_then_get(
 ) -> Wire[dict[bytes, bytes]]:
     """Store every item, then read `keys`, in one round trip (the get sees the stores).
 
-    The read also takes the tombstones of the items (:func:`set_many`), lifted after it.
+    The read also takes the tombstones of the items, lifted after it as :func:`set_many` does.
     """
     tombs = _tombs_of(items)
-    asked = [*keys, *tombs]
-    request = _sets(items, _expire(ttl_s, url))
-    if not asked:
-        stored = yield Exchange(request, len(items))
-        _all_stored(stored, url, items)
-        return {}
-    *stored, found = yield Exchange(request + gets(asked), len(items) + 1)
+    request = _sets(items, _expire(ttl_s, url)) + gets([*keys, *tombs])
+    *stored, found = yield Exchange(request, len(items) + 1)
     _all_stored(stored, url, items)
-    checked(found, url)
-    if not found[1]:  # nothing held under `keys`, no tombstone: the common write
-        return {}
     held = _cas_all(found, url)
+    yield from _lift_older(url, items, tombs, held)
+    return {key: held[key][0] for key in keys if key in held}
+
+
+def _lift_older(
+    url: ServerURL,
+    items: Mapping[bytes, bytes],
+    tombs: Mapping[bytes, bytes],
+    held: Mapping[bytes, tuple[bytes, bytes]],
+) -> Wire[None]:
+    """Lift the tombstones read in `held` that the values of `items` are newer than."""
     lifted = {
         tomb: held[tomb]
         for tomb, key in tombs.items()
@@ -114,21 +132,22 @@ def set_many_then_get(
     }
     if lifted:
         yield from _lift(url, lifted)
-    return {key: held[key][0] for key in keys if key in held}
 
 
 def _lift(url: ServerURL, tombs: Mapping[bytes, tuple[bytes, bytes]]) -> Wire[None]:
     """Take away delete tombstones ``{key: (tombstone, cas token)}`` the values set outdate.
 
     By ``cas`` with a negative exptime (expired at once, as :func:`bury` deletes): a newer
-    delete that ran since the ``gets`` changed the tombstone, and it stays.
+    delete that ran since the ``gets`` changed the tombstone, and it stays. Sent ``noreply``,
+    with no wait for an answer: the connection's next command runs after it (memcached answers
+    a connection's commands in order), and a lift that does not land leaves the tombstone, as
+    it was before. So the write it follows costs one round trip still.
     """
     request = b"".join(
-        store(b"cas", tomb, data, -1, token) for tomb, (data, token) in tombs.items()
+        b"cas %s 0 -1 %d %s noreply\r\n%s\r\n" % (tomb, len(data), token, data)
+        for tomb, (data, token) in tombs.items()
     )
-    replies = yield Exchange(request, len(tombs))
-    for reply in replies:
-        checked(reply, url)
+    yield Exchange(request, 0)
 
 
 def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
@@ -149,9 +168,7 @@ def add(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[b
     stored, found = yield Exchange(request + gets([tomb]), 2)
     if checked(stored, url, {key: value}) != b"STORED":
         return False
-    held = _cas_all(found, url)
-    if tomb in held and lifts(value, held[tomb][0]):
-        yield from _lift(url, {tomb: held[tomb]})
+    yield from _lift_older(url, {key: value}, {tomb: key}, _cas_all(found, url))
     return True
 
 
