@@ -278,7 +278,9 @@ class MemoryServer(ItemServer):
         held = self.backend.get_many([key]).get(key)
         new, result = update(held)
         if new is not None and new != held:
-            self.backend.set_many({key: new}, ttl_s)
+            # Stored as memcached's cas stores it: a hot-key copy lifts no tombstone.
+            with self.store.lock:
+                self.store.data[key] = (new, MemoryBackend._expiry(ttl_s))
         return result
         yield  # a generator, like every operation
 
