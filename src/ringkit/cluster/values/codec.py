@@ -80,6 +80,7 @@ __all__ = [
     "VersionClock",
     "get_serializer",
     "is_readmission_tombstone",
+    "lifts",
     "readmission_tombstone",
     "stamped",
     "stored_version",
@@ -563,6 +564,30 @@ def supersedes(value: bytes, there: bytes | None, tomb: bytes | None) -> bool:
         theirs = stored_version(there)
         return bool(theirs) and theirs < ours
     return tomb is None or stored_version(tomb) < ours
+
+
+def lifts(value: bytes, tomb: bytes | None) -> bool:
+    """Return True if a write of envelope `value` makes delete tombstone `tomb` void.
+
+    A ``set`` that lands beside a delete's tombstone older than its own version comes after that
+    delete both by arrival and by version, so the tombstone no longer hides anything on that
+    server: the server drops it in the same step as it stores the value. Otherwise a ``set``
+    stamped before the delete and delayed past that newer write (its own round trips, a
+    timeout applied late) would replace the write on that server with a value older than the
+    tombstone, and ``read="all"`` would read the key as deleted, losing both writes. An older
+    ``set`` landing late never lifts a delete, nor does anything lift a re-admission's
+    tombstone (no delete) or a value without a version (its age is unknown).
+
+    >>> older, newer = (Codec(JSON).encode("fare", version=v, expires_at_ms=0) for v in (2, 4))
+    >>> lifts(newer, tombstone(3)), lifts(older, tombstone(3)), lifts(newer, None)
+    (True, False, False)
+    >>> lifts(newer, readmission_tombstone(3)), lifts(b"41", tombstone(3))
+    (False, False)
+    """
+    if tomb is None or len(tomb) != _HEADER_SIZE or tomb[_KIND_AT:] != _TOMBSTONE:
+        return False
+    ours = stored_version(value)
+    return bool(ours) and stored_version(tomb) < ours
 
 
 def _is_decimal(data: bytes) -> bool:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ringkit.cluster.values.codec import buries, stored_version, supersedes
+from ringkit.cluster.values.codec import buries, lifts, stored_version, supersedes
 from ringkit.cluster.values.keys import EPOCH_KEY, tombstone_key
 from ringkit.cluster.wire.drive import Wire
 from ringkit.cluster.wire.failures import not_integer
@@ -59,6 +59,13 @@ class MemoryStore:
             del self.data[key]
             return None
         return entry[0]
+
+
+def _lift(store: MemoryStore, key: bytes, value: bytes, now: float) -> None:
+    """Drop the delete tombstone of `key` if `value`, just stored, is newer (codec.lifts)."""
+    tomb = tombstone_key(key)
+    if tomb in store.data and lifts(value, store.live(tomb, now)):
+        del store.data[tomb]
 
 
 _STORES: dict[str, MemoryStore] = {}
@@ -113,18 +120,22 @@ class MemoryBackend:
         return self._locked(action)
 
     def set_many(self, items: Mapping[bytes, bytes], ttl_s: float | None) -> None:
+        """Store every item; drop the delete tombstones older than the values (codec.lifts)."""
         expiry = self._expiry(ttl_s)
-        self._locked(
-            lambda store, now: store.data.update(
-                (key, (value, expiry)) for key, value in items.items()
-            )
-        )
+
+        def action(store: MemoryStore, now: float) -> None:
+            store.data.update((key, (value, expiry)) for key, value in items.items())
+            for key, value in items.items():
+                _lift(store, key, value, now)
+
+        self._locked(action)
 
     def add(self, key: bytes, value: bytes, ttl_s: float | None) -> bool:
         def action(store: MemoryStore, now: float) -> bool:
             if store.live(key, now) is not None:
                 return False
             store.data[key] = (value, self._expiry(ttl_s))
+            _lift(store, key, value, now)
             return True
 
         return self._locked(action)
@@ -140,6 +151,7 @@ class MemoryBackend:
             if not supersedes(value, there, tomb):
                 return False
             store.data[key] = (value, self._expiry(ttl_s))
+            _lift(store, key, value, now)
             return True
 
         return self._locked(action)
@@ -266,7 +278,9 @@ class MemoryServer(ItemServer):
         held = self.backend.get_many([key]).get(key)
         new, result = update(held)
         if new is not None and new != held:
-            self.backend.set_many({key: new}, ttl_s)
+            # Stored as memcached's cas stores it: a hot-key copy lifts no tombstone.
+            with self.store.lock:
+                self.store.data[key] = (new, MemoryBackend._expiry(ttl_s))
         return result
         yield  # a generator, like every operation
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ringkit.cluster.values.codec import buries, supersedes
+from ringkit.cluster.values.codec import buries, lifts, stored_version, supersedes
 from ringkit.cluster.values.expiry import memcached_exptime
 from ringkit.cluster.values.keys import EPOCH_KEY, spread_key, tombstone_key
 from ringkit.cluster.wire.drive import Wire
@@ -71,22 +71,83 @@ def get_many(url: ServerURL, keys: Sequence[bytes]) -> Wire[dict[bytes, bytes]]:
     return values(reply)
 
 
+def _tombs_of(items: Mapping[bytes, bytes]) -> dict[bytes, bytes]:
+    """Return the tombstone key of each item that carries a version, to the item's key."""
+    if len(items) == 1:  # most writes are of one key: no comprehension to run
+        [(key, value)] = items.items()
+        return {tombstone_key(key): key} if stored_version(value) else {}
+    return {tombstone_key(key): key for key, value in items.items() if stored_version(value)}
+
+
 def set_many(url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None) -> Wire[None]:
-    """Store every item, expiring after `ttl_s`: the ``set`` commands in one round trip."""
-    if items:
-        replies = yield Exchange(_sets(items, _expire(ttl_s, url)), len(items))
+    """Store every item, expiring after `ttl_s`, and lift the older deletes beside them.
+
+    The ``set`` commands and a ``gets`` of the values' tombstones are one round trip; a
+    tombstone older than the value set is then taken away (:func:`_lift`, sent without waiting
+    for its answer), only where one is found (a key deleted, then written again).
+    """
+    if not items:
+        return
+    tombs = _tombs_of(items)
+    request = _sets(items, _expire(ttl_s, url))
+    if not tombs:
+        replies = yield Exchange(request, len(items))
         _all_stored(replies, url, items)
+        return
+    *stored, found = yield Exchange(request + gets(list(tombs)), len(items) + 1)
+    _all_stored(stored, url, items)
+    if found[1]:  # a tombstone is held: most writes find none
+        yield from _lift_older(url, items, tombs, _cas_all(found, url))
+    else:
+        checked(found, url)
 
 
 def set_many_then_get(
     url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None, keys: Sequence[bytes]
 ) -> Wire[dict[bytes, bytes]]:
-    """Store every item, then read `keys`, in one round trip (the get sees the stores)."""
-    request = _sets(items, _expire(ttl_s, url)) + get(keys)
+    """Store every item, then read `keys`, in one round trip (the get sees the stores).
+
+    The read also takes the tombstones of the items, lifted after it as :func:`set_many` does.
+    """
+    tombs = _tombs_of(items)
+    request = _sets(items, _expire(ttl_s, url)) + gets([*keys, *tombs])
     *stored, found = yield Exchange(request, len(items) + 1)
     _all_stored(stored, url, items)
-    checked(found, url)
-    return values(found)
+    held = _cas_all(found, url)
+    yield from _lift_older(url, items, tombs, held)
+    return {key: held[key][0] for key in keys if key in held}
+
+
+def _lift_older(
+    url: ServerURL,
+    items: Mapping[bytes, bytes],
+    tombs: Mapping[bytes, bytes],
+    held: Mapping[bytes, tuple[bytes, bytes]],
+) -> Wire[None]:
+    """Lift the tombstones read in `held` that the values of `items` are newer than."""
+    lifted = {
+        tomb: held[tomb]
+        for tomb, key in tombs.items()
+        if tomb in held and lifts(items[key], held[tomb][0])
+    }
+    if lifted:
+        yield from _lift(url, lifted)
+
+
+def _lift(url: ServerURL, tombs: Mapping[bytes, tuple[bytes, bytes]]) -> Wire[None]:
+    """Take away delete tombstones ``{key: (tombstone, cas token)}`` the values set outdate.
+
+    By ``cas`` with a negative exptime (expired at once, as :func:`bury` deletes): a newer
+    delete that ran since the ``gets`` changed the tombstone, and it stays. Sent ``noreply``,
+    with no wait for an answer: the connection's next command runs after it (memcached answers
+    a connection's commands in order), and a lift that does not land leaves the tombstone, as
+    it was before. So the write it follows costs one round trip still.
+    """
+    request = b"".join(
+        b"cas %s 0 -1 %d %s noreply\r\n%s\r\n" % (tomb, len(data), token, data)
+        for tomb, (data, token) in tombs.items()
+    )
+    yield Exchange(request, 0)
 
 
 def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
@@ -95,9 +156,20 @@ def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = N
 
 
 def add(url: ServerURL, key: bytes, value: bytes, ttl_s: float | None) -> Wire[bool]:
-    """Store `value` only if `key` is absent; return whether it was stored."""
+    """Store `value` only if `key` is absent; return whether it was stored.
+
+    A value with a version lifts an older delete beside it, as :func:`set_many` does: the
+    ``add`` and a ``gets`` of the tombstone are one round trip.
+    """
     request = store(b"add", key, value, _expire(ttl_s, url))
-    return (yield from _one(url, request, {key: value})) == b"STORED"
+    if not stored_version(value):
+        return (yield from _one(url, request, {key: value})) == b"STORED"
+    tomb = tombstone_key(key)
+    stored, found = yield Exchange(request + gets([tomb]), 2)
+    if checked(stored, url, {key: value}) != b"STORED":
+        return False
+    yield from _lift_older(url, {key: value}, {tomb: key}, _cas_all(found, url))
+    return True
 
 
 def delete(url: ServerURL, key: bytes) -> Wire[bool]:
@@ -229,14 +301,24 @@ def repair_many(
         if checked(reply, url, {key: items[key]}) == b"STORED"
     ]
     added = {key: items[key] for key in landed if not tokens[key]}
-    buried = (yield from _buried_since(url, added, tombs)) if added else set()
-    return [key for key in landed if key not in buried]
+    buried, since = (yield from _buried_since(url, added, tombs)) if added else (set(), {})
+    kept = [key for key in landed if key not in buried]
+    # Each tombstone as last read (again after an add), lifted where the value is newer.
+    lifted = {
+        tombs[key]: read[tombs[key]]
+        for key in kept
+        for read in [since if key in added else held]
+        if tombs[key] in read and lifts(items[key], read[tombs[key]][0])
+    }
+    if lifted:
+        yield from _lift(url, lifted)
+    return kept
 
 
 def _buried_since(
     url: ServerURL, added: Mapping[bytes, bytes], tombs: Mapping[bytes, bytes]
-) -> Wire[set[bytes]]:
-    """Return the keys of `added` that a delete ran under; take their copies back.
+) -> Wire[tuple[set[bytes], dict[bytes, tuple[bytes, bytes]]]]:
+    """Return the keys of `added` that a delete ran under, and what was read; take them back.
 
     A delete may run between the read and an ``add`` (its tombstone first, then the delete of a
     key not yet there): the tombstones are read again, and a copy still ours under a newer one
@@ -253,7 +335,7 @@ def _buried_since(
     if taken:
         undo = b"".join(store(b"cas", key, added[key], -1, token) for key, token in taken.items())
         yield Exchange(undo, len(taken))
-    return buried
+    return buried, now
 
 
 def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:

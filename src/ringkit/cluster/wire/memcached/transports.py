@@ -63,7 +63,8 @@ class SocketTransport:
                 sock = self._connect()
             sock.sendall(request.data)
             framer = ReplyFramer(request.replies)
-            while not framer.feed(sock.recv(_CHUNK) or _closed()):
+            # No reply wanted (noreply commands only): nothing to wait for.
+            while request.replies and not framer.feed(sock.recv(_CHUNK) or _closed()):
                 pass
         except (OSError, ValueError) as error:  # a timeout; a reply that is not memcached's
             if sock is not None:
@@ -162,6 +163,8 @@ async def _talk(stream: _Stream, request: Exchange) -> list[Reply]:
     reader, writer = stream
     writer.write(request.data)
     await writer.drain()
+    if not request.replies:  # noreply commands only: nothing to wait for
+        return []
     framer = ReplyFramer(request.replies)
     while True:
         chunk = await reader.read(_CHUNK)

@@ -70,28 +70,52 @@ _CHECK_WRITE = (
 if current == 0 and tonumber(ARGV[1]) >= 1 then return redis.error_reply('NOEPOCH') end
 """
 )
-# KEYS: epoch, index, k1..kn; ARGV: epoch, px ('' = none), then member_i, value_i pairs
-# (an empty member: do not index). The entries are indexed as one batch after the writes (one
-# HSET per bucket, one HINCRBY of the count), as a move's page lands: one entry at a time cost
-# an HSET and an HINCRBY per key.
+# The version of a stored value or tombstone, of either envelope form (codec.stored_version),
+# and the last byte of a value's head that it needs.
+_VERSIONS = VERSION_LUA + f"local HEAD_END = {HEAD_BYTES - 1}\n"
+# Drop the delete tombstone held under `tomb` if envelope `value`, just stored, is newer
+# (codec.lifts: a tombstone is a wide 18-byte envelope, 0xfe, of kind 't', byte 116; the value's
+# version of either form comes from env_version, so a script using this includes _VERSIONS).
+_LIFT_LUA = """
+local function lift(tomb, value)
+  local ours = env_version(value)
+  if ours == '' then return end
+  local held = redis.call('GET', tomb)
+  if held and #held == 18 and string.byte(held, 1) == 254 and string.byte(held, 18) == 116
+      and string.sub(held, 2, 9) < ours then
+    redis.call('DEL', tomb)
+  end
+end
+"""
+# KEYS: epoch, index, k1..kn, then tombstone_1..tombstone_n; ARGV: epoch, px ('' = none), then
+# member_i, value_i pairs (an empty member: do not index). A value lifts its key's older delete
+# (_LIFT_LUA). The entries are indexed as one batch after the writes (one HSET per bucket, one
+# HINCRBY of the count), as a move's page lands: one entry at a time cost an HSET and an
+# HINCRBY per key.
 _SET = (
     INDEX_LUA
+    + _VERSIONS
+    + _LIFT_LUA
     + _CHECK_WRITE
     + """
 local entries = {}
-for i = 3, #KEYS do
+local n = (#KEYS - 2) / 2
+for i = 3, n + 2 do
   local value = ARGV[2 * i - 2]
   if ARGV[2] == '' then redis.call('SET', KEYS[i], value)
   else redis.call('SET', KEYS[i], value, 'PX', ARGV[2]) end
   if ARGV[2 * i - 3] ~= '' then entries[#entries + 1] = ARGV[2 * i - 3] end
+  lift(KEYS[i + n], value)
 end
 ix_add_many(KEYS[2], entries)
-return #KEYS - 2
+return n
 """
 )
-# KEYS: epoch, index, key; ARGV: epoch, px, member, value.
+# KEYS: epoch, index, key, tombstone; ARGV: epoch, px, member, value.
 _ADD = (
     INDEX_LUA
+    + _VERSIONS
+    + _LIFT_LUA
     + _CHECK_WRITE
     + """
 local done
@@ -99,22 +123,22 @@ if ARGV[2] == '' then done = redis.call('SET', KEYS[3], ARGV[4], 'NX')
 else done = redis.call('SET', KEYS[3], ARGV[4], 'NX', 'PX', ARGV[2]) end
 if not done then return 0 end
 if ARGV[3] ~= '' then ix_add(KEYS[2], ARGV[3]) end
+lift(KEYS[4], ARGV[4])
 return 1
 """
 )
 # KEYS: epoch, index, key; ARGV: epoch, member.
 _DELETE = INDEX_LUA + _CHECK_WRITE + "ix_rem(KEYS[2], ARGV[2]) return redis.call('DEL', KEYS[3])"
-# The version of a stored value or tombstone, of either envelope form (codec.stored_version),
-# and the last byte of a value's head that it needs.
-_VERSIONS = VERSION_LUA + f"local HEAD_END = {HEAD_BYTES - 1}\n"
 # KEYS: epoch, index, then key_i, tombstone_i pairs; ARGV: epoch, px, then member_i, value_i
 # pairs (an envelope each). Read repair, and a retried batch write, as conditional writes
 # (codec.supersedes): each value lands where its key is absent and not deleted at a newer
 # version, or holds an older ringkit version; never over a newer one. The entries of the keys
-# that landed are indexed as one batch. Returns 1 or 0 per key: whether it landed.
+# that landed are indexed as one batch, and each lifts its key's older delete (_LIFT_LUA).
+# Returns 1 or 0 per key: whether it landed.
 _REPAIR = (
     INDEX_LUA
     + _VERSIONS
+    + _LIFT_LUA
     + _CHECK_WRITE
     + """
 local function supersedes(key, tomb, value)
@@ -135,6 +159,7 @@ for i = 3, #KEYS, 2 do
     if ARGV[2] == '' then redis.call('SET', KEYS[i], ARGV[i + 1])
     else redis.call('SET', KEYS[i], ARGV[i + 1], 'PX', ARGV[2]) end
     if ARGV[i] ~= '' then entries[#entries + 1] = ARGV[i] end
+    lift(KEYS[i + 1], ARGV[i + 1])
   end
   landed[#landed + 1] = go and 1 or 0
 end
@@ -274,11 +299,12 @@ def redis_scripts(
         values: list[object] = [epoch, px_argument(ttl_s)]
         for key, value in items.items():
             values += [member_of(key), value]
-        return [Script("set", (EPOCH_KEY, INDEX_KEY, *items), tuple(values))]
+        tombs = [tombstone_key(key) for key in items]
+        return [Script("set", (EPOCH_KEY, INDEX_KEY, *items, *tombs), tuple(values))]
     if op == "add":
         key, value, ttl_s = args
         values = [epoch, px_argument(ttl_s), member_of(key), value]
-        return [Script("add", (EPOCH_KEY, INDEX_KEY, key), tuple(values))]
+        return [Script("add", (EPOCH_KEY, INDEX_KEY, key, tombstone_key(key)), tuple(values))]
     if op == "delete":
         (key,) = args
         return [Script("delete", (EPOCH_KEY, INDEX_KEY, key), (epoch, member(point_of(key), key)))]
