@@ -15,7 +15,7 @@ import pytest
 import ringkit.live
 from ringkit.errors import BackendError
 from ringkit.live import Snapshot, Store
-from ringkit.live.backend import Record
+from ringkit.live.backend import Record, SwapAnswer
 from ringkit.live.etcd import RPC_TIMEOUT_S
 from ringkit.live.memory import MemoryBackend
 from tests.servers import EtcdCluster, etcd_cluster, etcd_server, sigstop, stop
@@ -172,10 +172,10 @@ def test_a_swap_sent_to_an_etcd_that_stopped_answering_ends_in_an_error() -> Non
     """A release mark sent without waiting (one attempt) to a hung etcd is answered with a
     BackendError within the call's timeout, so the release thread can take over."""
     with etcd_server() as cluster, ringkit.live.connect(cluster.url("hung")) as store:
-        answers: list[tuple[bool, Record] | BackendError] = []
+        answers: list[SwapAnswer] = []
         done = threading.Event()
 
-        def answered(result: tuple[bool, Record] | BackendError) -> None:
+        def answered(result: SwapAnswer) -> None:
             answers.append(result)
             done.set()
 

@@ -17,7 +17,7 @@ import pytest
 import ringkit.live
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import MemberChange, Store
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, SwapAnswer
 from ringkit.live.handoff import decode_mark, encode_mark
 from ringkit.live.memory import MemoryBackend
 
@@ -526,7 +526,7 @@ class HeldAnswers(MemoryBackend):
         value: bytes,
         lease: int,
         mod_revision: int,
-        done: Callable[[tuple[bool, Record] | BackendError], None],
+        done: Callable[[SwapAnswer], None],
     ) -> None:
         self.sent.append(decode_mark(value, key.rsplit("/", 1)[-1]))
         if self.refuse:
@@ -581,10 +581,10 @@ def test_a_swap_sent_without_waiting_answers_as_a_swap_does(store_url: str) -> N
     """``start_swap``: (True, the write) when the revision holds, else (False, what is there)."""
     with ringkit.live.connect(store_url) as store:
         backend = store.backend
-        answers: list[tuple[bool, Record] | BackendError] = []
+        answers: list[SwapAnswer] = []
         done = threading.Event()
 
-        def answered(result: tuple[bool, Record] | BackendError) -> None:
+        def answered(result: SwapAnswer) -> None:
             answers.append(result)
             done.set()
 

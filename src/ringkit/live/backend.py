@@ -16,7 +16,7 @@ from typing import Protocol
 
 from ringkit.errors import BackendError
 
-__all__ = ["Backend", "Event", "Record", "WatchHandle"]
+__all__ = ["Backend", "Event", "Record", "SwapAnswer", "WatchHandle"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,10 @@ class Record:
     mod_revision: int
     create_revision: int
     lease: int
+
+
+#: What ``start_swap`` hands its callback: ``swap``'s answer, or the error that replaced it.
+SwapAnswer = tuple[bool, Record] | BackendError
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +137,7 @@ class Backend(Protocol):
         value: bytes,
         lease: int,
         mod_revision: int,
-        done: Callable[[tuple[bool, Record] | BackendError], None],
+        done: Callable[[SwapAnswer], None],
     ) -> None:
         """Send ``swap`` and return without waiting: `done` gets its answer, or the error.
 

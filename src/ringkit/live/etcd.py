@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from ringkit.errors import BackendError, ConfigError
-from ringkit.live.backend import Event, Record, WatchHandle
+from ringkit.live.backend import Event, Record, SwapAnswer, WatchHandle
 from ringkit.live.urls import StoreURL
 
 __all__ = ["EtcdBackend"]
@@ -460,7 +460,7 @@ class EtcdBackend:
         value: bytes,
         lease: int,
         mod_revision: int,
-        done: Callable[[tuple[bool, Record] | BackendError], None],
+        done: Callable[[SwapAnswer], None],
     ) -> None:
         from pyetcd import etcdrpc
 
@@ -476,7 +476,7 @@ class EtcdBackend:
             self._in_flight += 1  # ``close`` waits for the answer, as for a call
 
         def answered(future: Any) -> None:
-            result: tuple[bool, Record] | BackendError
+            result: SwapAnswer
             try:
                 result = _swapped(future.result(), key, value, lease)
             except Exception as error:  # grpc.RpcError, or the future cancelled at close

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ringkit.errors import BackendError, ConfigError
-from ringkit.live.backend import Event, Record
+from ringkit.live.backend import Event, Record, SwapAnswer
 from ringkit.live.change import Change, MemberChange, movement_between
 from ringkit.live.regions import SPACE, Region
 from ringkit.live.snapshot import SkippedRecord
@@ -552,7 +552,7 @@ class Handoff:
             return
         value = encode_mark(self.name, epoch)
 
-        def answered(result: tuple[bool, Record] | BackendError) -> None:
+        def answered(result: SwapAnswer) -> None:
             written = False
             try:
                 if not isinstance(result, BackendError) and result[0]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ringkit.errors import BackendError
-from ringkit.live.backend import Event, Record, WatchHandle
+from ringkit.live.backend import Event, Record, SwapAnswer, WatchHandle
 
 __all__ = ["MemoryBackend"]
 
@@ -173,9 +173,9 @@ class MemoryBackend:
         value: bytes,
         lease: int,
         mod_revision: int,
-        done: Callable[[tuple[bool, Record] | BackendError], None],
+        done: Callable[[SwapAnswer], None],
     ) -> None:
-        result: tuple[bool, Record] | BackendError
+        result: SwapAnswer
         try:
             result = self.swap(key, value, lease, mod_revision)
         except BackendError as error:

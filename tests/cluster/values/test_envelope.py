@@ -35,6 +35,7 @@ from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.redis.handoff import copy_is_newer, copy_tombstone
 from ringkit.cluster.wire.urls import parse_url
+from tests.cluster.core.test_repair import one_of_each_backend
 from tests.cluster.helpers import memory_urls, server_urls
 
 CODEC = Codec(JSON)
@@ -179,16 +180,6 @@ def test_the_scripts_read_the_version_of_any_stored_bytes_as_python_does(
     assert plain_redis.eval(_HEAD_VERSION, 1, "envelope:head", stored) == stored_version(stored)
 
 
-def _each_backend(redis_trio: list[Any], memcached_trio: list[Any]) -> dict[str, Any]:
-    return {
-        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
-        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
-        "memcached": open_backend(
-            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
-        ),
-    }
-
-
 _ONE_OF_EACH_FORM = st.tuples(st.sampled_from(sorted(FORMS)), st.integers(1, 6))
 
 
@@ -205,7 +196,7 @@ def test_every_backend_repairs_and_buries_across_forms_by_version(
     key = b"fare:form"
     there, value = FORMS[held[0]]("held", held[1]), FORMS[ours[0]]("ours", ours[1])
     dead = None if tomb is None else tombstone(tomb)
-    for kind, raw in _each_backend(redis_trio, memcached_trio).items():
+    for kind, raw in one_of_each_backend(redis_trio, memcached_trio).items():
         fenced = fence(raw, lambda: 0, lambda key: 0)
         raw.flush()
         raw.set_many({key: there}, None)
@@ -260,7 +251,7 @@ def test_a_hot_key_copy_replaces_only_an_older_version_of_either_form(
 ) -> None:
     key = b"fare:copy"
     there, copy = FORMS[held[0]]("held", held[1]), FORMS[ours[0]]("ours", ours[1])
-    for kind, raw in _each_backend(redis_trio, memcached_trio).items():
+    for kind, raw in one_of_each_backend(redis_trio, memcached_trio).items():
         fenced = fence(raw, lambda: 0, lambda key: 0)
         raw.flush()
         raw.set_many({key: there}, None)
