@@ -171,3 +171,21 @@ def test_a_member_paused_past_its_lease_overlaps_no_longer_than_the_default_boun
     assert all(o.seconds <= current_within_s for o in result.verdict.transition_overlaps)
     assert result.verdict.token_errors == [], result.line
     assert result.verdict.transition_token_errors == [], result.line
+
+
+@pytest.mark.timeout(180)
+def test_exclusive_members_never_overlap_when_an_etcd_member_hangs(tmp_path: Path) -> None:
+    """SIGSTOP of one member of a 3-member etcd (a hung VM), exclusive mode: the release marks a
+    process sends where it applies a change may go to the hung member and get no answer (the
+    release thread then writes them elsewhere); no key ever has two owners, and tokens only
+    grow."""
+    require_binary("etcd", "etcd-server")
+    settings = Settings(load_s=8.0, tail_s=3.0, etcd_members=3)
+    result = run_once("exclusive", "etcd_stop", 3, settings, tmp_path)
+    print(result.line)
+    assert result.faults and result.verdict.runs > 0, result.line
+    assert result.verdict.overlaps == [], result.line
+    assert result.verdict.transition_overlaps == [], result.line
+    assert result.verdict.token_errors == [], result.line
+    assert result.verdict.transition_token_errors == [], result.line
+    assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
