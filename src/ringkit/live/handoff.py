@@ -336,7 +336,7 @@ class Handoff:
             self._wake.set()  # it waits for the marks: its release thread follows them
         lost = self._reported.subtract(region)
         if lost:
-            self._reported = self._reported.subtract(lost)
+            self._reported = self._reported.intersect(region)
             self._report(change, (), lost.arcs(self.name))
         self.settle()
 
