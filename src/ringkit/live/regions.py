@@ -143,7 +143,24 @@ class Region:
     def intersect(self, other: Region) -> Region:
         if len(self.firsts) == 0 or len(other.firsts) == 0:
             return Region.empty()
-        return self.complement().union(other.complement()).complement()
+        # Each interval of this region meets a run of the other's: from the first that ends
+        # at or after its first point to the last that starts at or before its last. Every
+        # pair that meets gives one interval of the result, already sorted, disjoint and apart
+        # (two of them lie in different intervals of one region or the other, which are apart).
+        # A search per side, not the union of complements: half the numpy passes.
+        first_met = np.searchsorted(other.lasts, self.firsts, side="left")
+        past_met = np.searchsorted(other.firsts, self.lasts, side="right")
+        counts = np.maximum(past_met - first_met, 0)
+        total = int(counts.sum())
+        if total == 0:
+            return Region.empty()
+        mine = np.repeat(np.arange(len(self.firsts)), counts)
+        # The other's index of each pair: its run's first index, then one more per pair.
+        theirs = np.arange(total) + np.repeat(first_met - (np.cumsum(counts) - counts), counts)
+        return Region(
+            np.maximum(self.firsts[mine], other.firsts[theirs]),
+            np.minimum(self.lasts[mine], other.lasts[theirs]),
+        )
 
     def subtract(self, other: Region) -> Region:
         if len(self.firsts) == 0 or len(other.firsts) == 0:
