@@ -9,7 +9,9 @@
 
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
 ``set``, ``get``, ``delete`` (one key per call), ``get_many`` and ``set_many`` (100 keys per
-call), with ``ShardedClient`` defaults and 100-byte values, it prints:
+call), and ``set after delete`` (a ``set`` of each key the ``delete`` pass has just deleted, which
+on ringkit lifts the delete's tombstone: one more send on memcached), with ``ShardedClient``
+defaults and 100-byte values, it prints:
 
 - **round trips per call**, counted on the client's sockets: a send that follows a receive (or
   is a socket's first) opens a round trip, so a pipeline of several commands is one, and a
@@ -46,8 +48,9 @@ a spreading client publishes): every write then also reads its keys' spread mark
 can be switched off to price them: ``--no-index`` is the client's own option
 (``index_keys=False``); the others patch the installed client in this process only, which a user
 cannot do: ``--no-tombstones`` (a delete is a plain fenced delete), ``--no-markers`` (writes read
-no hot-copy spread marker) and ``--no-fence`` (calls skip the epoch check where the server kind
-has a plain form of the call).
+no hot-copy spread marker), ``--no-lift`` (a write leaves an older delete's tombstone beside it:
+memcached reads no tombstone, Redis's write script looks at none) and ``--no-fence`` (calls skip
+the epoch check where the server kind has a plain form of the call).
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import os
 import shutil
 import socket
@@ -244,6 +248,8 @@ class Contender:
     get_many: Callable[[list[str]], object]
     set_many: Callable[[list[str]], object]
     delete: Callable[[list[str]], object]
+    # A set of the keys the delete pass has just deleted: on ringkit it lifts their tombstones.
+    set_after_delete: Callable[[list[str]], object]
 
 
 def ringkit_contender(client: ShardedClient) -> Contender:
@@ -267,7 +273,7 @@ def ringkit_contender(client: ShardedClient) -> Contender:
         for key in keys:
             client.delete(key)
 
-    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all)
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all, set_all)
 
 
 def plain_contender(
@@ -333,10 +339,12 @@ def plain_contender(
         for client in clients.values():
             client.close()
 
-    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all), close
+    return Contender(set_all, get_all, get_many_all, set_many_all, delete_all, set_all), close
 
 
-OPS = ("set", "get", "get_many", "set_many", "delete")
+# In this order in every pass: `set` writes keys that hold a value (written by the pass before),
+# `set_after_delete` the keys `delete` has just deleted.
+OPS = ("set", "get", "get_many", "set_many", "delete", "set_after_delete")
 BATCHES = ("get_many", "set_many")  # BATCH keys per call
 
 
@@ -396,6 +404,18 @@ def switch_off_guarantees() -> list[str]:
 
         handles.FencedBackend.serve_at = markerless(handles.FencedBackend.serve_at)  # type: ignore[method-assign]
         off.append("hot-copy markers (writes read none)")
+    if ARGS.no_lift:
+        from ringkit.cluster.wire.memcached import ops as memcached_ops
+        from ringkit.cluster.wire.redis import ops as redis_ops
+
+        memcached_ops._tombs_of = lambda items: {}  # type: ignore[attr-defined]
+        call = "  lift(KEYS[i + n], value)\n"
+        for name in ("set", "set+markers"):
+            source = redis_ops._SOURCES[name]
+            assert call in source, "the Redis write script's lift moved: update --no-lift"
+            redis_ops._SOURCES[name] = source.replace(call, "")
+            redis_ops._SHAS[name] = hashlib.sha1(redis_ops._SOURCES[name].encode()).hexdigest()
+        off.append("the lift of an older delete (writes leave its tombstone)")
     if ARGS.no_fence:
         plain_serve = handles.FencedBackend.serve_at
 
@@ -587,8 +607,9 @@ def print_rows(kind: str, rows: list[Row]) -> None:
         commands = f"{row.commands[0]:.2f} · {row.commands[1]:.2f}"
         if row.op in BATCHES:
             commands += f" ({row.commands[0] / BATCH:.2f} · {row.commands[1] / BATCH:.2f} / key)"
+        operation = row.op.replace("_", " ")
         print(
-            f"| {row.op} | {row.replicas} | {row.trips[0]:.2f} · {row.trips[1]:.2f} | "
+            f"| {operation} | {row.replicas} | {row.trips[0]:.2f} · {row.trips[1]:.2f} | "
             f"{commands} | {stored} | {row.plain_us:.1f} | "
             f"{row.ours_us:.1f} | **{row.ratio:.2f}×** | {row.plain_cpu_us:.1f} · "
             f"{row.ours_cpu_us:.1f} |"
@@ -619,6 +640,7 @@ def main() -> None:
     parser.add_argument("--no-index", action="store_true")
     parser.add_argument("--no-tombstones", action="store_true")
     parser.add_argument("--no-markers", action="store_true")
+    parser.add_argument("--no-lift", action="store_true")
     parser.add_argument("--no-fence", action="store_true")
     ARGS = parser.parse_args()
     if ARGS.quick:
