@@ -65,7 +65,9 @@ class Dispatcher:
     def __init__(self, name: str, *, delivered: int = 0) -> None:
         self._lock = threading.Condition()
         self._subscribers: list[Subscription] = []
-        self._queue: queue.Queue[Change | Callable[[], None] | None] = queue.Queue()
+        # SimpleQueue: put and get in C, no Python condition around them (every change in
+        # every member process goes through here).
+        self._queue: queue.SimpleQueue[Change | Callable[[], None] | None] = queue.SimpleQueue()
         self._delivered = delivered
         self._hooks: list[Callable[[int], None]] = []
         self._closed = False
