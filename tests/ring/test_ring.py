@@ -197,6 +197,20 @@ def test_json_round_trip_keeps_everything() -> None:
     assert pickle.loads(pickle.dumps(ring)) == ring
 
 
+def test_a_ring_looked_up_once_still_pickles_and_its_changes_answer_for_themselves() -> None:
+    # The first node_for binds a lookup closure on the ring (lists and memoryviews of its
+    # table): a pickled copy must not carry it, and a ring made from this one has its own.
+    ring = HashRing([f"n{i}" for i in range(8)], vnodes=32)
+    keys = [f"k{i}" for i in range(300)]
+    before = [ring.node_for(key) for key in keys]
+    copy = pickle.loads(pickle.dumps(ring))
+    assert [copy.node_for(key) for key in keys] == before == ring.node_for_many(keys)
+    grown = ring.add("n8")
+    assert [grown.node_for(key) for key in keys] == grown.node_for_many(keys)
+    assert {grown.node_for(key) for key in keys} >= {"n8"}
+    assert [ring.node_for(key) for key in keys] == before
+
+
 def test_node_for_many_and_owner_indices_agree_with_node_for() -> None:
     ring = HashRing([f"n{i}" for i in range(20)], vnodes=64)
     keys: list[str | bytes | int] = [f"k{i}" for i in range(500)] + [b"\x00raw", 7, -3]
