@@ -273,9 +273,11 @@ class HashRing(PlacementBase):
             )
             for node in nodes
         )
-        # The lookup closure is built by the first node_for (see there), not here: a ring
-        # rebuilt at every change of a live ring is often never asked for one key.
-        vars(self).pop("node_for", None)
+        # NOTE: each ring shadows the documented node_for method with a closure whose arrays and
+        # functions are bound as locals: one Python call per lookup instead of two, ~15% of a
+        # lookup (benchmarks/bench_lookup.py). The class method documents the behaviour.
+        if nodes:
+            vars(self)["node_for"] = table.make_lookup(self._point_function(), self._names)
 
     # -- keys and points -------------------------------------------------------------------------
 
@@ -332,17 +334,9 @@ class HashRing(PlacementBase):
         :raises EmptyRingError: when the ring has no nodes
         :raises TypeError: when `key` is not str, bytes or int
         """
-        # NOTE: the first call shadows this method with a closure whose arrays and functions
-        # are bound as locals: one Python call per lookup instead of two, ~15% of a lookup
-        # (benchmarks/bench_lookup.py). Built on first use: building it copies the token table
-        # into lists, about 0.1 ms at 1,600 tokens, which a live ring's member would pay at
-        # every change in every process.
-        encode_key(key)
+        encode_key(key)  # a non-empty ring answers through the closure bound in _install
         self._require_nodes("node_for")
-        lookup = vars(self)["node_for"] = self._table.make_lookup(
-            self._point_function(), self._names
-        )
-        return lookup(key)
+        raise AssertionError("unreachable: non-empty rings bind node_for in _install")
 
     def node_for_point(self, point: int) -> str:
         """Return the node owning `point` (an int in [0, space)).
