@@ -198,8 +198,8 @@ def test_json_round_trip_keeps_everything() -> None:
 
 
 def test_a_ring_looked_up_once_still_pickles_and_its_changes_answer_for_themselves() -> None:
-    # The first node_for binds a lookup closure on the ring (lists and memoryviews of its
-    # table): a pickled copy must not carry it, and a ring made from this one has its own.
+    # A ring answers node_for through a closure over lists and memoryviews of its table: a
+    # pickled copy must not carry it, and a ring made from this one answers with its own.
     ring = HashRing([f"n{i}" for i in range(8)], vnodes=32)
     keys = [f"k{i}" for i in range(300)]
     before = [ring.node_for(key) for key in keys]
