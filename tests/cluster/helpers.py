@@ -17,7 +17,7 @@ import redis
 from ringkit.cluster import AsyncShardedClient, ShardedClient, memory_store
 from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.handles import fence
-from ringkit.cluster.wire.urls import ServerURL
+from ringkit.cluster.wire.urls import ServerURL, parse_url
 from ringkit.placement import Placement
 from tests.servers import Server, redis_server
 
@@ -116,6 +116,17 @@ class SyncFacade:
 
     def __repr__(self) -> str:
         return repr(self.wrapped)
+
+
+def one_of_each_backend(redis_trio: list[Any], memcached_trio: list[Any]) -> dict[str, Any]:
+    """A raw connection to one server of each kind (memory, redis, memcached), by kind."""
+    return {
+        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
+        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
+        "memcached": open_backend(
+            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
+        ),
+    }
 
 
 FLAVORS = ("sync", "async")

@@ -24,11 +24,9 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.core.health import OpEvent
 from ringkit.cluster.values.codec import JSON, Codec, stored_version, supersedes, tombstone
 from ringkit.cluster.values.keys import tombstone_key
-from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.fence import MEMCACHED_FENCE_CHECK_S
 from ringkit.cluster.wire.handles import fence
-from ringkit.cluster.wire.urls import parse_url
-from tests.cluster.helpers import memory_urls, server_urls
+from tests.cluster.helpers import one_of_each_backend
 
 KEY = "fare:{lis-jfk}"
 # How the replica behind stands before the read: it missed the write, or holds an older version
@@ -137,17 +135,6 @@ def test_repair_still_fixes_a_replica_behind(
 
 
 _CODEC = Codec(JSON)
-
-
-def one_of_each_backend(redis_trio: list[Any], memcached_trio: list[Any]) -> dict[str, Any]:
-    """A raw connection to one server of each kind (memory, redis, memcached), by kind."""
-    return {
-        "memory": open_backend(parse_url(memory_urls(1)["s1"]), timeout_s=1.0),
-        "redis": open_backend(parse_url(server_urls("redis", redis_trio)["s1"]), timeout_s=1.0),
-        "memcached": open_backend(
-            parse_url(server_urls("memcached", memcached_trio)["s1"]), timeout_s=1.0
-        ),
-    }
 
 
 # What a server may hold under a key before a repair: nothing, an envelope of some version, a

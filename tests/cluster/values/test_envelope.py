@@ -35,8 +35,7 @@ from ringkit.cluster.wire.backends import open_backend
 from ringkit.cluster.wire.handles import fence
 from ringkit.cluster.wire.redis.handoff import copy_is_newer, copy_tombstone
 from ringkit.cluster.wire.urls import parse_url
-from tests.cluster.core.test_repair import one_of_each_backend
-from tests.cluster.helpers import memory_urls, server_urls
+from tests.cluster.helpers import memory_urls, one_of_each_backend, server_urls
 
 CODEC = Codec(JSON)
 VALUES = st.one_of(
