@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos_live.checker import Run, check, load_transition_runs
-from tests.chaos_live.run import Settings, run_once
+from tests.chaos_live.run import RunResult, Settings, run_once
 from tests.servers import require_binary
 
 
@@ -138,19 +138,25 @@ def test_overlaps_and_tokens_in_the_transition_logs_are_reported_apart(tmp_path:
     assert verdict.transition_token_errors == []
 
 
+def assert_exclusive(result: RunResult) -> None:
+    """What every exclusive run must show: faults injected and samples taken, no key with two
+    owners in the samples or the transition logs, tokens that only grow between owners."""
+    print(result.line)
+    assert result.faults and result.verdict.runs > 0, result.line
+    assert result.verdict.overlaps == [], result.line
+    assert result.verdict.transition_overlaps == [], result.line
+    assert result.verdict.token_errors == [], result.line
+    assert result.verdict.transition_token_errors == [], result.line
+    assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
+
+
 @pytest.mark.timeout(150)
 def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) -> None:
     require_binary("etcd", "etcd-server")
     settings = Settings(load_s=6.0, tail_s=3.0, etcd_members=1)
     result = run_once("exclusive", "graceful", 7, settings, tmp_path)
-    print(result.line)
-    assert result.faults and result.verdict.runs > 0, result.line
-    assert result.verdict.overlaps == [], result.line
+    assert_exclusive(result)
     assert result.verdict.transition_runs > 0, result.line
-    assert result.verdict.transition_overlaps == [], result.line
-    assert result.verdict.transition_token_errors == [], result.line
-    assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
-    assert result.verdict.token_errors == [], result.line
     assert result.verdict.longest_gap_s <= settings.ttl_s + 1, result.line
 
 
@@ -182,10 +188,4 @@ def test_exclusive_members_never_overlap_when_an_etcd_member_hangs(tmp_path: Pat
     require_binary("etcd", "etcd-server")
     settings = Settings(load_s=8.0, tail_s=3.0, etcd_members=3)
     result = run_once("exclusive", "etcd_stop", 3, settings, tmp_path)
-    print(result.line)
-    assert result.faults and result.verdict.runs > 0, result.line
-    assert result.verdict.overlaps == [], result.line
-    assert result.verdict.transition_overlaps == [], result.line
-    assert result.verdict.token_errors == [], result.line
-    assert result.verdict.transition_token_errors == [], result.line
-    assert result.verdict.stale_tokens == result.verdict.transition_stale_tokens == []
+    assert_exclusive(result)
