@@ -434,6 +434,60 @@ def test_a_member_that_does_not_wait_receives_no_mark_events(store_url: str) -> 
             member.close()
 
 
+def test_the_gainers_of_a_member_that_left_own_after_one_read_of_the_marks(
+    store_url: str,
+) -> None:
+    """No member still live held what a leaving member gives away: nobody to wait for.
+
+    Its gainers read the marks once and follow none, where a watch each would deliver every
+    member's mark to every gainer (N x N events at N members that gain at once).
+    """
+    with three_stores(store_url) as (store_a, store_b, store_c):
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        b = store_b.join("b", ttl_s=5, handoff="exclusive")
+        c = store_c.join("c", ttl_s=5, handoff="exclusive")
+        of_c = [key for key in KEYS if store_c.snapshot().ring.node_for(key) == "c"]
+        wait_until(lambda: all(c.owns_many(of_c)))
+        wait_until(lambda: not any(store.marks.fresh() for store in (store_a, store_b, store_c)))
+        seen_a, seen_b = mark_events(store_a), mark_events(store_b)
+        c.leave()
+        wait_until(lambda: all(a.owns(key) or b.owns(key) for key in of_c))
+        for key in KEYS:
+            assert a.owns(key) + b.owns(key) == 1
+        assert set(seen_a) <= {store_a.mark_key("a")}, seen_a  # its own mark's echo only
+        assert set(seen_b) <= {store_b.mark_key("b")}, seen_b
+        a.close()
+        b.close()
+
+
+def test_a_gainer_that_a_read_cannot_settle_follows_the_marks_again(store_url: str) -> None:
+    """g joined while l was slow to release; then a leaves: what g gains was l's before.
+
+    a's departure alone would need no mark (a read), but l, which has not released g's join,
+    held some of g's arcs in the ring before it: g owns nothing, and follows the marks again
+    until l releases.
+    """
+    with three_stores(store_url) as (store_a, store_l, store_g):
+        a = store_a.join("a", ttl_s=5, handoff="exclusive")
+        slow = store_l.join("l", ttl_s=5, handoff="exclusive")
+        release = threading.Event()
+        wait_until(lambda: not store_l.marks.fresh() and not store_a.marks.fresh())
+        slow.on_change(lambda change: hold(release, change))
+        g = store_g.join("g", ttl_s=5, handoff="exclusive")
+        a.leave()
+        ring = store_g.wait_for(lambda s: "a" not in s.members).ring
+        of_g = [key for key in KEYS if ring.node_for(key) == "g"]
+        wait_until(store_g.marks.fresh)  # it read the marks, saw l behind, follows them again
+        time.sleep(0.3)
+        assert not any(g.owns_many(of_g))
+        release.set()
+        wait_until(lambda: all(g.owns_many(of_g)))
+        for key in KEYS:
+            assert g.owns(key) + slow.owns(key) <= 1
+        g.close()
+        slow.close()
+
+
 def test_a_mark_written_before_the_wait_began_is_seen_by_the_read(store_url: str) -> None:
     """c gains when b leaves; a released that epoch before c's store got to it: c owns anyway.
 

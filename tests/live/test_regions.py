@@ -93,3 +93,25 @@ def test_the_whole_circle_and_a_tied_token() -> None:
     assert not Region.of_member(tied, "b")
     assert Region.of_member(tied, "a") == Region.whole()
     assert Region.of_arcs([Arc(0, 0, "a", SPACE)]).arcs("a") == (Arc(0, 0, "a", SPACE),)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from("abcd"),
+        st.lists(st.one_of(point, st.sampled_from([7, TOP])), min_size=1, max_size=6, unique=True),
+        min_size=1,
+    ),
+    region,
+)
+def test_the_holders_of_a_region_are_the_members_whose_arcs_meet_it(
+    tokens: dict[str, list[int]], r: Region
+) -> None:
+    """Exactly those members, but for tied tokens (counted as holders too: never one too few)."""
+    ring = HashRing.from_tokens(tokens)
+    names = [node.name for node in ring.nodes]
+    meets = {name for name in names if Region.of_member(ring, name).intersect(r)}
+    holders = r.holders(ring)
+    assert meets <= holders
+    untied = len(set(ring.tokens.tolist())) == len(ring.tokens)
+    if untied:
+        assert holders == meets

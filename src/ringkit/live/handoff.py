@@ -11,9 +11,11 @@ do (a partition is assigned only once its previous owner has revoked it), with e
   epoch or the ring;
 - a member owns an arc it gained at epoch E only once every *other* exclusive member with a
   live record has a mark ≥ E, or its record has gone at a revision this store applied (its
-  lease ended, or it left after raising its mark). Waiting only for the member that lost the
-  arc is not enough: after A → B at E1 and B → C at E2, C must not own while a slow A still
-  answers from before E1;
+  lease ended, or it left after raising its mark), or it held none of what this member holds
+  at E in any ring since its own mark (a member with mark M answers ``owns`` from a ring no
+  older than the one in effect at M). Waiting only for the member that lost the arc is not
+  enough: after A → B at E1 and B → C at E2, C must not own while a slow A still answers from
+  before E1, and A held the arc then;
 - a member whose release stays pending for ``release_timeout_s`` (its callbacks hang, or its
   store is not current) revokes its own lease, so a gainer waits at most that plus a TTL.
 
@@ -36,10 +38,14 @@ Only a member that gained arcs needs the others' marks: one whose arcs did not g
 epoch owns, at that epoch, exactly what it held in the ring (everything it holds it held at
 an epoch that was settled). So each member keeps a *floor*, the highest epoch at which it
 owned every arc it held: it moves with each change that gives the member nothing, and
-otherwise once the marks show that every other member released the epoch. The store follows
-the other members' marks only while one of its members is above its floor
+otherwise once the marks show that no other member may still own any of it. The store
+follows the other members' marks only while one of its members is above its floor
 (:mod:`ringkit.live.markwatch`), from a read made after that member applied the change, so a
-mark is never missed for being older than the wait.
+mark is never missed for being older than the wait. When no member still in the ring held
+the arcs gained just before (they came from a member that left the ring), a read of the
+marks alone usually settles the wait, and the folder is followed only if it does not: when
+one member leaves a pool of N, its N - 1 gainers each read N marks once instead of each
+being delivered every member's mark (N × N watch events).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -245,6 +252,10 @@ class Handoff:
         # every arc ``owns`` answers True for is reported to ``on_change`` first.
         self._floor = -1
         self._following = False  # whether it asked its store to follow every mark
+        # Whether the wait at the latest epoch needs the marks followed (a watch), or a read
+        # of them may do (see ``_lagging_may_hold``); and the epoch a read was asked for.
+        self._watch_needed = True
+        self._read_for = -1
         self._follow_lock = threading.Lock()
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-release-{name}")
@@ -260,9 +271,62 @@ class Handoff:
         own by). At most `epoch`.
         """
         settled = self._floor
-        if self._store.marks.fresh():
+        marks = self._store.marks
+        if marks.fresh():
             settled = max(settled, self._store.settled_epoch(self.name))
+        latest = self._latest
+        if (
+            settled < epoch
+            and latest is not None
+            and latest.new.epoch == epoch
+            and marks.complete_at() >= latest.new.revision
+            and not self._lagging_may_hold(epoch)
+        ):
+            settled = epoch
         return min(settled, epoch)
+
+    def _lagging_may_hold(self, epoch: int) -> bool:
+        """Whether a member that has not released `epoch` may still own arcs held here then.
+
+        A member whose mark is M < `epoch` has applied every change up to M, so it answers
+        ``owns`` from a ring no older than the one in effect at M: if none of the rings since
+        then gave it a point of what this member holds at `epoch`, it cannot own any of it,
+        whatever it has applied since. When no such member can, this member owns all it holds
+        at `epoch` without waiting for their marks (after a member leaves, its gainers wait
+        for nobody). True whenever that cannot be shown: several replicas, a table, a ring too
+        old for the history kept, or a history broken in between (changes went unseen).
+        Read with marks complete as of `epoch` (a member that joined later held nothing then).
+        """
+        region = self._regions.get(epoch)
+        if region is None or self.replicas != 1:
+            return True
+        members = self._store.snapshot().members
+        lagging: dict[str, int] = {}
+        for name, info in members.items():
+            mark = self._store.mark_of(name)
+            if name == self.name or mark is None:
+                continue  # a member in the default mode keeps no mark and is not waited for
+            released = mark[0] if mark[1] == info.lease else 0
+            if released < epoch:
+                lagging[name] = released
+        if not lagging:
+            return False
+        since = self._store.history_since(min(lagging.values()))
+        if since is None:
+            return True
+        window = [snapshot for snapshot in since if snapshot.epoch <= epoch]
+        _, breaks = self._store.history()
+        if any(snapshot.epoch in breaks for snapshot in window[1:]):
+            return True
+        for index, snapshot in enumerate(window):
+            if not isinstance(snapshot.ring, HashRing):
+                return True
+            # The members that may answer from this ring: their mark is below the next one.
+            until = window[index + 1].epoch if index + 1 < len(window) else math.inf
+            may_answer = {name for name, released in lagging.items() if released < until}
+            if may_answer & region.holders(snapshot.ring):
+                return True
+        return False
 
     def settled_rings(self, snapshot: Snapshot) -> list[Snapshot] | None:
         """The snapshots from the settled epoch to `snapshot`, or None when nothing is owned."""
@@ -333,7 +397,10 @@ class Handoff:
         if not grew and self._floor >= change.old.epoch:
             self._floor = max(self._floor, change.new.epoch)  # nothing gained: nothing to wait
         elif self._floor < change.new.epoch:
-            self._wake.set()  # it waits for the marks: its release thread follows them
+            # It waits for the marks: its release thread reads or follows them. A read does
+            # unless a member still live held some of its arcs just before (it must release).
+            self._watch_needed = not exact or self._held_by_others(change, region)
+            self._wake.set()
         lost = self._reported.subtract(region)
         if lost:
             self._reported = self._reported.intersect(region)
@@ -347,6 +414,15 @@ class Handoff:
         if change is None or self._store.blind_s() > 0 or not self._regions:
             return
         settled = self.settled_epoch(change.new.epoch)
+        marks = self._store.marks
+        if (
+            settled < change.new.epoch
+            and not marks.fresh()
+            and marks.complete_at() >= change.new.revision
+        ):
+            # The marks read since the change are not enough: follow them from now on.
+            self._watch_needed = True
+            self._wake.set()
         # Owned from here on, and reported below before any later change is relayed: the
         # dispatcher thread runs both, so a gain is never taken away unreported.
         self._floor = max(self._floor, settled)
@@ -367,6 +443,19 @@ class Handoff:
         if gained:
             self._reported = self._reported.union(gained)
             self._report(change, gained.arcs(self.name), ())
+
+    def _held_by_others(self, change: Change, region: Region) -> bool:
+        """Whether a member still in the ring at `change` held some of `region` in the one before.
+
+        Such a member must release first, and its mark comes after this member's read: the
+        marks are followed. A member that left the ring (it leaves, or its lease ended) has
+        released by the time the read comes, or soon after (it leaves because it is done).
+        """
+        ring = change.old.ring
+        if self.replicas != 1 or not isinstance(ring, HashRing):
+            return True
+        still = {node.name for node in change.new.ring.nodes}
+        return bool((region.holders(ring) - {self.name}) & still)
 
     def _region_of(self, snapshot: Snapshot) -> Region:
         ring = snapshot.ring
@@ -486,6 +575,12 @@ class Handoff:
                 self._store.marks.follow(wait=wait)
             else:
                 self._store.marks.unfollow()
+
+    def _read_marks(self, epoch: int) -> None:
+        """Have the store read every mark once for the wait at `epoch` (on its marks thread)."""
+        if self._read_for < epoch:
+            self._read_for = epoch
+            self._store.marks.read()
 
     def write_mark(self, epoch: int) -> None:
         """Raise the release mark to `epoch` (never lowers it).
@@ -609,7 +704,10 @@ class Handoff:
                 return
             with contextlib.suppress(BackendError):
                 self.write_mark(self._target())
-            self._follow(wanted=self._waits(), wait=False)  # read on the marks thread
+            waits, latest = self._waits(), self._latest
+            if waits and latest is not None and not self._watch_needed:
+                self._read_marks(latest.new.epoch)
+            self._follow(wanted=waits and self._watch_needed, wait=False)  # on the marks thread
             if self._waits():
                 # Not owned yet: look again on the dispatcher (a wait for departures this store
                 # did not see ends with time, not with a mark or a change that would wake it).

@@ -11,6 +11,10 @@ when the wait begins (so a mark written before it is seen), a watch from the rea
 while it lasts, cancelled when no member of the store waits (as Kafka's cooperative
 rebalancing tells a partition's revocation only to the consumer that is assigned it next).
 
+A member that needs the marks only as they stand after a change (no member still in the ring
+held what it gained: see :mod:`ringkit.live.handoff`) asks for one read of the folder instead
+(``read``); ``complete_at`` tells up to which revision the marks held are complete.
+
 Each member's own mark is watched on its own key (one event a change, in one process), so a
 mark overwritten or deleted by hand is written again at once. :class:`MarksWatch` holds these
 watches for one store and feeds what they deliver to the store's ledger.
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Sequence
 
@@ -45,8 +50,9 @@ def range_end(prefix: str) -> str:
 
 class MarksWatch:
     """The release marks one store follows: ``follow``/``unfollow`` (the folder, counted),
-    ``fresh``; ``watch_own``/``unwatch_own`` (a member's own key), ``wrote``; ``restart``,
-    ``close``. Thread-safe; what breaks is opened again on a thread of its own.
+    ``fresh``; ``read``, ``complete_at`` (the folder once); ``watch_own``/``unwatch_own`` (a
+    member's own key), ``wrote``; ``restart``, ``close``. Thread-safe; what breaks is opened
+    again on a thread of its own.
 
     `changed()` is called after marks changed, and after the folder was read.
     """
@@ -65,6 +71,8 @@ class MarksWatch:
         self._opening = threading.Lock()  # one read-and-watch at a time
         self._waiters = 0
         self._folder_watch: WatchHandle | None = None
+        self._read_wanted = False  # a read of the folder alone was asked for (see `read`)
+        self._complete_at = 0  # the revision of the last read of the folder: complete then
         self._own: dict[str, WatchHandle | None] = {}  # member name -> its key's watch
         self._generation = 0  # moves at restart: calls from older watches are dropped
         self._closed = False
@@ -110,6 +118,26 @@ class MarksWatch:
         """Whether every mark is followed now (read, and watched since the read)."""
         return self._folder_watch is not None
 
+    def read(self) -> None:
+        """Read the folder once on the marks thread, without following it; `changed()` after.
+
+        For a member that needs the marks as they were after a change, not as they will be:
+        one whose gained arcs no member that may lag held (see :mod:`ringkit.live.handoff`).
+        At N members that gain at once, as when one leaves, a read each is N reads where a
+        watch each would also be N × N events (every member's mark delivered to every gainer).
+        """
+        with self._lock:
+            self._read_wanted = True
+        self._reopen()
+
+    def complete_at(self) -> float:
+        """The revision as of which every mark is held: a read's, or infinite while followed.
+
+        Marks only grow, so marks complete at revision R are each at least what it was at R;
+        a member that joined after R has no mark here.
+        """
+        return math.inf if self._folder_watch is not None else self._complete_at
+
     def _open_folder(self) -> None:
         with self._opening:
             with self._lock:
@@ -129,6 +157,8 @@ class MarksWatch:
                 raise
             self._ledger.load_marks(records, revision)
             with self._lock:
+                if generation == self._generation:
+                    self._complete_at = max(self._complete_at, revision)
                 if self._waiters == 0 or self._closed or generation != self._generation:
                     keep = False
                 else:
@@ -247,6 +277,23 @@ class MarksWatch:
         if self._waiters and self._folder_watch is None:
             with contextlib.suppress(BackendError):
                 self._open_folder()
+        if self._read_wanted:
+            self._read_folder(generation)
+
+    def _read_folder(self, generation: int) -> None:
+        """The read `read` asked for (asked again at the next look if it fails)."""
+        self._read_wanted = False
+        try:
+            revision, records = self._backend.get_prefix(self._folder)
+        except BackendError:
+            self._read_wanted = True
+            return
+        self._ledger.load_marks(records, revision)
+        with self._lock:
+            if generation != self._generation:
+                return  # etcd was restored meanwhile: this read counts revisions of before
+            self._complete_at = max(self._complete_at, revision)
+        self._changed()
 
     def restart(self) -> None:
         """etcd was restored (its revisions start again): drop every watch, opened again anew.
@@ -255,6 +302,7 @@ class MarksWatch:
         """
         with self._lock:
             self._generation += 1
+            self._complete_at = 0
             handles = [self._folder_watch, *self._own.values()]
             self._folder_watch = None
             self._own = dict.fromkeys(self._own)

@@ -185,6 +185,32 @@ class Region:
         """The closed intervals, as Python ints."""
         return list(zip(self.firsts.tolist(), self.lasts.tolist(), strict=True))
 
+    def holders(self, ring: HashRing) -> set[str]:
+        """The members of `ring` that hold a point of this region (one replica each point).
+
+        A point belongs to the first token at or after it (past the last token: the first).
+        The tokens holding the points of ``[first, last]`` are those from the one holding
+        ``first`` to the one holding ``last``; of tokens tied at one point only the first
+        holds it, and the others are counted too (a holder too many, never one too few).
+
+        >>> ring = HashRing.from_tokens({"a": [10], "b": [20], "c": [30]})
+        >>> sorted(Region.of_arcs([Arc(12, 25, "x", 13)]).holders(ring))
+        ['b', 'c']
+        >>> sorted(Region.of_arcs([Arc(25, 5, "x", 2**64 - 20)]).holders(ring))
+        ['a', 'c']
+        """
+        tokens, owners = ring.tokens, ring.token_owners
+        if len(self.firsts) == 0 or len(tokens) == 0:
+            return set()
+        starts = np.searchsorted(tokens, self.firsts, side="left")
+        stops = np.searchsorted(tokens, self.lasts, side="left")  # len(tokens): wraps to 0
+        counts = stops - starts + 1
+        total = int(counts.sum())
+        at = np.arange(total) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
+        positions = np.unique(owners[at % len(tokens)])
+        names = [node.name for node in ring.nodes]
+        return {names[int(position)] for position in positions}
+
     def arcs(self, name: str) -> tuple[Arc, ...]:
         """The region as arcs ``(start, end]`` of `name`, one arc where it wraps past the top."""
         parts = [(first - 1, last) for first, last in self.intervals()]  # as (start, end]
