@@ -256,6 +256,9 @@ class Handoff:
         # of them may do (see ``_lagging_may_hold``); and the epoch a read was asked for.
         self._watch_needed = True
         self._read_for = -1
+        # Who held this member's arcs at an epoch, ring by ring: (epoch, {ring epoch: names}),
+        # kept while the wait at that epoch lasts (each mark that comes in asks again).
+        self._holders: tuple[int, dict[int, set[str]]] = (-1, {})
         self._follow_lock = threading.Lock()
         self._remove_hook = store.dispatcher.after_delivery(lambda _epoch: self._wake.set())
         self._thread = threading.Thread(target=self._run, name=f"ringkit-live-release-{name}")
@@ -318,13 +321,21 @@ class Handoff:
         _, breaks = self._store.history()
         if any(snapshot.epoch in breaks for snapshot in window[1:]):
             return True
+        if self._holders[0] != epoch:
+            self._holders = (epoch, {})
+        holders = self._holders[1]
         for index, snapshot in enumerate(window):
             if not isinstance(snapshot.ring, HashRing):
                 return True
+            if snapshot.epoch not in holders:
+                holders[snapshot.epoch] = region.holders(snapshot.ring)
             # The members that may answer from this ring: their mark is below the next one.
             until = window[index + 1].epoch if index + 1 < len(window) else math.inf
-            may_answer = {name for name, released in lagging.items() if released < until}
-            if may_answer & region.holders(snapshot.ring):
+            if any(
+                released < until
+                for name, released in lagging.items()
+                if name in holders[snapshot.epoch]
+            ):
                 return True
         return False
 
