@@ -6,7 +6,8 @@
 One etcd (Debian's etcd-server) on loopback. N watcher processes each follow the ring; a probe
 member joins and leaves it over and over, and each change is timed from the moment before the
 write to the moment the *last* watcher holds the new ring (each process prints the wall-clock
-time it got there; one machine, one clock). Reported: median and p99 over the changes.
+time it got there; one machine, one clock). Reported: median and p99 over the changes. Each
+change starts from a ring at rest: every watcher back to the CPU it uses between changes.
 
 - ringkit: ``ringkit.live`` stores (a watch, no polling); every watcher is also a member.
 - ringkit exclusive: every watcher joins with ``handoff="exclusive"``, and so does the probe;
@@ -160,6 +161,46 @@ def wait_all(watchers: list[Process], has: bool, since: float, timeout_s: float)
     raise TimeoutError(f"watchers did not all see has_probe={has} within {timeout_s} s")
 
 
+def cpu_seconds(processes: list[Process]) -> float:
+    """The CPU time (user and system) the processes have used so far."""
+    total = 0
+    for process in processes:
+        with open(f"/proc/{process.popen.pid}/stat") as stat:
+            fields = stat.read().rpartition(")")[2].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (after the name)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class Rest:
+    """Waits until the watchers are back at rest after a change, before the next is timed.
+
+    At rest the watchers use the CPU of their heartbeats and confirming reads only, measured
+    once over a second before the first change. A change is timed from the moment every
+    process has finished with the one before: at N = 50, once every watcher had marked an
+    exclusive leave, the watchers still used up to 0.28 s of CPU in the next 0.1 s (0.02-0.06
+    s at rest), and a join timed then was timed with the end of the leave.
+    """
+
+    WINDOW_S = 0.1
+
+    def __init__(self, watchers: list[Process]) -> None:
+        self.watchers = watchers
+        before = cpu_seconds(watchers)
+        time.sleep(1.0)
+        # Per window, with room for one clock tick in a few processes (10 ms each).
+        self.idle_s = (cpu_seconds(watchers) - before) * self.WINDOW_S + 0.03
+
+    def wait(self, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        before = cpu_seconds(self.watchers)
+        while time.monotonic() < deadline:
+            time.sleep(self.WINDOW_S)
+            now = cpu_seconds(self.watchers)
+            if now - before <= self.idle_s:
+                return
+            before = now
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -172,6 +213,7 @@ def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list
         import ringkit.live
 
         store = ringkit.live.connect(url)
+        rest = Rest(watchers)
         for i in range(changes):
             started = time.time()
             if i % 2 == 0:
@@ -179,13 +221,14 @@ def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list
             else:
                 member.leave()
             latencies.append(wait_all(watchers, i % 2 == 0, started, 10))
-            time.sleep(0.05)
+            rest.wait()
         store.close()
         return latencies
     from tooz import coordination
 
     coord = coordination.get_coordinator(url, b"probe")
     coord.start(start_heart=True)
+    rest = Rest(watchers)
     for i in range(changes):
         started = time.time()
         if i % 2 == 0:
@@ -193,7 +236,7 @@ def graceful(kind: str, url: str, watchers: list[Process], changes: int) -> list
         else:
             coord.leave_group(b"bench").get()
         latencies.append(wait_all(watchers, i % 2 == 0, started, 10))
-        time.sleep(0.05)
+        rest.wait()
     coord.stop()
     return latencies
 
@@ -218,6 +261,7 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         for call in ("grant", "swap", "create"):
             setattr(backend, call, _timed(getattr(backend, call), f"probe {call} acked", calls))
     latencies, phases = [], []
+    rest = Rest(watchers)
     for _ in range(changes):
         calls.clear()
         started = time.time()
@@ -245,10 +289,10 @@ def exclusive(url: str, watchers: list[Process], changes: int, profile: bool) ->
         member.leave()
         wait_all(watchers, False, left, 10)
         # The next join is timed from a ring at rest, as the graceful changes are: every
-        # watcher has marked the leave (N mark writes, each delivered to every process).
+        # watcher has marked the leave, and has done with it.
         gone = store.wait_for(lambda s: "probe" not in s.members)  # the lease revoked too
         settle(url, len(watchers), gone.epoch)
-        time.sleep(0.05)
+        rest.wait()
     store.close()
     if profile:
         show_phases(watchers, phases)
