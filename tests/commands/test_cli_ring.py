@@ -207,6 +207,54 @@ def test_ctrl_c_stops_watch_cleanly() -> None:
     assert err == "stopped\n"
 
 
+# A SIGINT the kernel delivers to a thread other than the main one: Python runs the handler in
+# the main thread, which must not be blocked without a timeout meanwhile.
+SIGINT_TO_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from ringkit.cli import main
+
+class Watched:
+    def __init__(self, out):
+        self.out, self.started = out, threading.Event()
+    def write(self, text):
+        if text.startswith("watching"):
+            self.started.set()
+        return self.out.write(text)
+    def flush(self):
+        self.out.flush()
+
+sys.stdout = Watched(sys.stdout)
+
+def interrupt():
+    sys.stdout.started.wait(60)
+    time.sleep(0.3)  # the main thread waits for a change by now
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not the main one
+
+threading.Thread(target=interrupt, daemon=True).start()
+sys.exit(main(["ring", "watch", "--store", "memory://ctrl-c-thread"]))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_ctrl_c_taken_by_another_thread_stops_watch() -> None:
+    """A watch of a quiet ring hung for good when the SIGINT reached one of its other threads."""
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-c", SIGINT_TO_ANOTHER_THREAD],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(root / "src")},
+        text=True,
+    )
+    try:
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    assert err == "stopped\n"
+    assert out.startswith("watching memory://ctrl-c-thread from epoch 0")
+
+
 def test_status_table_fits_80_columns_without_cutting_member_names(
     store: Store, url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

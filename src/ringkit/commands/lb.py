@@ -17,10 +17,10 @@ import argparse
 import contextlib
 import logging
 import sys
-import threading
 from collections.abc import Iterator
 
 from ringkit.commands.common import shown_url, store_url_with_password
+from ringkit.commands.waiting import pause
 from ringkit.errors import BackendError
 from ringkit.lb import HAProxyController, NginxController
 from ringkit.live import Store, connect, parse_store_url
@@ -58,7 +58,7 @@ def _follow(controller: HAProxyController | NginxController, args: argparse.Name
     print(f"following {shown_url(args.store)}", file=sys.stderr, flush=True)
     try:
         with controller:
-            threading.Event().wait(args.timeout_s)
+            pause(args.timeout_s)
     except KeyboardInterrupt:
         print("stopped", file=sys.stderr)
         return 130

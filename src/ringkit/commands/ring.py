@@ -29,6 +29,7 @@ from ringkit.commands.common import (
     store_url_with_password,
 )
 from ringkit.commands.output import console, fit, percent
+from ringkit.commands.waiting import next_item
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import Change, Snapshot, Store, connect, parse_store_url
 from ringkit.live.restore import BASE_KEY, raise_base
@@ -222,12 +223,8 @@ def run_watch(args: argparse.Namespace) -> int:
             flush=True,
         )
         while args.count is None or seen < args.count:
-            wait = None if deadline is None else deadline - time.monotonic()
-            if wait is not None and wait <= 0:
-                break
-            try:
-                change = changes.get(timeout=wait)
-            except queue.Empty:
+            change = next_item(changes, deadline)
+            if change is None:
                 break
             line = json.dumps(change_dict(change)) if args.json else describe_change(change)
             print(line, flush=True)
