@@ -191,6 +191,7 @@ class Rest:
         self.idle_s = (cpu_seconds(watchers) - before) * self.WINDOW_S + 0.03
 
     def wait(self, timeout_s: float = 5.0) -> None:
+        """Return once a window's CPU is what it was at rest, or after `timeout_s` (busy host)."""
         deadline = time.monotonic() + timeout_s
         before = cpu_seconds(self.watchers)
         while time.monotonic() < deadline:

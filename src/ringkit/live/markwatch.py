@@ -288,11 +288,13 @@ class MarksWatch:
         except BackendError:
             self._read_wanted = True
             return
-        self._ledger.load_marks(records, revision)
         with self._lock:
             if generation != self._generation:
-                return  # etcd was restored meanwhile: this read counts revisions of before
-            self._complete_at = max(self._complete_at, revision)
+                return  # etcd was restored meanwhile: this read may count revisions of before
+        self._ledger.load_marks(records, revision)
+        with self._lock:
+            if generation == self._generation:
+                self._complete_at = max(self._complete_at, revision)
         self._changed()
 
     def restart(self) -> None:
