@@ -25,6 +25,7 @@ import pytest
 import ringkit.live
 from ringkit.cli import main
 from ringkit.live import Store
+from tests.commands.interrupting import INTERRUPTIBLE, interruptible_ringkit
 from tests.servers import EtcdCluster, etcd_server, free_port
 
 pytestmark = pytest.mark.timeout(60)
@@ -189,7 +190,7 @@ def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]
 def test_ctrl_c_stops_watch_cleanly() -> None:
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
-        [sys.executable, "-m", "ringkit", "ring", "watch", "--store", "memory://ctrl-c"],
+        interruptible_ringkit("ring", "watch", "--store", "memory://ctrl-c"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONPATH": str(root / "src")},
@@ -209,8 +210,10 @@ def test_ctrl_c_stops_watch_cleanly() -> None:
 
 # A SIGINT the kernel delivers to a thread other than the main one: Python runs the handler in
 # the main thread, which must not be blocked without a timeout meanwhile.
-SIGINT_TO_ANOTHER_THREAD = """
-import signal, sys, threading, time
+SIGINT_TO_ANOTHER_THREAD = (
+    INTERRUPTIBLE
+    + """
+import sys, threading, time
 from ringkit.cli import main
 
 class Watched:
@@ -233,6 +236,7 @@ def interrupt():
 threading.Thread(target=interrupt, daemon=True).start()
 sys.exit(main(["ring", "watch", "--store", "memory://ctrl-c-thread"]))
 """
+)
 
 
 @pytest.mark.timeout(120)

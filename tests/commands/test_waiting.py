@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ringkit.commands.waiting import SLICE_S, next_item, pause
+from tests.commands.interrupting import INTERRUPTIBLE
 
 
 def test_next_item_returns_what_comes_and_none_after_the_deadline() -> None:
@@ -31,8 +32,10 @@ def test_pause_waits_its_time() -> None:
     pause(0)
 
 
-PAUSE_UNTIL_INTERRUPTED = """
-import signal, sys, threading, time
+PAUSE_UNTIL_INTERRUPTED = (
+    INTERRUPTIBLE
+    + """
+import threading, time
 from ringkit.commands.waiting import pause
 
 def interrupt():
@@ -45,6 +48,7 @@ try:
 except KeyboardInterrupt:
     print("stopped")
 """
+)
 
 
 @pytest.mark.timeout(120)
