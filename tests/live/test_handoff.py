@@ -440,9 +440,16 @@ def test_the_gainers_of_a_member_that_left_own_after_one_read_of_the_marks(
     """No member still live held what a leaving member gives away: nobody to wait for.
 
     Its gainers read the marks once and follow none, where a watch each would deliver every
-    member's mark to every gainer (N x N events at N members that gain at once).
+    member's mark to every gainer (N x N events at N members that gain at once). The gainers'
+    stores are held (a slow subscriber ahead of their handoff) until c has left, so their read
+    comes after c's release: a read before it would not settle the wait, and the gainer would
+    follow the marks after all (as it must).
     """
     with three_stores(store_url) as (store_a, store_b, store_c):
+        gate = threading.Event()
+        gate.set()
+        for store in (store_a, store_b):
+            store.subscribe(lambda change: gate.wait(10))  # called before the member's handoff
         a = store_a.join("a", ttl_s=5, handoff="exclusive")
         b = store_b.join("b", ttl_s=5, handoff="exclusive")
         c = store_c.join("c", ttl_s=5, handoff="exclusive")
@@ -450,7 +457,9 @@ def test_the_gainers_of_a_member_that_left_own_after_one_read_of_the_marks(
         wait_until(lambda: all(c.owns_many(of_c)))
         wait_until(lambda: not any(store.marks.fresh() for store in (store_a, store_b, store_c)))
         seen_a, seen_b = mark_events(store_a), mark_events(store_b)
-        c.leave()
+        gate.clear()
+        c.leave()  # its mark raised to the leaving epoch, then its lease revoked
+        gate.set()
         wait_until(lambda: all(a.owns(key) or b.owns(key) for key in of_c))
         for key in KEYS:
             assert a.owns(key) + b.owns(key) == 1
