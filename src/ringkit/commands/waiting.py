@@ -1,11 +1,12 @@
 """Waiting in a command's main thread so that Ctrl-C stops it within a fraction of a second.
 
-Python runs a signal's handler in the main thread only, between bytecodes, while the kernel
-delivers SIGINT to any thread of the process that does not block it. A main thread blocked on
-a lock without a timeout (a queue's ``get``, an event's ``wait``) is not woken when another
-thread took the signal, so the KeyboardInterrupt waits for whatever the main thread waits for:
-forever, on a ring where nothing changes (``ringkit ring watch`` hung so once in a test run,
-and a SIGINT sent to one of its other threads hung it every time). So commands wait in slices.
+Python runs a signal's handler in the main thread only, between bytecodes. Linux hands a
+SIGINT sent to the process to its main thread, but may hand it to another when the main one
+already has a signal pending (or when it is sent to that thread). A main thread blocked on a
+lock without a timeout (a queue's ``get``, an event's ``wait``) is not woken when another
+thread took the signal, so the KeyboardInterrupt waits for whatever the main thread waits
+for: forever, on a ring where nothing changes (a SIGINT sent to one of ``ringkit ring
+watch``'s other threads hung it every time). So commands wait in slices.
 """
 
 from __future__ import annotations
