@@ -314,13 +314,10 @@ class Handoff:
                 lagging[name] = released
         if not lagging:
             return False
-        since = self._store.history_since(min(lagging.values()))
+        since = self._store.history_since(min(lagging.values()), unbroken=True)
         if since is None:
             return True
         window = [snapshot for snapshot in since if snapshot.epoch <= epoch]
-        _, breaks = self._store.history()
-        if any(snapshot.epoch in breaks for snapshot in window[1:]):
-            return True
         if self._holders[0] != epoch:
             self._holders = (epoch, {})
         holders = self._holders[1]
@@ -719,7 +716,7 @@ class Handoff:
             if waits and latest is not None and not self._watch_needed:
                 self._read_marks(latest.new.epoch)
             self._follow(wanted=waits and self._watch_needed, wait=False)  # on the marks thread
-            if self._waits():
+            if waits:
                 # Not owned yet: look again on the dispatcher (a wait for departures this store
                 # did not see ends with time, not with a mark or a change that would wake it).
                 self._queue_settle()

@@ -112,13 +112,20 @@ class HandoffLedger:
         with self._lock:
             return list(self._history), set(self._breaks)
 
-    def history_since(self, epoch: int) -> list[Snapshot] | None:
-        """The snapshots from the one holding `epoch` on; None when it is older than kept."""
+    def history_since(self, epoch: int, *, unbroken: bool = False) -> list[Snapshot] | None:
+        """The snapshots from the one holding `epoch` on; None when it is older than kept.
+
+        With `unbroken`, None too when the history breaks after that one (changes went unseen
+        in between: the one holding `epoch` may not be the ring that was in effect then).
+        """
         with self._lock:
-            history = list(self._history)
+            history, breaks = list(self._history), set(self._breaks)
         for index in range(len(history) - 1, -1, -1):
             if history[index].epoch <= epoch:
-                return history[index:]
+                since = history[index:]
+                if unbroken and any(snapshot.epoch in breaks for snapshot in since[1:]):
+                    return None
+                return since
         return None
 
     def resumed(self, epoch: int) -> None:

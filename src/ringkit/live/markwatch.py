@@ -151,15 +151,13 @@ class MarksWatch:
             # its newest revision.
             handle = self._watch(self._folder, range_end(self._folder), 0, generation)
             try:
-                revision, records = self._backend.get_prefix(self._folder)
+                loaded = self._load_folder(generation)
             except BackendError:
                 handle.cancel()
                 raise
-            self._ledger.load_marks(records, revision)
             with self._lock:
-                if generation == self._generation:
-                    self._complete_at = max(self._complete_at, revision)
-                if self._waiters == 0 or self._closed or generation != self._generation:
+                stale = generation != self._generation  # a restore since the read
+                if not loaded or stale or self._waiters == 0 or self._closed:
                     keep = False
                 else:
                     self._folder_watch, keep = handle, True
@@ -284,18 +282,28 @@ class MarksWatch:
         """The read `read` asked for (asked again at the next look if it fails)."""
         self._read_wanted = False
         try:
-            revision, records = self._backend.get_prefix(self._folder)
+            loaded = self._load_folder(generation)
         except BackendError:
             self._read_wanted = True
             return
+        if loaded:
+            self._changed()
+
+    def _load_folder(self, generation: int) -> bool:
+        """Read every mark into the ledger; return whether it was taken (same `generation`).
+
+        :raises BackendError: when the folder cannot be read
+        """
+        revision, records = self._backend.get_prefix(self._folder)
         with self._lock:
             if generation != self._generation:
-                return  # etcd was restored meanwhile: this read may count revisions of before
+                return False  # etcd was restored meanwhile: the read may count revisions of before
         self._ledger.load_marks(records, revision)
         with self._lock:
-            if generation == self._generation:
-                self._complete_at = max(self._complete_at, revision)
-        self._changed()
+            if generation != self._generation:
+                return False
+            self._complete_at = max(self._complete_at, revision)
+        return True
 
     def restart(self) -> None:
         """etcd was restored (its revisions start again): drop every watch, opened again anew.

@@ -155,8 +155,7 @@ class Region:
         if total == 0:
             return Region.empty()
         mine = np.repeat(np.arange(len(self.firsts)), counts)
-        # The other's index of each pair: its run's first index, then one more per pair.
-        theirs = np.arange(total) + np.repeat(first_met - (np.cumsum(counts) - counts), counts)
+        theirs = _runs(first_met, counts)  # the other's index of each pair
         return Region(
             np.maximum(self.firsts[mine], other.firsts[theirs]),
             np.minimum(self.lasts[mine], other.lasts[theirs]),
@@ -204,10 +203,7 @@ class Region:
             return set()
         starts = np.searchsorted(tokens, self.firsts, side="left")
         stops = np.searchsorted(tokens, self.lasts, side="left")  # len(tokens): wraps to 0
-        counts = stops - starts + 1
-        total = int(counts.sum())
-        at = np.arange(total) + np.repeat(starts - (np.cumsum(counts) - counts), counts)
-        positions = np.unique(owners[at % len(tokens)])
+        positions = np.unique(owners[_runs(starts, stops - starts + 1) % len(tokens)])
         names = [node.name for node in ring.nodes]
         return {names[int(position)] for position in positions}
 
@@ -226,3 +222,16 @@ class Region:
 
     def __repr__(self) -> str:
         return f"Region({self.intervals()!r})"
+
+
+def _runs(starts: npt.NDArray[np.intp], counts: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """The indices ``starts[i], starts[i] + 1, ...`` (``counts[i]`` of them) for every i, in order.
+
+    >>> _runs(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    # Each run's first index, then one more per element of the run.
+    runs: npt.NDArray[np.intp] = np.arange(int(counts.sum())) + np.repeat(
+        starts - (np.cumsum(counts) - counts), counts
+    )
+    return runs

@@ -411,12 +411,13 @@ class Store:
             snapshot = self._snapshot
         return self._ledger.settled(snapshot.epoch, snapshot.members, excluding=name)
 
-    def history_since(self, epoch: int) -> list[Snapshot] | None:
+    def history_since(self, epoch: int, *, unbroken: bool = False) -> list[Snapshot] | None:
         """The snapshots this store held from `epoch` on: the one holding `epoch`, and later.
 
-        None when that one is older than the history kept.
+        None when that one is older than the history kept; with `unbroken`, also when the
+        history breaks after it (the store read the state afresh since).
         """
-        return self._ledger.history_since(epoch)
+        return self._ledger.history_since(epoch, unbroken=unbroken)
 
     def history(self) -> tuple[list[Snapshot], set[int]]:
         """The snapshots kept (oldest first) and the epochs where the history is broken."""
