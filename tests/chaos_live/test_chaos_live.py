@@ -161,6 +161,18 @@ def test_exclusive_members_never_overlap_under_graceful_changes(tmp_path: Path) 
 
 
 @pytest.mark.timeout(150)
+def test_exclusive_members_never_overlap_when_one_is_paused_past_its_lease(tmp_path: Path) -> None:
+    """SIGSTOP of a member process past its TTL, exclusive mode: its lease ends, and its gainers
+    read the release marks once instead of following them (nobody still in the ring held its
+    arcs); woken, it registers again and waits for the others' marks. No key ever has two
+    owners, and tokens only grow."""
+    require_binary("etcd", "etcd-server")
+    settings = Settings(load_s=8.0, tail_s=3.0, etcd_members=1)
+    result = run_once("exclusive", "worker_stop", 3, settings, tmp_path)
+    assert_exclusive(result)
+
+
+@pytest.mark.timeout(150)
 def test_a_member_paused_past_its_lease_overlaps_no_longer_than_the_default_bound(
     tmp_path: Path,
 ) -> None:
