@@ -10,7 +10,7 @@
 Three local redis-servers and three memcached (loopback, free ports, stopped at the end). For
 ``set``, ``get``, ``delete`` (one key per call), ``get_many`` and ``set_many`` (100 keys per
 call), and ``set after delete`` (a ``set`` of each key the ``delete`` pass has just deleted, which
-on ringkit lifts the delete's tombstone: one more send on memcached), with ``ShardedClient``
+on ringkit lifts the delete's tombstone: one more round trip on memcached), with ``ShardedClient``
 defaults and 100-byte values, it prints:
 
 - **round trips per call**, counted on the client's sockets: a send that follows a receive (or

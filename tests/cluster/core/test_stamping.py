@@ -11,6 +11,7 @@ process had deleted the key and written it again; the final reads missed the ack
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.core.health import OpEvent
 from ringkit.cluster.values.codec import JSON, Codec
 from ringkit.cluster.values.keys import tombstone_key
+from ringkit.cluster.wire.memcached.transports import SocketTransport
 
 KEY = "seat:{lis-jfk}:14C"
 New = Callable[..., Any]
@@ -109,6 +111,53 @@ def test_a_set_delayed_after_its_version_never_hides_a_write_made_meanwhile(
     # The late write is the last on every replica: reading "deleted" would lose both writes.
     assert slow.get(KEY) == "late"
     assert other.get(KEY) == "late"
+    other.close()
+
+
+@pytest.mark.parametrize("backend", ["memcached"])
+@pytest.mark.parametrize("write", ["set", "add"])
+def test_a_write_is_acknowledged_only_once_the_delete_it_outdates_is_lifted(
+    urls: dict[str, str], new: New, write: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other client's write has lifted the delete's tombstone on every replica when it returns.
+
+    On memcached a write takes away an older delete's tombstone with a ``cas`` after its
+    ``set`` (Redis's write script does both at once). Were the write acknowledged while that
+    ``cas`` is still on its way, a set stamped before the delete could land in between, and
+    ``read="all"`` would find the tombstone newer than every copy: the key read as deleted after
+    two writes acknowledged. Another connection's commands may run first (memcached serves
+    each connection on a thread of its own, a loaded machine let it happen): here the other
+    client's lifts reach the servers 0.3 s late, whether or not it waits for them.
+    """
+    ring = HashRing(list(urls))
+    other = ShardedClient(ring, urls, replicas=2, read="all")
+    delayed = {other.server(name).backend.inner.transport for name in urls}
+    exchange = SocketTransport.exchange
+
+    def late_lifts(transport: SocketTransport, request: Any) -> Any:
+        if transport not in delayed or not request.data.startswith(b"cas "):
+            return exchange(transport, request)
+        if request.replies:  # the client waits for its answer
+            time.sleep(0.3)
+            return exchange(transport, request)
+        threading.Timer(0.3, exchange, (transport, request)).start()  # on a socket of its own
+        return []
+
+    monkeypatch.setattr(SocketTransport, "exchange", late_lifts)
+
+    def meanwhile() -> None:
+        other.delete(KEY)
+        assert getattr(other, write)(KEY, "acknowledged") is not False
+
+    slow = new(ring, urls, replicas=2, read="all")
+    slow.set(KEY, "first")
+    slow.writer.codec = stamped = _StampThen(slow.writer.codec, meanwhile)
+    slow.set(KEY, "late")  # stamped before the delete, lands after the other write returned
+    assert stamped.ran
+    assert slow.get(KEY) == "late"
+    assert other.get(KEY) == "late"
+    time.sleep(0.4)  # every late lift has landed by now
+    assert slow.get(KEY) == "late"
     other.close()
 
 

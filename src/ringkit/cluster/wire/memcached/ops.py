@@ -83,8 +83,8 @@ def set_many(url: ServerURL, items: Mapping[bytes, bytes], ttl_s: float | None) 
     """Store every item, expiring after `ttl_s`, and lift the older deletes beside them.
 
     The ``set`` commands and a ``gets`` of the values' tombstones are one round trip; a
-    tombstone older than the value set is then taken away (:func:`_lift`, sent without waiting
-    for its answer), only where one is found (a key deleted, then written again).
+    tombstone older than the value set is then taken away (:func:`_lift`, a second round trip),
+    only where one is found (a key deleted, then written again).
     """
     if not items:
         return
@@ -138,16 +138,20 @@ def _lift(url: ServerURL, tombs: Mapping[bytes, tuple[bytes, bytes]]) -> Wire[No
     """Take away delete tombstones ``{key: (tombstone, cas token)}`` the values set outdate.
 
     By ``cas`` with a negative exptime (expired at once, as :func:`bury` deletes): a newer
-    delete that ran since the ``gets`` changed the tombstone, and it stays. Sent ``noreply``,
-    with no wait for an answer: the connection's next command runs after it (memcached answers
-    a connection's commands in order), and a lift that does not land leaves the tombstone, as
-    it was before. So the write it follows costs one round trip still.
+    delete that ran since the ``gets`` changed the tombstone (``EXISTS``), and it stays. The
+    write waits for the answers, so it is acknowledged only once its tombstones are gone: the
+    connection's next command would run after them, but another connection's may run first
+    (memcached serves each on a thread of its own), and a write stamped before the delete that
+    landed in between would then be read as deleted, on every replica, after this one was
+    acknowledged. A second round trip, only for a write that finds an older delete beside it.
     """
     request = b"".join(
-        b"cas %s 0 -1 %d %s noreply\r\n%s\r\n" % (tomb, len(data), token, data)
+        b"cas %s 0 -1 %d %s\r\n%s\r\n" % (tomb, len(data), token, data)
         for tomb, (data, token) in tombs.items()
     )
-    yield Exchange(request, 0)
+    for reply in (yield Exchange(request, len(tombs))):
+        # STORED: lifted; EXISTS: a newer delete came since (it stands); NOT_FOUND: gone.
+        checked(reply, url)
 
 
 def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
