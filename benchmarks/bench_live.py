@@ -72,7 +72,7 @@ if kind in ("ringkit", "exclusive"):
         store.dispatcher.after_delivery(lambda epoch: note("delivered", epoch))
         # A mark is sent by the thread that applied the change (start_swap) or, when that
         # cannot, by the release thread (swap); either way it is noted once written (_wrote).
-        from ringkit.live.handoff import decode_mark
+        from ringkit.live.marks import decode_mark
         mark_key, backend, handoff = store.mark_key(name), store.backend, member._handoff
         def sending(call):
             def send(key, value, *args, **options):
@@ -395,7 +395,7 @@ def settle(url: str, count: int, epoch: int = 0, timeout_s: float = 120) -> None
     with the revision of its read, which the marks need not reach.
     """
     from ringkit.errors import BackendError
-    from ringkit.live.handoff import decode_mark
+    from ringkit.live.marks import decode_mark
     from ringkit.live.store import open_store_backend
 
     backend, prefix = open_store_backend(url)

@@ -329,6 +329,31 @@ def test_at_most_twelve_modules_sit_directly_in_cluster() -> None:
     assert len(flat) <= 12, flat
 
 
+def package_loop(source: Path, package: str) -> list[str] | None:
+    """One loop of imports among `package`'s modules (type-only imports count), or None."""
+    graph: dict[str, set[str]] = {}
+    for item in imports_of(source):
+        inside = item.importer.startswith(package + ".")
+        if inside and item.imported.startswith(package + "."):
+            graph.setdefault(item.importer, set()).add(item.imported)
+    return find_cycle(graph)
+
+
+def test_the_live_rings_modules_never_import_round_a_loop() -> None:
+    # A member and its handoff name what they ask of their store as protocols; the store
+    # composes them (it imports them, never the reverse).
+    assert package_loop(SOURCE, "ringkit.live") is None
+
+
+def test_a_loop_within_a_package_is_caught(tmp_path: Path) -> None:
+    tree = tmp_path / "ringkit"
+    _write(tree, "live/__init__.py", "")
+    _write(tree, "live/store.py", "from ringkit.live.member import Member\n")
+    _write(tree, "live/member.py", "if TYPE_CHECKING:\n    from ringkit.live.store import Store\n")
+    loop = package_loop(tree, "ringkit.live")
+    assert loop is not None and set(loop) == {"ringkit.live.store", "ringkit.live.member"}
+
+
 def _cluster_tree(tmp_path: Path, files: dict[str, str]) -> Path:
     tree = tmp_path / "ringkit"
     _write(tree, "__init__.py", "")

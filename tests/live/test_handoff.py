@@ -18,7 +18,7 @@ import ringkit.live
 from ringkit.errors import BackendError, ConfigError
 from ringkit.live import MemberChange, Store
 from ringkit.live.backend import Event, Record, SwapAnswer
-from ringkit.live.handoff import decode_mark, encode_mark
+from ringkit.live.marks import decode_mark, encode_mark
 from ringkit.live.memory import MemoryBackend
 
 pytestmark = pytest.mark.timeout(60)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 
 from ringkit.live.backend import Event, Record
-from ringkit.live.handoff import ReleaseMarks
+from ringkit.live.marks import ReleaseMarks
 from ringkit.live.snapshot import MemberInfo, SkippedRecord, Snapshot
 
 __all__ = ["HISTORY", "HandoffLedger"]

@@ -25,12 +25,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ringkit.errors import BackendError, ConfigError, DuplicateNodeError, RingkitError
 from ringkit.hashing import Key
 from ringkit.live.change import Change, MemberChange
-from ringkit.live.handoff import HANDOFFS, Handoff
+from ringkit.live.handoff import HANDOFFS, Handoff, HandoffStore
 from ringkit.live.snapshot import MemberInfo, Snapshot, decode_member
 from ringkit.live.transitions import TransitionLog
 from ringkit.nodes import Node
@@ -39,7 +39,6 @@ from ringkit.strategies.allocation import allocate_tokens
 
 if TYPE_CHECKING:
     from ringkit.live.dispatch import Subscription
-    from ringkit.live.store import Store
 
 __all__ = ["Member", "choose_tokens"]
 
@@ -97,6 +96,29 @@ def _check_handoff(handoff: object, replicas: object, release_timeout_s: object)
         raise ConfigError(f"release_timeout_s must be a number > 0 or None, got {timeout!r}")
 
 
+class MemberStore(HandoffStore, Protocol):
+    """What a member asks of its store (:class:`~ringkit.live.store.Store` is one), beyond
+    what its handoff asks: its record's key, the snapshots and their history, the changes."""
+
+    def member_key(self, name: str) -> str: ...
+
+    def history(self) -> tuple[list[Snapshot], set[int]]: ...
+
+    def resumed_epoch(self) -> int: ...
+
+    def current_within_s(self) -> float: ...
+
+    def wait_current(self, *, timeout_s: float = 10.0) -> bool: ...
+
+    def wait_for(
+        self, predicate: Callable[[Snapshot], bool], *, timeout_s: float = 10.0
+    ) -> Snapshot: ...
+
+    def subscribe(self, callback: Callable[[Change], None]) -> Subscription: ...
+
+    def wait_delivered(self, epoch: int, *, timeout_s: float = 10.0) -> bool: ...
+
+
 class Member:
     """This process's membership of a live ring, made by ``store.join``.
 
@@ -107,7 +129,12 @@ class Member:
     """
 
     def __init__(
-        self, store: Store, info: MemberInfo, *, replicas: int = 1, handoff: Handoff | None = None
+        self,
+        store: MemberStore,
+        info: MemberInfo,
+        *,
+        replicas: int = 1,
+        handoff: Handoff | None = None,
     ) -> None:
         self._store, self._info = store, info
         self._replicas, self._handoff = replicas, handoff
@@ -126,7 +153,8 @@ class Member:
     @classmethod
     def join(
         cls,
-        store: Store,
+        store: MemberStore,
+        members: list[Member],
         name: str,
         *,
         weight: float,
@@ -141,7 +169,7 @@ class Member:
         release_timeout_s: float | None = None,
         wait_s: float = 0.0,
     ) -> Member:
-        """Register a member (see ``Store.join``)."""
+        """Register a member (see ``Store.join``), in `members` (the store's) from then on."""
         node = Node(name, weight=weight, zone=zone)
         ttl = _check_ttl(ttl_s)
         _check_handoff(handoff, replicas, release_timeout_s)
@@ -162,11 +190,11 @@ class Member:
             )
             # Subscribed before the record exists: the change that adds it is reported too.
             member._subscriptions.append(store.subscribe(member._handoff.relay))
-        store._members.append(member)
+        members.append(member)
         try:
             member._register_waiting(wait, node, vnodes, planned if allocate else None)
         except BaseException:
-            store._members.remove(member)
+            members.remove(member)
             member.close()
             raise
         member._heartbeat = threading.Thread(target=member._beat, name=f"ringkit-live-{name}")

@@ -39,8 +39,8 @@ from ringkit.live.change import Change
 from ringkit.live.currency import Confirmer
 from ringkit.live.dispatch import Dispatcher, Subscription
 from ringkit.live.followed import FollowedRecords
-from ringkit.live.handoff import MARKS_FOLDER
 from ringkit.live.ledger import HandoffLedger
+from ringkit.live.marks import MARKS_FOLDER
 from ringkit.live.markwatch import MarksWatch, range_end
 from ringkit.live.member import Member
 from ringkit.live.metrics import StoreMetrics, track_store
@@ -565,6 +565,7 @@ class Store:
         """
         member = Member.join(
             self,
+            self._members,
             name,
             weight=weight,
             zone=zone,
