@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from typing import TYPE_CHECKING
+from typing import TypeVar
 
 from ringkit.errors import ConfigError
+from ringkit.placement import TokenRing
 
-if TYPE_CHECKING:  # the ring imports this module for HashRing.shuffle_shard
-    from ringkit.ring.ring import HashRing
+# A HashRing, which offers this module as HashRing.shuffle_shard (so it cannot import the ring).
+RingT = TypeVar("RingT", bound=TokenRing)
 
 __all__ = ["shard_collision_probability", "shuffle_shard"]
 
@@ -47,14 +48,14 @@ def _check_size(size: object) -> int:
     return size
 
 
-def _quotas(zones: list[str], identifier: str, size: int, ring: HashRing) -> dict[str, int]:
+def _quotas(zones: list[str], identifier: str, size: int, ring: TokenRing) -> dict[str, int]:
     """Split `size` over the zones: size // Z each, the remainder to zones the tenant hashes to."""
     base, extra = divmod(size, len(zones))
     order = sorted(zones, key=lambda zone: ring.point_for(f"{identifier}#{zone}"))
     return {zone: base + (1 if zone in order[:extra] else 0) for zone in zones}
 
 
-def shuffle_shard(ring: HashRing, identifier: str, size: int) -> HashRing:
+def shuffle_shard(ring: RingT, identifier: str, size: int) -> RingT:
     """Return the sub-ring of `size` nodes that tenant `identifier` is assigned.
 
     Nodes are spread over the zones (one group for nodes without a zone), ``size // Z`` per

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from ringkit.placement import Placement
-from ringkit.sim.population import CHUNK_KEYS, Chunk, HashCache
+from ringkit.sim.population import CHUNK_KEYS, Chunk, HashCache, Population
 from ringkit.stats import METRICS
 
-if TYPE_CHECKING:
-    from ringkit.sim.scenario import Scenario
-
-__all__ = ["PassContext", "PassResult", "Progress", "measure_pass", "owner_indices"]
+__all__ = ["Measured", "PassContext", "PassResult", "Progress", "measure_pass", "owner_indices"]
 
 IndexArray = npt.NDArray[np.int64]
 # Progress callback: (keys done in this pass, keys in this pass).
@@ -47,11 +44,21 @@ def owner_indices(placement: Placement, chunk: Chunk, universe: dict[str, int]) 
     return np.fromiter((universe[name] for name in names), dtype=np.int64, count=len(names))
 
 
+class Measured(Protocol):
+    """What a pass reads of the scenario it measures (a :class:`~ringkit.sim.scenario.Scenario`)."""
+
+    @property
+    def population(self) -> Population: ...
+
+
+ScenarioT = TypeVar("ScenarioT", bound=Measured)
+
+
 @dataclass(frozen=True, slots=True)
-class PassContext:
+class PassContext(Generic[ScenarioT]):
     """What every pass of one run shares: the scenario, node indices, progress, hash cache."""
 
-    scenario: Scenario
+    scenario: ScenarioT
     universe: dict[str, int]
     progress: Progress | None
     cache: HashCache | None
@@ -64,7 +71,9 @@ class PassResult:
 
 
 def measure_pass(
-    ctx: PassContext, placements: Sequence[Placement], pairs: Sequence[tuple[int, int]] = ()
+    ctx: PassContext[ScenarioT],
+    placements: Sequence[Placement],
+    pairs: Sequence[tuple[int, int]] = (),
 ) -> PassResult:
     """One streaming pass: loads of each placement, and moved shares between index pairs."""
     universe, progress = ctx.universe, ctx.progress

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -57,15 +57,12 @@ from ringkit.placement import Placement
 from ringkit.sim.measure import owner_indices
 from ringkit.sim.population import Population
 from ringkit.stats import Balance, balance
-from ringkit.strategies.registry import build_placement
-
-if TYPE_CHECKING:
-    from ringkit.sim.scenario import Scenario
 
 __all__ = [
     "REMEDIES",
     "Remedies",
     "RemedyResult",
+    "RemedyScenario",
     "compare_remedies",
     "near_cache_factors",
     "split_nodes",
@@ -283,8 +280,23 @@ def _place_hot_keys(
     return extra_parts
 
 
+class RemedyScenario(Protocol):
+    """What comparing remedies asks of a scenario (a :class:`~ringkit.sim.scenario.Scenario`)."""
+
+    @property
+    def population(self) -> Population: ...
+
+    @property
+    def replicas(self) -> int: ...
+
+    @property
+    def remedies(self) -> Remedies | None: ...
+
+    def start_placement(self) -> Placement: ...
+
+
 def compare_remedies(
-    scenario: Scenario, remedies: Remedies | None = None, placement: Placement | None = None
+    scenario: RemedyScenario, remedies: Remedies | None = None, placement: Placement | None = None
 ) -> tuple[RemedyResult, ...]:
     """Return the outcome of each remedy in :data:`REMEDIES` order, on the scenario's start.
 
@@ -301,11 +313,7 @@ def compare_remedies(
             f"remedies model one copy of each key (a cache), got replicas={scenario.replicas}"
         )
     if placement is None:
-        # Imported here: ringkit.sim.scenario imports this module (Scenario.remedies).
-        from ringkit.sim.scenario import _placed_nodes
-
-        nodes = _placed_nodes(scenario, scenario.zone_map())
-        placement = build_placement(scenario.strategy, nodes, scenario.options)
+        placement = scenario.start_placement()
     weights = {node.name: node.weight for node in placement.nodes}
     settings.check_nodes(len(weights))
     universe = {name: index for index, name in enumerate(weights)}

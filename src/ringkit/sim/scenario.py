@@ -175,6 +175,14 @@ class Scenario:
             return {node.name: node.zone for node in self.nodes if node.zone is not None}
         return spread_zones(_universe(self), self.zones)
 
+    def start_placement(self, zone_of: dict[str, str] | None = None) -> Placement:
+        """The strategy over the starting nodes, in their zones (`zone_of`: ``zone_map()``).
+
+        :raises ConfigError: for an unknown strategy or options it refuses
+        """
+        zones = self.zone_map() if zone_of is None else zone_of
+        return build_placement(self.strategy, _placed_nodes(self, zones), self.options)
+
 
 @dataclass(frozen=True, slots=True)
 class HotKey:
@@ -320,7 +328,7 @@ def _optimum(old: Placement, new: Placement, event: Event) -> float | None:
 
 
 def _cascade(
-    ctx: PassContext, placement: Placement, event: Event, before: dict[str, float]
+    ctx: PassContext[Scenario], placement: Placement, event: Event, before: dict[str, float]
 ) -> tuple[Placement | None, tuple[tuple[str, ...], ...]]:
     """Fail `event.node`; then fail every survivor whose load passes its capacity, in rounds.
 
@@ -364,7 +372,7 @@ def _without(placement: Placement, names: Iterable[str]) -> Placement:
     return placement
 
 
-def _losses(ctx: PassContext, old: Placement, failed: Iterable[str]) -> dict[str, Any]:
+def _losses(ctx: PassContext[Scenario], old: Placement, failed: Iterable[str]) -> dict[str, Any]:
     """Step fields for the nodes `failed` at once: keys lost, below quorum, survivors' loads."""
     report: FailureReport = fail_nodes(
         old,
@@ -401,7 +409,7 @@ def _outage(event: Event, failed: tuple[tuple[str, ...], ...], losses: dict[str,
 
 
 def _failures(
-    ctx: PassContext, state: _State, event: Event
+    ctx: PassContext[Scenario], state: _State, event: Event
 ) -> tuple[Placement | None, tuple[tuple[str, ...], ...]]:
     """Fail what `event` fails: the survivors (None: every node failed) and the failed rounds."""
     old = state.placement
@@ -416,7 +424,7 @@ def _failures(
     return _cascade(ctx, old, event, loads_before)
 
 
-def _step(ctx: PassContext, state: _State, event: Event) -> Step:
+def _step(ctx: PassContext[Scenario], state: _State, event: Event) -> Step:
     old, old_base = state.placement, state.baseline
     failed: tuple[tuple[str, ...], ...] = ()
     losses: dict[str, Any] = {}
@@ -458,7 +466,7 @@ def _step(ctx: PassContext, state: _State, event: Event) -> Step:
     )
 
 
-def _stale_step(ctx: PassContext, state: _State, event: Event) -> Step:
+def _stale_step(ctx: PassContext[Scenario], state: _State, event: Event) -> Step:
     if event.behind >= len(state.history):
         raise ConfigError(
             f"stale behind must be < {len(state.history)} (the membership changes so far), "
@@ -515,7 +523,7 @@ def run_scenario(scenario: Scenario, *, progress: Progress | None = None) -> Run
     cache: HashCache | None = {} if scenario.population.count <= HASH_CACHE_KEYS else None
     ctx = PassContext(scenario, universe, progress, cache)
     zone_of = scenario.zone_map()
-    start = build_placement(scenario.strategy, _placed_nodes(scenario, zone_of), scenario.options)
+    start = scenario.start_placement(zone_of)
     base = _baseline(scenario)
     state = _State(start, base, [start], [base] if base is not None else [])
     state.zone_of, state.zone_aware = zone_of, scenario.zone_aware
