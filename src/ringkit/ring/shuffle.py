@@ -36,7 +36,7 @@ from typing import TypeVar
 from ringkit.errors import ConfigError
 from ringkit.placement import TokenRing
 
-# A HashRing, which offers this module as HashRing.shuffle_shard (so it cannot import the ring).
+# Any token ring: HashRing offers this module as HashRing.shuffle_shard, so it is not imported here.
 RingT = TypeVar("RingT", bound=TokenRing)
 
 __all__ = ["shard_collision_probability", "shuffle_shard"]
