@@ -214,6 +214,18 @@ def test_scenario_nodes_added_later_continue_the_round_robin() -> None:
     assert [s.keys_lost for s in run.steps] == [0, 0, 0]
 
 
+def test_the_start_placement_puts_the_starting_nodes_in_their_zones() -> None:
+    # What run_scenario starts from and compare_remedies compares on: zone-aware, each node in
+    # the zone the scenario's round-robin gives it; zone-blind, the same nodes without zones.
+    aware = _scenario(zone_aware=True)
+    placed = aware.start_placement()
+    assert {node.name: node.zone for node in placed.nodes} == ZONE_OF
+    assert run_scenario(aware).steps[0].nodes == tuple(node.name for node in placed.nodes)
+    blind = _scenario().start_placement()
+    assert [node.name for node in blind.nodes] == NAMES
+    assert all(node.zone is None for node in blind.nodes)
+
+
 def test_scenario_zone_failure_of_every_node_is_an_outage() -> None:
     scenario = Scenario(
         population=Population(count=100),
