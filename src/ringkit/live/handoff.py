@@ -109,6 +109,8 @@ class HandoffStore(Protocol):
 
     def settled_epoch(self, name: str) -> int: ...
 
+    def released(self, name: str) -> dict[str, int]: ...
+
 
 class Handoff:
     """One exclusive member's side of the handoff: ownership, its mark, its callbacks.
@@ -210,15 +212,12 @@ class Handoff:
         region = self._regions.get(epoch)
         if region is None or self.replicas != 1:
             return True
-        members = self._store.snapshot().members
-        lagging: dict[str, int] = {}
-        for name, info in members.items():
-            mark = self._store.mark_of(name)
-            if name == self.name or mark is None:
-                continue  # a member in the default mode keeps no mark and is not waited for
-            released = mark[0] if mark[1] == info.lease else 0
-            if released < epoch:
-                lagging[name] = released
+        # A member in the default mode keeps no mark and is not waited for.
+        lagging = {
+            name: released
+            for name, released in self._store.released(self.name).items()
+            if released < epoch
+        }
         if not lagging:
             return False
         since = self._store.history_since(min(lagging.values()), unbroken=True)

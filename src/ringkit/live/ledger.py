@@ -83,6 +83,11 @@ class HandoffLedger:
         with self._lock:
             return self._marks.skipped()
 
+    def released(self, members: Mapping[str, MemberInfo], *, excluding: str) -> dict[str, int]:
+        """The epoch each exclusive member but `excluding` has released (``ReleaseMarks``)."""
+        with self._lock:
+            return self._marks.released(members, excluding=excluding)
+
     def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
         """The highest epoch (≤ `epoch`) every exclusive member but `excluding` released."""
         with self._lock:

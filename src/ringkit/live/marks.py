@@ -134,16 +134,19 @@ class ReleaseMarks:
         """Member `name`'s (mark epoch, lease), or None when it keeps no valid mark."""
         return self._marks.get(name)
 
-    def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
-        """The lowest mark among the exclusive members other than `excluding` (cap: `epoch`).
+    def released(self, members: Mapping[str, MemberInfo], *, excluding: str) -> dict[str, int]:
+        """The epoch each exclusive member of `members` but `excluding` has released, by name.
 
         A member keeps a mark iff it is exclusive; one held under another lease than its
         record's (it rejoined and has not marked yet) counts as 0.
         """
-        settled = epoch
+        found = {}
         for name, info in members.items():
             mark = self._marks.get(name)
-            if name == excluding or mark is None:
-                continue
-            settled = min(settled, mark[0] if mark[1] == info.lease else 0)
-        return settled
+            if name != excluding and mark is not None:
+                found[name] = mark[0] if mark[1] == info.lease else 0
+        return found
+
+    def settled(self, epoch: int, members: Mapping[str, MemberInfo], *, excluding: str) -> int:
+        """The lowest mark among the exclusive members other than `excluding` (cap: `epoch`)."""
+        return min([epoch, *self.released(members, excluding=excluding).values()])

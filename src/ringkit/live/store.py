@@ -411,6 +411,12 @@ class Store:
             snapshot = self._snapshot
         return self._ledger.settled(snapshot.epoch, snapshot.members, excluding=name)
 
+    def released(self, name: str) -> dict[str, int]:
+        """The epoch every other exclusive member has released, by name (latest snapshot's)."""
+        with self._lock:
+            snapshot = self._snapshot
+        return self._ledger.released(snapshot.members, excluding=name)
+
     def history_since(self, epoch: int, *, unbroken: bool = False) -> list[Snapshot] | None:
         """The snapshots this store held from `epoch` on: the one holding `epoch`, and later.
 
