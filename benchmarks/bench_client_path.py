@@ -3,6 +3,7 @@
     python benchmarks/bench_client_path.py                  # µs per call, sync and async
     python benchmarks/bench_client_path.py --profile        # cProfile of 20,000 gets and sets
     python benchmarks/bench_client_path.py --src /tmp/old/src  # the same figures for another tree
+    python benchmarks/bench_client_path.py --sleep-us 30   # each store call sleeps first
 
 ``ShardedClient`` (and ``AsyncShardedClient``) defaults over three in-process stores: JSON, one
 replica, a settled stable view, 16-byte keys and 100-byte str values. The store alone
@@ -18,6 +19,12 @@ processes on the same cores) disturbs it far less than the wall clock. The figur
 of the repeats (``--wall`` times by ``perf_counter`` instead). ``--src`` runs against another
 copy of ``src/`` (``git archive`` of an earlier commit), so a before and an after can be taken
 in one window, one process after the other.
+
+``--sleep-us N`` makes every call of the store (the client's and the store's alone) sleep N µs
+first (``select`` with a timeout), as a thread waiting for a server's reply sleeps: a thread
+that slept finds the code and objects of its path cold, and the client's path reads more of
+them than a plain client's one function does. Compare the difference between the client and
+the store alone with and without it.
 """
 
 from __future__ import annotations
@@ -26,10 +33,12 @@ import argparse
 import asyncio
 import cProfile
 import pstats
+import select
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -45,6 +54,9 @@ def _parse() -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="cProfile instead of timing")
     parser.add_argument("--pieces", action="store_true", help="also time the path's pieces")
     parser.add_argument("--wall", action="store_true", help="wall clock, not process CPU time")
+    parser.add_argument(
+        "--sleep-us", type=float, default=0.0, help="sleep this long in each store call first"
+    )
     return parser.parse_args()
 
 
@@ -54,6 +66,18 @@ sys.path.insert(0, ARGS.src)
 from _harness import Timing, print_table  # noqa: E402
 from ringkit import HashRing  # noqa: E402
 from ringkit.cluster import AsyncShardedClient, ShardedClient  # noqa: E402
+from ringkit.cluster.wire.memory import MemoryBackend  # noqa: E402
+
+
+def _sleeping_first(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, after a sleep of ``--sleep-us`` (a reply awaited from a server, in effect)."""
+    pause = ARGS.sleep_us / 1e6
+
+    def slept(*args: Any, **options: Any) -> Any:
+        select.select([], [], [], pause)
+        return call(*args, **options)
+
+    return slept
 
 
 def time_interleaved(
@@ -90,6 +114,9 @@ def _profile(client: ShardedClient, keys: list[str]) -> None:
 
 
 def main() -> None:
+    if ARGS.sleep_us:
+        for name in ("get_many", "set_many"):
+            setattr(MemoryBackend, name, _sleeping_first(getattr(MemoryBackend, name)))
     keys = _keys(ARGS.calls)
     urls = {name: f"memory://bench-path-{name}" for name in NAMES}
     client = ShardedClient(HashRing(NAMES), urls)
@@ -100,7 +127,7 @@ def main() -> None:
     aclient = AsyncShardedClient(HashRing(NAMES), urls)
     loop = asyncio.new_event_loop()
     loop.run_until_complete(aclient.get(keys[0]))  # settles it
-    store = client.server(NAMES[0]).backend.inner
+    store = client.server(NAMES[0]).backend.inner.kind.backend  # the MemoryBackend itself
     encoded = [key.encode() for key in keys]
     stored = store.get_many([encoded[0]])[encoded[0]] if encoded[0] in store.store.data else b""
 
@@ -150,7 +177,8 @@ def main() -> None:
     timings = time_interleaved(contenders, ARGS.calls, repeats=ARGS.repeats)
     print_table(
         f"memory://, one key per call, {ARGS.calls} calls x {ARGS.repeats} repeats, "
-        f"{'wall' if ARGS.wall else 'process CPU'} time ({ARGS.src})",
+        f"{'wall' if ARGS.wall else 'process CPU'} time ({ARGS.src})"
+        + (f", each store call after a {ARGS.sleep_us:g} µs sleep" if ARGS.sleep_us else ""),
         timings,
         "store alone: MemoryBackend.get_many",
         unit="us",
