@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
 from contextlib import ExitStack
+from pathlib import Path
 
-from tests.servers import redis_server
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # runnable as `python benchmarks/...` too
 
-from ringkit import HashRing
-from ringkit.cluster import ShardedClient
-from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer
-from ringkit.errors import RingkitError
+from tests.servers import redis_server  # noqa: E402
+
+from ringkit import HashRing  # noqa: E402
+from ringkit.cluster import ShardedClient  # noqa: E402
+from ringkit.cluster.rebalance.coordinator import RebalanceOptions, Rebalancer  # noqa: E402
+from ringkit.errors import RingkitError  # noqa: E402
 
 NAMES = ("s1", "s2", "s3")
 

@@ -37,15 +37,19 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
-import redis
-from redis.cluster import RedisCluster
-from tests.servers import Server, free_port, redis_server, serve
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # runnable as `python benchmarks/...` too
 
-from ringkit import HashRing
-from ringkit.cluster import ShardedClient
-from ringkit.cluster.rebalance.coordinator import RebalanceOptions
-from ringkit.errors import QuorumError
+import redis  # noqa: E402
+from redis.cluster import RedisCluster  # noqa: E402
+from tests.servers import Server, free_port, redis_server, serve  # noqa: E402
+
+from ringkit import HashRing  # noqa: E402
+from ringkit.cluster import ShardedClient  # noqa: E402
+from ringkit.cluster.rebalance.coordinator import RebalanceOptions  # noqa: E402
+from ringkit.errors import QuorumError  # noqa: E402
 
 NAMES = ("s1", "s2", "s3", "s4")
 VALUE = "x" * 100

@@ -21,12 +21,16 @@ import tempfile
 import threading
 import time
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_rebalance import NAMES, _fresh
-from tests.servers import redis_server
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]  # runnable as `python benchmarks/...` too
 
-from ringkit.cluster import ShardedClient
+from benchmarks.bench_rebalance import NAMES, _fresh  # noqa: E402
+from tests.servers import redis_server  # noqa: E402
+
+from ringkit.cluster import ShardedClient  # noqa: E402
 
 PHASES = ("_backfill", "_stream", "_cleanup", "_publish")
 
