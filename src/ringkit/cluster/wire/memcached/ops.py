@@ -137,21 +137,37 @@ def _lift_older(
 def _lift(url: ServerURL, tombs: Mapping[bytes, tuple[bytes, bytes]]) -> Wire[None]:
     """Take away delete tombstones ``{key: (tombstone, cas token)}`` the values set outdate.
 
-    By ``cas`` with a negative exptime (expired at once, as :func:`bury` deletes): a newer
-    delete that ran since the ``gets`` changed the tombstone (``EXISTS``), and it stays. The
-    write waits for the answers, so it is acknowledged only once its tombstones are gone: the
-    connection's next command would run after them, but another connection's may run first
-    (memcached serves each on a thread of its own), and a write stamped before the delete that
-    landed in between would then be read as deleted, on every replica, after this one was
-    acknowledged. A second round trip, only for a write that finds an older delete beside it.
+    A conditional delete (:func:`_delete_unchanged`): a newer delete that ran since the ``gets``
+    changed the tombstone, and it stays. The write waits for the answers, so it is acknowledged
+    only once its tombstones are gone: the connection's next command would run after them, but
+    another connection's may run first (memcached serves each on a thread of its own), and a
+    write stamped before the delete that landed in between would then be read as deleted, on
+    every replica, after this one was acknowledged. A second round trip, only for a write that
+    finds an older delete beside it.
     """
-    request = b"".join(
-        b"cas %s 0 -1 %d %s\r\n%s\r\n" % (tomb, len(data), token, data)
-        for tomb, (data, token) in tombs.items()
-    )
-    for reply in (yield Exchange(request, len(tombs))):
-        # STORED: lifted; EXISTS: a newer delete came since (it stands); NOT_FOUND: gone.
-        checked(reply, url)
+    yield from _delete_unchanged(url, tombs)
+
+
+def _delete_unchanged(
+    url: ServerURL, held: Mapping[bytes, tuple[bytes, bytes]]
+) -> Wire[list[bool]]:
+    """Delete each key of ``{key: (value, cas token)}`` unless it changed since the ``gets``
+    that gave the token; return, per key, whether it was deleted (one round trip).
+
+    memcached's meta delete with a cas compare (``md KEY C<token>``, memcached >= 1.6: ``HD``
+    deleted, ``EX`` changed, ``NF`` gone) frees the item at once. A server without meta
+    commands answers ``ERROR``; it gets the same deletes as ``cas`` with a negative exptime
+    (protocol.txt: expired at once), one more round trip. That leaves the item in place,
+    expired, until memcached next looks at it: the next command that reads the key (a write's
+    ``gets`` of its tombstone, say) pays for unlinking it.
+    """
+    request = b"".join(b"md %s C%s\r\n" % (key, token) for key, (_, token) in held.items())
+    replies = yield Exchange(request, len(held))
+    if replies[0][0] != b"ERROR":
+        return [checked(reply, url) == b"HD" for reply in replies]
+    request = b"".join(store(b"cas", key, data, -1, token) for key, (data, token) in held.items())
+    replies = yield Exchange(request, len(held))
+    return [checked(reply, url) == b"STORED" for reply in replies]
 
 
 def _one(url: ServerURL, request: bytes, items: Mapping[bytes, bytes] | None = None) -> Wire[bytes]:
@@ -326,7 +342,7 @@ def _buried_since(
 
     A delete may run between the read and an ``add`` (its tombstone first, then the delete of a
     key not yet there): the tombstones are read again, and a copy still ours under a newer one
-    is taken back by ``cas`` with a negative exptime (protocol.txt: expired at once).
+    is taken back by a conditional delete (:func:`_delete_unchanged`).
     """
     [reply] = yield Exchange(gets([*added, *(tombs[key] for key in added)]), 1)
     now = _cas_all(reply, url)
@@ -335,10 +351,9 @@ def _buried_since(
         for key, value in added.items()
         if tombs[key] in now and not supersedes(value, None, now[tombs[key]][0])
     }
-    taken = {key: now[key][1] for key in buried if now.get(key, _ABSENT)[0] == added[key]}
+    taken = {key: now[key] for key in buried if now.get(key, _ABSENT)[0] == added[key]}
     if taken:
-        undo = b"".join(store(b"cas", key, added[key], -1, token) for key, token in taken.items())
-        yield Exchange(undo, len(taken))
+        yield from _delete_unchanged(url, taken)
     return buried, now
 
 
@@ -346,9 +361,9 @@ def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[boo
     """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
     The tombstone first, so a repair that reads in between sees it and stands down; its ``set``
-    and the key's ``gets`` are one round trip. The delete is a ``cas`` with a negative exptime
-    (expired at once), so a write that lands between the ``gets`` and it survives. Returns True
-    if the key went.
+    and the key's ``gets`` are one round trip. The delete is conditional on the ``gets``'s cas
+    token (:func:`_delete_unchanged`), so a write that lands between the ``gets`` and it
+    survives. Returns True if the key went.
     """
     tomb = {tombstone_key(key): tombstone}
     request = _sets(tomb, _expire(ttl_s, url)) + gets([key])
@@ -357,7 +372,8 @@ def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[boo
     there, token = _cas_of(found, url, key)
     if there is None or not buries(tombstone, there):
         return False
-    return (yield from _store_unchanged(url, key, there, token, -1))
+    [deleted] = yield from _delete_unchanged(url, {key: (there, token)})
+    return deleted
 
 
 def bury_many(url: ServerURL, tombstones: Mapping[bytes, bytes], ttl_s: float) -> Wire[list[bytes]]:
