@@ -19,7 +19,7 @@ from ringkit.cluster import ShardedClient
 from ringkit.cluster.values.codec import JSON, Codec
 from ringkit.cluster.values.keys import tombstone_key
 from ringkit.cluster.wire.drive import drive_sync
-from ringkit.cluster.wire.memcached.ops import bury, repair
+from ringkit.cluster.wire.memcached.ops import bury, bury_many, repair
 from ringkit.cluster.wire.memcached.protocol import Exchange, Reply
 from ringkit.cluster.wire.urls import parse_url
 from tests.servers import memcached_server
@@ -66,6 +66,20 @@ def test_a_delete_on_a_memcached_without_meta_commands_falls_back_to_an_expiring
     assert drive_sync(bury(URL, b"fare:1", TOMBSTONE, 60), changed) is False
 
 
+def test_a_delete_of_many_keys_is_two_round_trips_whatever_their_number() -> None:
+    keys = [b"fare:%d" % i for i in range(3)]
+    newer = CODEC.encode("fare", version=12, expires_at_ms=0)  # written after the delete
+    server = _Scripted(
+        [(b"STORED", [])] * 3  # the three tombstones
+        + [(b"END", [(keys[0], OLDER, b"41"), (keys[1], newer, b"42")])],  # fare:2 is absent
+        [(b"HD", [])],  # only fare:0 is older than its tombstone
+    )
+    gone = drive_sync(bury_many(URL, dict.fromkeys(keys, TOMBSTONE), 60), server)
+    assert gone == [b"fare:0"]
+    assert len(server.sent) == 2
+    assert server.sent[1] == b"md fare:0 C41\r\n"
+
+
 def test_a_repair_added_under_a_delete_that_ran_meanwhile_is_taken_back_by_its_token() -> None:
     repaired = CODEC.encode("fare", version=5, expires_at_ms=0)
     tomb = tombstone_key(b"fare:1")
@@ -109,4 +123,17 @@ def test_a_delete_and_a_lift_leave_no_expired_item_behind(memcached_port: int) -
     client.set("fare:1", "again")  # newer than the delete: lifts its tombstone
     assert client.get("fare:1") == "again"
     assert _items(memcached_port) == before + 1  # the key only
+    client.close()
+
+
+def test_delete_many_on_memcached_deletes_the_keys_it_finds_and_leaves_their_tombstones(
+    memcached_port: int,
+) -> None:
+    client = ShardedClient(HashRing(["a"]), {"a": f"memcached://127.0.0.1:{memcached_port}"})
+    client.set_many({f"fare:{i}": i for i in range(20)})
+    keys = [f"fare:{i}" for i in range(25)]  # five never written
+    assert client.delete_many(keys) == 20
+    assert client.get_many(keys) == {}
+    tombstones = [tombstone_key(key.encode()) for key in keys]
+    assert len(client.server("a").backend.get_many(tombstones)) == 25
     client.close()

@@ -360,29 +360,36 @@ def _buried_since(
 def bury(url: ServerURL, key: bytes, tombstone: bytes, ttl_s: float) -> Wire[bool]:
     """Keep `tombstone` beside `key` for `ttl_s`, then delete `key` unless it is newer.
 
-    The tombstone first, so a repair that reads in between sees it and stands down; its ``set``
-    and the key's ``gets`` are one round trip. The delete is conditional on the ``gets``'s cas
-    token (:func:`_delete_unchanged`), so a write that lands between the ``gets`` and it
-    survives. Returns True if the key went.
+    :func:`bury_many` of the one key. Returns True if the key went.
     """
-    tomb = {tombstone_key(key): tombstone}
-    request = _sets(tomb, _expire(ttl_s, url)) + gets([key])
-    stored, found = yield Exchange(request, 2)
-    _all_stored([stored], url, tomb)
-    there, token = _cas_of(found, url, key)
-    if there is None or not buries(tombstone, there):
-        return False
-    [deleted] = yield from _delete_unchanged(url, {key: (there, token)})
-    return deleted
+    return key in (yield from bury_many(url, {key: tombstone}, ttl_s))
 
 
 def bury_many(url: ServerURL, tombstones: Mapping[bytes, bytes], ttl_s: float) -> Wire[list[bytes]]:
-    """:func:`bury` each key, one after the other (memcached has no batched ``cas``)."""
-    gone = []
-    for key, tomb in tombstones.items():
-        if (yield from bury(url, key, tomb, ttl_s)):
-            gone.append(key)
-    return gone
+    """Keep each tombstone beside its key for `ttl_s`, then delete the keys it is newer than.
+
+    Two round trips whatever the number of keys. The tombstones first, so a repair that reads
+    in between sees them and stands down; their ``set`` commands and a ``gets`` of the keys are
+    one round trip. The deletes are conditional on the cas tokens read
+    (:func:`_delete_unchanged`), so a write that lands between the ``gets`` and them survives.
+    Returns the keys that went.
+    """
+    if not tombstones:
+        return []
+    tombs = {tombstone_key(key): tombstone for key, tombstone in tombstones.items()}
+    request = _sets(tombs, _expire(ttl_s, url)) + gets(list(tombstones))
+    *stored, found = yield Exchange(request, len(tombs) + 1)
+    _all_stored(stored, url, tombs)
+    held = _cas_all(found, url)
+    doomed = {
+        key: held[key]
+        for key, tombstone in tombstones.items()
+        if key in held and buries(tombstone, held[key][0])
+    }
+    if not doomed:
+        return []
+    deleted = yield from _delete_unchanged(url, doomed)
+    return [key for key, gone in zip(doomed, deleted, strict=True) if gone]
 
 
 _PLAIN: dict[str, Callable[..., Wire[Any]]] = {
